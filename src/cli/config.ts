@@ -1,0 +1,135 @@
+import { constants } from 'node:os';
+import { join } from 'node:path';
+import { UsageError } from '../errors.js';
+import { parseDuration } from '../util/duration.js';
+import { deriveName, validateName } from '../util/name.js';
+import { defaultLockDir, resolveStateDir } from '../util/paths.js';
+import type { ParsedRun } from './options.js';
+
+export type LockBackendName = 'flock' | 'lockfile' | 'none';
+
+// Everything one `run` invocation needs, resolved once (flag over environment over default)
+// and frozen; nothing below the CLI reads argv or the environment again.
+export interface RunConfig {
+  readonly name: string;
+  readonly argv: readonly string[];
+  readonly display: string;
+  readonly lock: LockBackendName;
+  readonly lockPath: string;
+  readonly lockDir: string;
+  readonly lockDirPrivate: boolean;
+  readonly stateDir: string | null;
+  readonly waitMs: number;
+  readonly conflictExitCode: number;
+  readonly timeoutMs: number | null;
+  readonly killSignal: NodeJS.Signals;
+  readonly killAfterMs: number;
+  readonly quiet: boolean;
+  readonly captureBytes: number;
+  readonly verbose: boolean;
+}
+
+export interface Context {
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly root: boolean;
+}
+
+const MAX_CAPTURE = 64 * 1024 * 1024;
+
+export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context): RunConfig {
+  const str = (key: string): string | undefined => {
+    const value = options[key];
+    return typeof value === 'string' ? value : undefined;
+  };
+  const shell = str('shell');
+  if (shell !== undefined && command.length > 0) {
+    throw new UsageError(
+      `-c takes the whole command as one shell string; unexpected '${command[0]}' after it`,
+    );
+  }
+  if (shell === undefined && command.length === 0) {
+    throw new UsageError('no command given: cronguard [options] -- command [args...]');
+  }
+  if (shell === '') throw new UsageError('-c needs a non-empty shell string');
+  const argv = shell !== undefined ? ['/bin/sh', '-c', shell] : command;
+  const name = str('name') !== undefined ? validateName(str('name') as string) : deriveName(argv);
+
+  const lock = parseLock(str('lock') ?? 'flock');
+  const explicitFile = str('lockFile');
+  if (explicitFile !== undefined && lock !== 'flock') {
+    throw new UsageError('--lock-file applies to the flock backend only');
+  }
+  if (explicitFile === '') throw new UsageError('--lock-file needs a path');
+  const explicitDir = str('lockDir') ?? (ctx.env.CRONGUARD_LOCK_DIR || undefined);
+  const lockDir = explicitDir ?? defaultLockDir(ctx.env, ctx.root);
+  const stateDir = options.noLog ? null : resolveStateDir(str('stateDir'), ctx.env, ctx.root);
+
+  return Object.freeze({
+    name,
+    argv: Object.freeze([...argv]),
+    display: shell !== undefined ? `/bin/sh -c ${quote(shell)}` : argv.map(quote).join(' '),
+    lock,
+    lockPath: explicitFile ?? join(lockDir, `${name}.lock`),
+    lockDir,
+    lockDirPrivate: explicitDir === undefined && !ctx.root,
+    stateDir,
+    waitMs: str('wait') === undefined ? 0 : parseDuration(str('wait') as string, '--wait'),
+    conflictExitCode: parseExitCode(str('conflictExitCode')),
+    timeoutMs: optionalDuration(str('timeout'), '--timeout'),
+    killSignal: parseSignal(str('killSignal') ?? 'TERM'),
+    killAfterMs: parseDuration(str('killAfter') ?? '10s', '--kill-after'),
+    quiet: options.quiet === true,
+    captureBytes: parseBytes(str('capture')),
+    verbose: options.verbose === true,
+  });
+}
+
+function parseLock(value: string): LockBackendName {
+  if (value === 'flock' || value === 'lockfile' || value === 'none') return value;
+  if (value === 'postgres') {
+    throw new UsageError('lock backend postgres needs a database, which this version cannot use yet');
+  }
+  throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile or none)`);
+}
+
+// A timeout of 0 means "no timeout", as with timeout(1).
+function optionalDuration(value: string | undefined, option: string): number | null {
+  if (value === undefined) return null;
+  const ms = parseDuration(value, option);
+  return ms === 0 ? null : ms;
+}
+
+function parseExitCode(value: string | undefined): number {
+  if (value === undefined) return 0;
+  if (!/^\d+$/.test(value) || Number(value) > 255) {
+    throw new UsageError(`--conflict-exit-code: '${value}' is not an exit code (0-255)`);
+  }
+  return Number(value);
+}
+
+function parseSignal(value: string): NodeJS.Signals {
+  const signals = constants.signals as Record<string, number>;
+  const upper = value.toUpperCase();
+  const name = /^\d+$/.test(value)
+    ? Object.keys(signals).find((s) => signals[s] === Number(value))
+    : upper.startsWith('SIG') ? upper : `SIG${upper}`;
+  if (!name || !(name in signals)) {
+    throw new UsageError(`--kill-signal: unknown signal '${value}' (use e.g. TERM, INT, HUP, KILL or a number)`);
+  }
+  return name as NodeJS.Signals;
+}
+
+function parseBytes(value: string | undefined): number {
+  if (value === undefined) return 65536;
+  const match = /^(\d+)([kKmM])?(i?B)?$/.exec(value);
+  const bytes = match ? Number(match[1]) * (match[2] ? (/[kK]/.test(match[2]) ? 1024 : 1048576) : 1) : NaN;
+  if (!(bytes <= MAX_CAPTURE)) {
+    throw new UsageError(`--capture: '${value}' is not a byte count from 0 to 64M (e.g. 65536, 64k, 1M)`);
+  }
+  return bytes;
+}
+
+// Quotes an argument the way a POSIX shell would need it, for the run log's `command`.
+export function quote(arg: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
+}

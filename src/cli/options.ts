@@ -1,0 +1,84 @@
+import { UsageError } from '../errors.js';
+
+// The options of `run`, in one table that drives both the parser and --help. The run path
+// parses by hand rather than through commander: the contract's grammar (the first word that
+// is not an option starts the command) is simple, and start-up time is a product feature.
+export interface OptionSpec {
+  readonly key: string;
+  readonly long: string;
+  readonly short?: string;
+  readonly value?: string;
+  readonly help: string;
+}
+
+export const RUN_OPTIONS: readonly OptionSpec[] = [
+  { key: 'name', long: 'name', short: 'n', value: 'NAME', help: 'job name: the lock and run-log key (default: derived from the command)' },
+  { key: 'shell', long: 'shell-command', short: 'c', value: 'STRING', help: 'run STRING through /bin/sh -c instead of a command and arguments' },
+  { key: 'lock', long: 'lock', short: 'l', value: 'BACKEND', help: 'lock backend: flock (default), lockfile or none' },
+  { key: 'lockFile', long: 'lock-file', value: 'PATH', help: 'flock: lock exactly this file (shared with util-linux flock PATH)' },
+  { key: 'lockDir', long: 'lock-dir', value: 'DIR', help: 'where lock files live ($CRONGUARD_LOCK_DIR)' },
+  { key: 'stateDir', long: 'state-dir', value: 'DIR', help: 'where the embedded run log lives ($CRONGUARD_STATE_DIR)' },
+  { key: 'noLog', long: 'no-log', help: 'keep no run log' },
+  { key: 'wait', long: 'wait', short: 'w', value: 'DURATION', help: 'wait up to DURATION for the lock instead of skipping (-w 0: skip at once)' },
+  { key: 'conflictExitCode', long: 'conflict-exit-code', short: 'E', value: 'N', help: 'exit code when skipped because the lock is held (default 0)' },
+  { key: 'timeout', long: 'timeout', short: 't', value: 'DURATION', help: 'stop the command after DURATION (exit 124)' },
+  { key: 'killSignal', long: 'kill-signal', value: 'SIG', help: 'signal sent to the process group on timeout (default TERM)' },
+  { key: 'killAfter', long: 'kill-after', value: 'DURATION', help: 'then SIGKILL after DURATION (default 10s)' },
+  { key: 'quiet', long: 'quiet', short: 'q', help: "print the command's output only if it fails" },
+  { key: 'capture', long: 'capture', value: 'BYTES', help: 'keep the last BYTES of output in the run log (default 65536, 0: none)' },
+  { key: 'verbose', long: 'verbose', short: 'v', help: 'explain decisions on stderr' },
+  { key: 'help', long: 'help', short: 'h', help: 'show this help' },
+  { key: 'version', long: 'version', short: 'V', help: 'show the version' },
+];
+
+export type RawOptions = Readonly<Record<string, string | true>>;
+
+export interface ParsedRun {
+  readonly options: RawOptions;
+  readonly command: readonly string[];
+}
+
+const byLong = new Map(RUN_OPTIONS.map((o) => [o.long, o]));
+const byShort = new Map(RUN_OPTIONS.filter((o) => o.short).map((o) => [o.short as string, o]));
+
+// Splits `[options] [--] command args...`. Options after the command belong to the command.
+export function parseRunArgs(args: readonly string[]): ParsedRun {
+  const options: Record<string, string | true> = {};
+  let i = 0;
+  const takeValue = (spec: OptionSpec, inline: string | undefined, shown: string): string => {
+    if (inline !== undefined) return inline;
+    const next = args[++i];
+    if (next === undefined) throw new UsageError(`option ${shown} needs a value (${spec.value})`);
+    return next;
+  };
+  for (; i < args.length; i++) {
+    const arg = args[i] as string;
+    if (arg === '--') return { options, command: args.slice(i + 1) };
+    if (arg.startsWith('--')) {
+      const eq = arg.indexOf('=');
+      const long = arg.slice(2, eq < 0 ? undefined : eq);
+      const inline = eq < 0 ? undefined : arg.slice(eq + 1);
+      const spec = byLong.get(long);
+      if (!spec) throw new UsageError(`unknown option '--${long}'`);
+      if (!spec.value && inline !== undefined) {
+        throw new UsageError(`option --${long} takes no value`);
+      }
+      options[spec.key] = spec.value ? takeValue(spec, inline, `--${long}`) : true;
+    } else if (arg.length > 1 && arg.startsWith('-')) {
+      for (let j = 1; j < arg.length; j++) {
+        const spec = byShort.get(arg[j] as string);
+        if (!spec) throw new UsageError(`unknown option '-${arg[j]}'`);
+        if (!spec.value) {
+          options[spec.key] = true;
+          continue;
+        }
+        const rest = arg.slice(j + 1);
+        options[spec.key] = takeValue(spec, rest === '' ? undefined : rest, `-${spec.short}`);
+        break;
+      }
+    } else {
+      return { options, command: args.slice(i) };
+    }
+  }
+  return { options, command: [] };
+}

@@ -1,0 +1,22 @@
+// A held lock. The supervisor never knows which backend it came from.
+export interface Lock {
+  // Where the lock lives, for --verbose and messages.
+  readonly description: string;
+  // A descriptor the command must inherit so the lock lives exactly as long as the command
+  // and whatever it leaves running (flock semantics); null when the wrapper keeps it alive.
+  readonly inheritFd: number | null;
+  // Registers what to do if the lock is taken away while held (e.g. a stale lockfile).
+  onLost(handler: (reason: string) => void): void;
+  release(): Promise<void>;
+}
+
+export interface AcquireOptions {
+  // 0: one attempt; otherwise keep trying until this many milliseconds have passed.
+  readonly waitMs: number;
+}
+
+// One lock backend: returns the held lock, or null when another holder has it.
+export interface LockBackend {
+  readonly name: string;
+  acquire(options: AcquireOptions): Promise<Lock | null>;
+}

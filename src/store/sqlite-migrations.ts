@@ -1,0 +1,26 @@
+import type BetterSqlite3 from 'better-sqlite3';
+import m0001 from './migrations/sqlite/0001_initial.sql';
+
+// Numbered migrations, applied in order. Append only: an applied file is never edited.
+export const SQLITE_MIGRATIONS: readonly string[] = [m0001];
+
+// Brings the schema up to date. `PRAGMA user_version` records how many migrations are in;
+// the check is one cheap read on every run, and the upgrade runs under BEGIN IMMEDIATE so
+// two invocations starting at once cannot both apply the same file.
+export function migrateSqlite(db: BetterSqlite3.Database): number {
+  const latest = SQLITE_MIGRATIONS.length;
+  const version = (): number => db.pragma('user_version', { simple: true }) as number;
+  if (version() >= latest) return version();
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    for (let v = version(); v < latest; v++) {
+      db.exec(SQLITE_MIGRATIONS[v] as string);
+      db.pragma(`user_version = ${v + 1}`);
+    }
+    db.exec('COMMIT');
+  } catch (error) {
+    db.exec('ROLLBACK');
+    throw error;
+  }
+  return latest;
+}

@@ -1,0 +1,127 @@
+import { closeSync, constants, mkdirSync, openSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import type BetterSqlite3 from 'better-sqlite3';
+import { migrateSqlite } from './sqlite-migrations.js';
+import type { NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
+
+export const SQLITE_FILE = 'cronguard.db';
+
+// Every SQLite statement of the run log lives here, parameterised.
+const SQL = {
+  runningHere: `SELECT id, pid FROM runs WHERE job = ? AND host = ? AND status = 'running'`,
+  abandon: `UPDATE runs SET status = 'abandoned', finished_at = ?,
+              error = 'wrapper (pid ' || pid || ') vanished without recording an outcome'
+            WHERE id = ? AND status = 'running'`,
+  pendingOverlaps: `SELECT pending_overlaps AS n FROM jobs WHERE name = ?`,
+  resetOverlaps: `UPDATE jobs SET pending_overlaps = 0 WHERE name = ?`,
+  insertRun: `INSERT INTO runs (job, status, trigger, attempt, host, pid, username, command,
+                started_at, overlaps)
+              VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)`,
+  setChildPid: `UPDATE runs SET child_pid = ? WHERE id = ?`,
+  finishRun: `UPDATE runs SET status = ?, finished_at = ?, duration_ms = ?, exit_code = ?,
+                signal = ?, output = ?, output_truncated = ?, error = ?
+              WHERE id = ?`,
+  overlapOnRunning: `UPDATE runs SET overlaps = overlaps + 1
+                     WHERE id = (SELECT max(id) FROM runs WHERE job = ? AND status = 'running')`,
+  overlapPending: `INSERT INTO jobs (name, pending_overlaps) VALUES (?, 1)
+                   ON CONFLICT (name) DO UPDATE SET pending_overlaps = pending_overlaps + 1`,
+  listRuns: `SELECT * FROM runs
+             WHERE (@job IS NULL OR job = @job) AND (@status IS NULL OR status = @status)
+             ORDER BY id DESC LIMIT @limit`,
+  getRun: `SELECT * FROM runs WHERE id = ?`,
+  latestRun: `SELECT * FROM runs WHERE job = ? ORDER BY id DESC LIMIT 1`,
+} as const;
+
+type Row = Omit<RunRow, 'output_truncated'> & { output_truncated: number };
+
+// The embedded run log: one SQLite file in WAL mode, private to the user (0600).
+export class SqliteStore implements RunStore {
+  private constructor(private readonly db: BetterSqlite3.Database) {}
+
+  static open(stateDir: string): SqliteStore {
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    const file = join(stateDir, SQLITE_FILE);
+    // SQLite creates -wal and -shm with the database file's mode, so creating the file
+    // 0600 first keeps all three private.
+    try {
+      closeSync(openSync(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const require = createRequire(import.meta.url);
+    const Database = require('better-sqlite3') as typeof BetterSqlite3;
+    const db = new Database(file, {
+      timeout: 10_000,
+      nativeBinding: require.resolve('better-sqlite3/build/Release/better_sqlite3.node'),
+    });
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    migrateSqlite(db);
+    return new SqliteStore(db);
+  }
+
+  async startRun(run: NewRun, isAlive: (pid: number) => boolean): Promise<number> {
+    const { db } = this;
+    const start = db.transaction((): number => {
+      const now = run.startedAt.toISOString();
+      const running = db.prepare(SQL.runningHere).all(run.job, run.host) as { id: number; pid: number }[];
+      for (const row of running) {
+        if (!isAlive(row.pid)) db.prepare(SQL.abandon).run(now, row.id);
+      }
+      const pending = (db.prepare(SQL.pendingOverlaps).get(run.job) as { n: number } | undefined)?.n ?? 0;
+      if (pending > 0) db.prepare(SQL.resetOverlaps).run(run.job);
+      const info = db
+        .prepare(SQL.insertRun)
+        .run(run.job, run.trigger, run.attempt, run.host, run.pid, run.username, run.command, now, pending);
+      return Number(info.lastInsertRowid);
+    });
+    return start.immediate();
+  }
+
+  async setChildPid(id: number, childPid: number): Promise<void> {
+    this.db.prepare(SQL.setChildPid).run(childPid, id);
+  }
+
+  async finishRun(id: number, o: RunOutcome): Promise<void> {
+    this.db
+      .prepare(SQL.finishRun)
+      .run(o.status, o.finishedAt.toISOString(), o.durationMs, o.exitCode, o.signal, o.output, o.outputTruncated ? 1 : 0, o.error, id);
+  }
+
+  async recordOverlap(job: string): Promise<void> {
+    const { db } = this;
+    db.transaction(() => {
+      if (db.prepare(SQL.overlapOnRunning).run(job).changes === 0) db.prepare(SQL.overlapPending).run(job);
+    }).immediate();
+  }
+
+  async listRuns(filter: RunFilter): Promise<RunRow[]> {
+    const rows = this.db
+      .prepare(SQL.listRuns)
+      .all({ job: filter.job ?? null, status: filter.status ?? null, limit: filter.limit }) as Row[];
+    return rows.map(toRunRow);
+  }
+
+  async getRun(id: number): Promise<RunRow | null> {
+    const row = this.db.prepare(SQL.getRun).get(id) as Row | undefined;
+    return row ? toRunRow(row) : null;
+  }
+
+  async latestRun(job: string): Promise<RunRow | null> {
+    const row = this.db.prepare(SQL.latestRun).get(job) as Row | undefined;
+    return row ? toRunRow(row) : null;
+  }
+
+  async migrate(): Promise<number> {
+    return migrateSqlite(this.db);
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+  }
+}
+
+function toRunRow(row: Row): RunRow {
+  return { ...row, output_truncated: row.output_truncated === 1 };
+}

@@ -1,0 +1,27 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export function isRoot(): boolean {
+  return process.geteuid?.() === 0;
+}
+
+// Default lock directory: shared system location for root, a private per-user one otherwise.
+export function defaultLockDir(env: Env, root: boolean): string {
+  if (root) return '/run/lock/cronguard';
+  if (env.XDG_RUNTIME_DIR) return join(env.XDG_RUNTIME_DIR, 'cronguard');
+  return join(env.HOME || homedir(), '.cache', 'cronguard', 'locks');
+}
+
+// Default directory of the embedded run log, following the XDG base-directory spec.
+export function defaultStateDir(env: Env, root: boolean): string {
+  if (root) return '/var/lib/cronguard';
+  if (env.XDG_STATE_HOME) return join(env.XDG_STATE_HOME, 'cronguard');
+  return join(env.HOME || homedir(), '.local', 'state', 'cronguard');
+}
+
+// The run log's directory: flag, then $CRONGUARD_STATE_DIR, then the default.
+export function resolveStateDir(flag: string | undefined, env: Env, root: boolean): string {
+  return flag ?? (env.CRONGUARD_STATE_DIR || defaultStateDir(env, root));
+}
