@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '../util/sleep.js';
 
 const FIRST_DELAY_MS = 25;
 const MAX_DELAY_MS = 250;

@@ -1,5 +1,5 @@
 import { readFileSync, readdirSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '../util/sleep.js';
 
 const POLL_MS = 20;
 // After SIGKILL, members normally vanish at once; this bounds the wait for zombies that an

@@ -1,6 +1,5 @@
 import { spawn, type StdioOptions } from 'node:child_process';
-import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '../util/sleep.js';
 import { ProcessGroup } from './group.js';
 import { QuietBuffer, type StreamId } from './quiet.js';
 import { TailBuffer } from './tail.js';

@@ -1,0 +1,66 @@
+// `npm run bench`: the wrapper's cost as a ratio to a bare `node -e 0` measured in the same
+// run (commands alternate, so machine noise hits all of them alike), and peak memory.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const rounds = Number(process.env.BENCH_ROUNDS ?? 40);
+const root = new URL('../..', import.meta.url).pathname;
+const work = mkdtempSync(join(tmpdir(), 'cronguard-bench-'));
+const env = { ...process.env, CRONGUARD_STATE_DIR: join(work, 'state'), CRONGUARD_LOCK_DIR: join(work, 'locks') };
+const launcher = join(root, 'bin/cronguard');
+const bundle = join(root, 'dist/cronguard.cjs');
+
+const cases = [
+  { label: 'node -e 0 (baseline)', argv: ['node', '-e', '0'] },
+  { label: 'cronguard -n b -- true', argv: [launcher, '-n', 'b', '--', 'true'] },
+  { label: 'node dist/cronguard.cjs -n b -- true', argv: ['node', bundle, '-n', 'b', '--', 'true'] },
+  { label: 'cronguard --no-log -n b -- true', argv: [launcher, '--no-log', '-n', 'b', '--', 'true'] },
+  { label: 'flock -n FILE true', argv: ['flock', '-n', join(work, 'flock.lock'), 'true'] },
+];
+
+function timeOnce(argv) {
+  const start = process.hrtime.bigint();
+  const result = spawnSync(argv[0], argv.slice(1), { env, stdio: 'inherit' });
+  if (result.status !== 0) throw new Error(`${argv.join(' ')} exited ${result.status}`);
+  return Number(process.hrtime.bigint() - start) / 1e6;
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+async function peakRss(argv) {
+  const child = spawn(argv[0], argv.slice(1), { env, stdio: 'inherit' });
+  let peak = 0;
+  const poll = setInterval(() => {
+    try {
+      const kb = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+      if (kb) peak = Math.max(peak, Number(kb[1]));
+    } catch {
+      // The process has just exited; the last reading stands.
+    }
+  }, 20);
+  await new Promise((resolve) => child.on('exit', resolve));
+  clearInterval(poll);
+  return peak / 1024;
+}
+
+for (const c of cases) for (let i = 0; i < 3; i++) timeOnce(c.argv);
+const samples = cases.map(() => []);
+for (let r = 0; r < rounds; r++) cases.forEach((c, i) => samples[i].push(timeOnce(c.argv)));
+const base = median(samples[0]);
+const rss = await peakRss([launcher, '-n', 'rss', '--', 'sleep', '1']);
+
+console.log(`\ncronguard bench: ${rounds} alternating rounds, node ${process.version}\n`);
+console.log('| command | median ms | ratio to node -e 0 |');
+console.log('|---|---:|---:|');
+cases.forEach((c, i) => {
+  const m = median(samples[i]);
+  console.log(`| ${c.label} | ${m.toFixed(1)} | ${(m / base).toFixed(2)} |`);
+});
+console.log(`\npeak RSS of cronguard -n rss -- sleep 1: ${rss.toFixed(1)} MiB (goal <= 64 MiB)`);
+console.log('goal: cronguard -n b -- true <= 1.30 x node -e 0');
+rmSync(work, { recursive: true, force: true });
