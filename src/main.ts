@@ -3,6 +3,7 @@ import { resolveRunConfig } from './cli/config.js';
 import { VERSION, runHelp } from './cli/help.js';
 import { parseRunArgs } from './cli/options.js';
 import { runJob } from './run/job.js';
+import { flushed } from './util/flush.js';
 import { isRoot } from './util/paths.js';
 import { messages } from './util/stderr.js';
 
@@ -55,7 +56,9 @@ function report(error: unknown): number {
   return EXIT.internal;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => process.exit(report(error)),
-);
+async function exit(code: number): Promise<never> {
+  await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+  process.exit(code);
+}
+
+main(process.argv.slice(2)).then(exit, (error: unknown) => exit(report(error)));

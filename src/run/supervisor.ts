@@ -1,4 +1,5 @@
 import { spawn, type StdioOptions } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { sleep } from '../util/sleep.js';
 import { ProcessGroup } from './group.js';
 import { QuietBuffer, type StreamId } from './quiet.js';
@@ -49,6 +50,18 @@ export function supervise(options: SuperviseOptions): Supervision {
   const capture = options.captureBytes > 0 || options.quiet;
   const stdio: StdioOptions = ['inherit', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit'];
   if (options.inheritFd !== null) stdio.push(options.inheritFd);
+  // Handlers go in before the child exists: a signal that arrives while the command starts
+  // must reach it, not kill cronguard and orphan it. Until the spawn returns, the group
+  // is unknown and the signal is delivered right after.
+  let group: ProcessGroup | null = null;
+  let forwardedSignal: NodeJS.Signals | null = null;
+  const forward = (signal: NodeJS.Signals) => {
+    forwardedSignal = signal;
+    group?.signal(signal);
+  };
+  for (const signal of FORWARDED) process.on(signal, forward);
+  const stdout = process.stdout;
+  const stderr = process.stderr;
   // detached: the command leads a new process group, so signals and the timeout reach
   // everything it starts, and a terminal's ^C reaches it only through cronguard.
   const child = spawn(options.file, options.argv.slice(1), {
@@ -56,26 +69,34 @@ export function supervise(options: SuperviseOptions): Supervision {
     stdio,
     detached: true,
   });
-  const group = new ProcessGroup(child.pid ?? null, options.killSignal, options.killAfterMs);
+  const processGroup = new ProcessGroup(child.pid ?? null, options.killSignal, options.killAfterMs);
+  group = processGroup;
+  if (forwardedSignal) processGroup.signal(forwardedSignal);
   const tail = new TailBuffer(options.captureBytes);
   const quiet = options.quiet ? new QuietBuffer() : null;
-  const route = (id: StreamId, out: NodeJS.WriteStream) => (chunk: Buffer) => {
-    tail.push(chunk);
-    if (quiet) quiet.push(id, chunk);
-    else out.write(chunk);
+  const route = (id: StreamId, source: Readable | null, out: NodeJS.WriteStream) => {
+    // A reader that went away (EPIPE) must not stall the command: keep capturing, stop
+    // writing. A slow reader slows the command down rather than growing our memory.
+    let broken = false;
+    out.on('error', () => {
+      broken = true;
+      source?.resume();
+    });
+    source?.on('data', (chunk: Buffer) => {
+      tail.push(chunk);
+      if (quiet) quiet.push(id, chunk);
+      else if (!broken && !out.write(chunk)) {
+        source.pause();
+        out.once('drain', () => source.resume());
+      }
+    });
   };
-  child.stdout?.on('data', route(1, process.stdout));
-  child.stderr?.on('data', route(2, process.stderr));
+  route(1, child.stdout, stdout);
+  route(2, child.stderr, stderr);
 
-  let forwardedSignal: NodeJS.Signals | null = null;
-  const forward = (signal: NodeJS.Signals) => {
-    forwardedSignal = signal;
-    group.signal(signal);
-  };
-  for (const signal of FORWARDED) process.on(signal, forward);
   let terminatedBecause: string | null = null;
   const timer =
-    options.timeoutMs === null ? null : setLongTimeout(() => group.stop(), options.timeoutMs);
+    options.timeoutMs === null ? null : setLongTimeout(() => processGroup.stop(), options.timeoutMs);
 
   const result = new Promise<ChildResult>((resolve) => {
     let settled = false;
@@ -90,19 +111,19 @@ export function supervise(options: SuperviseOptions): Supervision {
       await Promise.race([new Promise((r) => child.once('close', r)), sleep(DRAIN_MS)]);
       child.stdout?.destroy();
       child.stderr?.destroy();
-      await group.waitUntilGone();
+      await processGroup.waitUntilGone();
       for (const s of FORWARDED) process.off(s, forward);
       const durationMs = Math.round(performance.now() - started);
-      if (quiet && (exitCode !== 0 || group.stopping)) {
-        quiet.replay((id, chunk) => (id === 1 ? process.stdout : process.stderr).write(chunk));
+      if (quiet && (exitCode !== 0 || processGroup.stopping)) {
+        quiet.replay((id, chunk) => (id === 1 ? stdout : stderr).write(chunk));
       }
       quiet?.dispose();
       resolve({
         pid: child.pid ?? null,
         exitCode,
         signal,
-        timedOut: group.stopping && terminatedBecause === null,
-        escalated: group.escalated,
+        timedOut: processGroup.stopping && terminatedBecause === null,
+        escalated: processGroup.escalated,
         forwardedSignal,
         terminatedBecause,
         spawnError,
@@ -122,7 +143,7 @@ export function supervise(options: SuperviseOptions): Supervision {
     pid: child.pid ?? null,
     terminate(reason) {
       terminatedBecause ??= reason;
-      group.stop();
+      processGroup.stop();
     },
     result,
   };

@@ -1,0 +1,120 @@
+import { describe, expect, it } from 'vitest';
+import { type Context, resolveRunConfig } from '../../src/cli/config.js';
+import { parseRunArgs } from '../../src/cli/options.js';
+import { UsageError } from '../../src/errors.js';
+
+const ctx: Context = { env: { HOME: '/home/u' }, root: false };
+const resolve = (args: string[], context = ctx) => resolveRunConfig(parseRunArgs(args), context);
+
+describe('parseRunArgs', () => {
+  it('stops at the first word that is not an option', () => {
+    const parsed = parseRunArgs(['-n', 'x', 'ls', '-n', '--help']);
+    expect(parsed.options).toEqual({ name: 'x' });
+    expect(parsed.command).toEqual(['ls', '-n', '--help']);
+  });
+
+  it('takes everything after -- as the command', () => {
+    expect(parseRunArgs(['-q', '--', '-weird', 'a']).command).toEqual(['-weird', 'a']);
+  });
+
+  it('accepts --opt=value, -oVALUE and clustered flags', () => {
+    const parsed = parseRunArgs(['--name=a', '-t5m', '-qv', '-E3', 'true']);
+    expect(parsed.options).toEqual({ name: 'a', timeout: '5m', quiet: true, verbose: true, conflictExitCode: '3' });
+  });
+
+  it.each([
+    [['--nope', 'true'], /unknown option '--nope'/],
+    [['-Z', 'true'], /unknown option '-Z'/],
+    [['-n'], /option -n needs a value/],
+    [['--quiet=yes', 'true'], /--quiet takes no value/],
+    [['--min-interval', '5m', 'true'], /unknown option '--min-interval'/],
+    [['--retries', '2', 'true'], /unknown option '--retries'/],
+    [['--every', '10s', 'true'], /unknown option '--every'/],
+  ])('rejects %j', (args, message) => {
+    expect(() => parseRunArgs(args)).toThrow(message);
+  });
+});
+
+describe('resolveRunConfig', () => {
+  it('resolves the defaults of the contract', () => {
+    const config = resolve(['-n', 'backup', '--', 'backup.sh']);
+    expect(config).toMatchObject({
+      name: 'backup',
+      lock: 'flock',
+      lockPath: '/home/u/.cache/cronguard/locks/backup.lock',
+      lockDirPrivate: true,
+      stateDir: '/home/u/.local/state/cronguard',
+      waitMs: 0,
+      conflictExitCode: 0,
+      timeoutMs: null,
+      killSignal: 'SIGTERM',
+      killAfterMs: 10_000,
+      quiet: false,
+      captureBytes: 65536,
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('puts flags over environment over defaults', () => {
+    const env = { HOME: '/h', XDG_RUNTIME_DIR: '/run/user/1', CRONGUARD_STATE_DIR: '/env/state' };
+    expect(resolve(['true'], { env, root: false })).toMatchObject({
+      lockDir: '/run/user/1/cronguard',
+      stateDir: '/env/state',
+    });
+    expect(resolve(['--state-dir', '/flag', '--lock-dir', '/l', 'true'], { env, root: false })).toMatchObject({
+      lockDir: '/l',
+      lockDirPrivate: false,
+      stateDir: '/flag',
+    });
+    expect(resolve(['true'], { env: { CRONGUARD_LOCK_DIR: '/e' }, root: true })).toMatchObject({ lockDir: '/e' });
+  });
+
+  it('uses system locations for root', () => {
+    expect(resolve(['-n', 'j', 'true'], { env: {}, root: true })).toMatchObject({
+      lockPath: '/run/lock/cronguard/j.lock',
+      stateDir: '/var/lib/cronguard',
+      lockDirPrivate: false,
+    });
+  });
+
+  it('runs -c through /bin/sh and derives the name from that argv', () => {
+    const config = resolve(['-c', 'echo "hi" | wc -c']);
+    expect(config.argv).toEqual(['/bin/sh', '-c', 'echo "hi" | wc -c']);
+    expect(config.display).toBe(`/bin/sh -c 'echo "hi" | wc -c'`);
+    expect(config.name).toMatch(/^sh-[0-9a-f]{8}$/);
+  });
+
+  it('parses signals, sizes and --no-log', () => {
+    expect(resolve(['--kill-signal', 'int', '--capture', '1k', '--no-log', 'true'])).toMatchObject({
+      killSignal: 'SIGINT',
+      captureBytes: 1024,
+      stateDir: null,
+    });
+    expect(resolve(['--kill-signal', '9', 'true']).killSignal).toBe('SIGKILL');
+    expect(resolve(['-t', '0', 'true']).timeoutMs).toBeNull();
+  });
+
+  it.each([
+    [['-n', 'x'], /no command given/],
+    [[], /no command given/],
+    [['-c', 'echo', 'extra'], /one shell string/],
+    [['-c', ''], /non-empty shell string/],
+    [['-t', '5x', 'true'], /--timeout: invalid duration '5x'/],
+    [['-t', '-1', 'true'], /--timeout: invalid duration '-1'/],
+    [['-w', 'soon', 'true'], /--wait: invalid duration/],
+    [['--kill-after', '1y', 'true'], /--kill-after: invalid duration/],
+    [['-E', '300', 'true'], /not an exit code \(0-255\)/],
+    [['-E', '-1', 'true'], /not an exit code/],
+    [['-l', 'redis', 'true'], /unknown lock backend 'redis'/],
+    [['-l', 'postgres', 'true'], /needs a database/],
+    [['-l', 'none', '--lock-file', '/tmp/x', 'true'], /--lock-file applies to the flock backend/],
+    [['--kill-signal', 'NOPE', 'true'], /unknown signal 'NOPE'/],
+    [['--capture', 'lots', 'true'], /--capture: 'lots'/],
+    [['--capture', '65M', 'true'], /--capture: '65M'/],
+    [['-n', '../../etc/x', 'true'], /invalid job name/],
+    [['-n', 'x'.repeat(10_240), 'true'], /the limit is 100/],
+  ])('rejects %j', (args, message) => {
+    expect(() => resolve(args)).toThrow(UsageError);
+    expect(() => resolve(args)).toThrow(message);
+  });
+});

@@ -1,0 +1,88 @@
+import { existsSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { cronguard, runs, sandbox } from '../helpers.js';
+
+// Every bad input: one clear line on stderr, the contract's exit code, nothing run, nothing
+// recorded, no stack trace.
+describe('bad input', () => {
+  const cases: [string, string[], number, RegExp][] = [
+    ['unknown option', ['--frobnicate'], 64, /unknown option '--frobnicate'/],
+    ['bad duration', ['-t', '5x'], 64, /--timeout: invalid duration '5x'/],
+    ['negative duration', ['-t', '-1'], 64, /--timeout: invalid duration '-1'/],
+    ['conflict code out of range', ['-E', '300'], 64, /not an exit code \(0-255\)/],
+    ['empty name', ['-n', ''], 64, /job name is empty/],
+    ['path in name', ['-n', '../../etc/x'], 64, /invalid job name/],
+    ['10 KB name', ['-n', 'x'.repeat(10_240)], 64, /the limit is 100/],
+    ['unknown lock', ['-l', 'etcd'], 64, /unknown lock backend/],
+    ['bad signal', ['--kill-signal', 'FOO'], 64, /unknown signal/],
+    ['reserved subcommand', [], 64, /not available in this version/],
+  ];
+
+  it.each(cases)('%s', async (_what, options, code, message) => {
+    const box = sandbox();
+    const marker = box.path('ran');
+    const args =
+      _what === 'reserved subcommand' ? ['status'] : [...options, '--', 'sh', '-c', `touch ${marker}`];
+    const result = await cronguard(args, box.env);
+    expect(result.code).toBe(code);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(message);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+    expect(existsSync(marker)).toBe(false);
+    expect(runs(box.stateDir)).toEqual([]);
+  });
+
+  it('no command', async () => {
+    const box = sandbox();
+    const result = await cronguard(['-n', 'x'], box.env);
+    expect(result).toMatchObject({ code: 64, stdout: '' });
+    expect(result.stderr).toMatch(/^cronguard: no command given.*\n$/);
+  });
+
+  it('no arguments at all', async () => {
+    const result = await cronguard([], sandbox().env);
+    expect(result.code).toBe(64);
+    expect(result.stderr).toMatch(/no command given/);
+  });
+
+  it('a nonexistent command exits 127 before taking the lock or recording', async () => {
+    const box = sandbox();
+    const result = await cronguard(['-n', 'j', '--', 'no-such-command-xyz'], box.env);
+    expect(result).toMatchObject({ code: 127, stdout: '', stderr: 'cronguard: command not found: no-such-command-xyz\n' });
+    expect(runs(box.stateDir)).toEqual([]);
+    expect(existsSync(box.lockDir)).toBe(false);
+  });
+
+  it('a non-executable command exits 126', async () => {
+    const box = sandbox();
+    const result = await cronguard(['-n', 'j', '--', `${import.meta.dirname}/../fixtures/not-executable.sh`], box.env);
+    expect(result.code).toBe(126);
+    expect(result.stderr).toMatch(/cannot execute .*not-executable.sh: permission denied/);
+    expect(runs(box.stateDir)).toEqual([]);
+  });
+
+  it('a directory as the command exits 126', async () => {
+    const box = sandbox();
+    const result = await cronguard(['--', '/tmp'], box.env);
+    expect(result.code).toBe(126);
+    expect(result.stderr).toMatch(/is a directory/);
+  });
+
+  it('--help and --version print on stdout and exit 0', async () => {
+    const env = sandbox().env;
+    const help = await cronguard(['--help'], env);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/Usage: cronguard \[run\]/);
+    expect(help.stdout).toMatch(/--conflict-exit-code N/);
+    const version = await cronguard(['--version'], env);
+    expect(version.stdout).toMatch(/^cronguard \d+\.\d+\.\d+/);
+  });
+
+  it('runs a program named like a subcommand after --', async () => {
+    const box = sandbox();
+    const result = await cronguard(['--', 'history'], box.env);
+    expect(result.code).toBe(127);
+    expect(result.stderr).toMatch(/command not found: history/);
+  });
+});

@@ -1,0 +1,99 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type BetterSqlite3 from 'better-sqlite3';
+import { afterEach } from 'vitest';
+import type { RunRow } from '../src/store/types.js';
+
+export const ROOT = resolve(import.meta.dirname, '..');
+export const BINARY = join(ROOT, 'dist', 'cronguard.cjs');
+export const FIXTURES = join(ROOT, 'test', 'fixtures');
+export const fixture = (name: string) => join(FIXTURES, name);
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup();
+});
+
+// A fresh directory per test with its own lock and state dirs, removed afterwards.
+export interface Sandbox {
+  readonly dir: string;
+  readonly lockDir: string;
+  readonly stateDir: string;
+  readonly env: NodeJS.ProcessEnv;
+  path(name: string): string;
+}
+
+export function sandbox(): Sandbox {
+  const dir = mkdtempSync(join(tmpdir(), 'cronguard-test-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const lockDir = join(dir, 'locks');
+  const stateDir = join(dir, 'state');
+  const env: NodeJS.ProcessEnv = { ...process.env, CRONGUARD_LOCK_DIR: lockDir, CRONGUARD_STATE_DIR: stateDir };
+  delete env.NO_COLOR;
+  delete env.FORCE_COLOR;
+  return { dir, lockDir, stateDir, env, path: (name) => join(dir, name) };
+}
+
+export interface Finished {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export interface Started {
+  readonly child: ChildProcess;
+  readonly done: Promise<Finished>;
+}
+
+// Starts the built binary (no shell in between, so signals reach cronguard itself).
+export function start(args: readonly string[], env: NodeJS.ProcessEnv, prefix: readonly string[] = []): Started {
+  const argv = [...prefix, process.execPath, BINARY, ...args];
+  const child = spawn(argv[0] as string, argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  const done = new Promise<Finished>((resolveDone) =>
+    child.on('close', (code, signal) => resolveDone({ code, signal, stdout, stderr })),
+  );
+  return { child, done };
+}
+
+export function cronguard(args: readonly string[], env: NodeJS.ProcessEnv): Promise<Finished> {
+  return start(args, env).done;
+}
+
+// Reads the run log directly, as an outside check would.
+export function runs(stateDir: string): RunRow[] {
+  const file = join(stateDir, 'cronguard.db');
+  if (!existsSync(file)) return [];
+  const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+  const db = new Database(file, { readonly: true });
+  try {
+    return db.prepare('SELECT * FROM runs ORDER BY id').all() as RunRow[];
+  } finally {
+    db.close();
+  }
+}
+
+export async function waitFor(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+// Alive and not a zombie: orphans linger as zombies when this machine's init is slow to reap.
+export function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return false;
+  }
+}
