@@ -1,0 +1,34 @@
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { cronguard, fixture, isAlive, runs, sandbox, start, waitFor } from '../helpers.js';
+
+const lines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n') : []);
+
+describe('lockfile backend', () => {
+  it('lets exactly one of several simultaneous invocations run', async () => {
+    const box = sandbox();
+    const log = box.path('record');
+    const all = await Promise.all(
+      Array.from({ length: 8 }, () => cronguard(['-l', 'lockfile', '-n', 'lf', '--', fixture('record.sh'), log, '1'], box.env)),
+    );
+    for (const result of all) expect(result).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(lines(log)).toHaveLength(2);
+    expect(runs(box.stateDir)).toMatchObject([{ status: 'succeeded', overlaps: 7 }]);
+    expect(existsSync(join(box.lockDir, 'lf.lockdir'))).toBe(false);
+  });
+
+  it('terminates the command and exits 75 when the lock is compromised', async () => {
+    const box = sandbox();
+    const pids = box.path('pids');
+    const run = start(['-l', 'lockfile', '-n', 'lost', '--kill-after', '1s', '--', fixture('tree.sh'), pids], box.env);
+    await waitFor(() => lines(pids).length === 3, 'the command to start');
+    rmSync(join(box.lockDir, 'lost.lockdir'), { recursive: true });
+    const result = await run.done;
+    expect(result.code).toBe(75);
+    expect(result.stderr).toMatch(/lost: lock lost: lockfile .*lost\.lockdir was compromised.*; command terminated/);
+    for (const pid of lines(pids).map(Number)) expect(isAlive(pid)).toBe(false);
+    expect(runs(box.stateDir)[0]).toMatchObject({ status: 'lock_lost' });
+    expect(runs(box.stateDir)[0]?.error).toMatch(/lock lost/);
+  });
+});
