@@ -36,7 +36,7 @@ export function renderTable(headers: readonly string[], rows: readonly (readonly
       .map((cell, i) => (i === cells.length - 1 ? cell : cell + ' '.repeat((widths[i] as number) - plain(cell).length)))
       .join('  ')
       .trimEnd();
-  return [c.bold(line(headers)), ...rows.map(line)].join('\n') + '\n';
+  return `${[c.bold(line(headers)), ...rows.map(line)].join('\n')}\n`;
 }
 
 export function runCells(run: RunRow, c: ChalkInstance, formatDuration: (ms: number) => string): string[] {

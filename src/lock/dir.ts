@@ -1,5 +1,6 @@
-import { lstatSync, mkdirSync, readlinkSync, type Stats } from 'node:fs';
+import { lstatSync, readlinkSync, type Stats } from 'node:fs';
 import { CantCreateError, PermissionError, fileError } from '../errors.js';
+import { mkdirp } from '../util/mkdirp.js';
 
 // Makes sure a lock directory exists and is safe to create lock files in. A symlink is
 // refused because a lock dir swapped for a link would let another user steer where we create
@@ -8,7 +9,7 @@ export function ensureLockDir(dir: string, privateDir: boolean): void {
   let stat = lstatOrNull(dir);
   if (!stat) {
     try {
-      mkdirSync(dir, { recursive: true, mode: privateDir ? 0o700 : 0o755 });
+      mkdirp(dir, privateDir ? 0o700 : 0o755);
     } catch (error) {
       throw fileError('lock directory', dir, error);
     }

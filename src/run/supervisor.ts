@@ -150,8 +150,12 @@ export function supervise(options: SuperviseOptions): Supervision {
 }
 
 // setTimeout caps at about 24.8 days; longer timeouts are chained.
-function setLongTimeout(fn: () => void, ms: number): { handle: NodeJS.Timeout } {
-  const MAX = 2 ** 31 - 1;
-  const box = { handle: setTimeout(() => (ms > MAX ? (box.handle = setLongTimeout(fn, ms - MAX).handle) : fn()), Math.min(ms, MAX)) };
+const MAX_TIMER_MS = 2 ** 31 - 1;
+function setLongTimeout(fn: () => void, ms: number): { handle?: NodeJS.Timeout } {
+  const box: { handle?: NodeJS.Timeout } = {};
+  const arm = (left: number): void => {
+    box.handle = setTimeout(() => (left > MAX_TIMER_MS ? arm(left - MAX_TIMER_MS) : fn()), Math.min(left, MAX_TIMER_MS));
+  };
+  arm(ms);
   return box;
 }

@@ -1,7 +1,8 @@
-import { closeSync, constants, mkdirSync, openSync } from 'node:fs';
+import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
+import { mkdirp } from '../util/mkdirp.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import type { NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
 
@@ -40,7 +41,7 @@ export class SqliteStore implements RunStore {
   private constructor(private readonly db: BetterSqlite3.Database) {}
 
   static open(stateDir: string): SqliteStore {
-    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    mkdirp(stateDir, 0o700);
     const file = join(stateDir, SQLITE_FILE);
     // SQLite creates -wal and -shm with the database file's mode, so creating the file
     // 0600 first keeps all three private.

@@ -50,7 +50,11 @@ async function peakRss(argv) {
 
 for (const c of cases) for (let i = 0; i < 3; i++) timeOnce(c.argv);
 const samples = cases.map(() => []);
-for (let r = 0; r < rounds; r++) cases.forEach((c, i) => samples[i].push(timeOnce(c.argv)));
+for (let r = 0; r < rounds; r++) {
+  cases.forEach((c, i) => {
+    samples[i].push(timeOnce(c.argv));
+  });
+}
 const base = median(samples[0]);
 const rss = await peakRss([launcher, '-n', 'rss', '--', 'sleep', '1']);
 

@@ -1,0 +1,126 @@
+import { chmodSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../../src/store/sqlite.js';
+import { SQLITE_MIGRATIONS } from '../../src/store/sqlite-migrations.js';
+import type { NewRun } from '../../src/store/types.js';
+import { cronguard, runs, sandbox, start } from '../helpers.js';
+
+const asNobody = process.geteuid?.() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : [];
+
+const newRun = (over: Partial<NewRun> = {}): NewRun => ({
+  job: 'j',
+  trigger: 'cron',
+  attempt: 1,
+  host: 'h',
+  pid: 111,
+  username: 'u',
+  command: 'true',
+  startedAt: new Date('2026-01-01T00:00:00Z'),
+  ...over,
+});
+
+describe('SqliteStore', () => {
+  it('creates the schema by migration, in a private 0600 file', async () => {
+    const box = sandbox();
+    const store = SqliteStore.open(box.stateDir);
+    expect(await store.migrate()).toBe(SQLITE_MIGRATIONS.length);
+    await store.startRun(newRun(), () => true);
+    await store.close();
+    expect(statSync(join(box.stateDir, 'cronguard.db')).mode & 0o777).toBe(0o600);
+    expect(statSync(box.stateDir).mode & 0o777).toBe(0o700);
+  });
+
+  it('marks running rows of dead wrappers on this host abandoned, and only those', async () => {
+    const box = sandbox();
+    const store = SqliteStore.open(box.stateDir);
+    const dead = await store.startRun(newRun({ pid: 1001 }), () => true);
+    const alive = await store.startRun(newRun({ pid: 1002 }), () => true);
+    const otherHost = await store.startRun(newRun({ pid: 1003, host: 'elsewhere' }), () => true);
+    const otherJob = await store.startRun(newRun({ pid: 1004, job: 'k' }), () => true);
+    await store.startRun(newRun({ pid: 1005 }), (pid) => pid !== 1001);
+    const status = async (id: number) => (await store.getRun(id))?.status;
+    expect(await status(dead)).toBe('abandoned');
+    expect(await status(alive)).toBe('running');
+    expect(await status(otherHost)).toBe('running');
+    expect(await status(otherJob)).toBe('running');
+    await store.close();
+  });
+
+  it('counts overlaps on the running row, or keeps them for the run about to insert it', async () => {
+    const box = sandbox();
+    const store = SqliteStore.open(box.stateDir);
+    await store.recordOverlap('j');
+    await store.recordOverlap('j');
+    const id = await store.startRun(newRun(), () => true);
+    expect((await store.getRun(id))?.overlaps).toBe(2);
+    await store.recordOverlap('j');
+    expect((await store.getRun(id))?.overlaps).toBe(3);
+    await store.finishRun(id, {
+      status: 'succeeded',
+      finishedAt: new Date(),
+      durationMs: 5,
+      exitCode: 0,
+      signal: null,
+      output: 'x',
+      outputTruncated: false,
+      error: null,
+    });
+    const next = await store.startRun(newRun(), () => true);
+    expect((await store.getRun(next))?.overlaps).toBe(0);
+    await store.close();
+  });
+
+  it('lists runs newest first with job, status and limit filters', async () => {
+    const box = sandbox();
+    const store = SqliteStore.open(box.stateDir);
+    for (const job of ['a', 'b', 'a', 'a']) await store.startRun(newRun({ job }), () => true);
+    expect((await store.listRuns({ limit: 10 })).map((r) => r.id)).toEqual([4, 3, 2, 1]);
+    expect((await store.listRuns({ job: 'a', limit: 2 })).map((r) => r.id)).toEqual([4, 3]);
+    expect(await store.listRuns({ status: 'failed', limit: 10 })).toEqual([]);
+    expect((await store.latestRun('b'))?.id).toBe(2);
+    await store.close();
+  });
+});
+
+describe('a run log that cannot be written', () => {
+  it('still runs the job, warns once, and exits with the command code (state dir is a file)', async () => {
+    const box = sandbox();
+    writeFileSync(box.stateDir, '');
+    const result = await cronguard(['-n', 'j', '--', 'sh', '-c', 'echo ran; exit 4'], box.env);
+    expect(result.code).toBe(4);
+    expect(result.stdout).toBe('ran\n');
+    expect(result.stderr).toMatch(/^cronguard: run log in .* unavailable \(.*\); the job runs unrecorded\n$/);
+  });
+
+  it('still runs the job when the state dir is not writable', async () => {
+    const box = sandbox();
+    chmodSync(box.dir, 0o755);
+    mkdirSync(box.stateDir, { mode: 0o555 });
+    chmodSync(box.stateDir, 0o555);
+    const env = { ...box.env, CRONGUARD_LOCK_DIR: box.path('locks-nobody') };
+    mkdirSync(env.CRONGUARD_LOCK_DIR as string, { mode: 0o777 });
+    chmodSync(env.CRONGUARD_LOCK_DIR as string, 0o777);
+    const result = await start(['-n', 'j', '--', 'echo', 'ran'], env, asNobody).done;
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('ran\n');
+    expect(result.stderr).toMatch(/run log in .* unavailable/);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('a corrupt database file does not stop the job', async () => {
+    const box = sandbox();
+    mkdirSync(box.stateDir);
+    writeFileSync(join(box.stateDir, 'cronguard.db'), 'this is not a database'.repeat(100));
+    const result = await cronguard(['-n', 'j', '--', 'true'], box.env);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toMatch(/run log in .* unavailable/);
+  });
+
+  it('many invocations migrating a new database at once all succeed', async () => {
+    const box = sandbox();
+    const all = await Promise.all(Array.from({ length: 12 }, (_, i) => cronguard(['-n', `m${i}`, '--', 'true'], box.env)));
+    for (const result of all) expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(runs(box.stateDir)).toHaveLength(12);
+  });
+});
