@@ -1,7 +1,7 @@
 import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import type BetterSqlite3 from 'better-sqlite3';
+import Database from 'better-sqlite3';
 import { mkdirp } from '../util/mkdirp.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import type { NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
@@ -38,7 +38,7 @@ type Row = Omit<RunRow, 'output_truncated'> & { output_truncated: number };
 
 // The embedded run log: one SQLite file in WAL mode, private to the user (0600).
 export class SqliteStore implements RunStore {
-  private constructor(private readonly db: BetterSqlite3.Database) {}
+  private constructor(private readonly db: Database.Database) {}
 
   static open(stateDir: string): SqliteStore {
     mkdirp(stateDir, 0o700);
@@ -50,11 +50,11 @@ export class SqliteStore implements RunStore {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     }
-    const require = createRequire(import.meta.url);
-    const Database = require('better-sqlite3') as typeof BetterSqlite3;
+    // The addon is located directly: better-sqlite3's own lookup (the `bindings` package)
+    // probes a dozen paths on every start.
     const db = new Database(file, {
       timeout: 10_000,
-      nativeBinding: require.resolve('better-sqlite3/build/Release/better_sqlite3.node'),
+      nativeBinding: createRequire(import.meta.url).resolve('better-sqlite3/build/Release/better_sqlite3.node'),
     });
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
