@@ -17,7 +17,7 @@ await build({
   format: 'cjs',
   platform: 'node',
   target: 'node20',
-  external: ['fs-ext', '*.node'],
+  external: ['fs-ext', '*.node', 'pg-native'],
   loader: { '.sql': 'text' },
   define: { CRONGUARD_VERSION: JSON.stringify(version), 'import.meta.url': '__cronguardUrl' },
   banner: { js: "var __cronguardUrl = require('node:url').pathToFileURL(__filename).href;" },

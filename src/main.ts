@@ -14,11 +14,12 @@ const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   history: async () => (await import('./commands/history.js')).history,
   logs: async () => (await import('./commands/logs.js')).logs,
   migrate: async () => (await import('./commands/migrate.js')).migrate,
+  locks: async () => (await import('./commands/locks.js')).locks,
 };
 
 // Reserved by the contract for later versions; claimed now so a crontab line written today
 // never silently changes meaning (a program with such a name runs as `cronguard -- NAME`).
-const RESERVED = ['status', 'check', 'request', 'disable', 'enable', 'locks', 'prune'];
+const RESERVED = ['status', 'check', 'request', 'disable', 'enable', 'prune'];
 
 async function main(args: readonly string[]): Promise<number> {
   const first = args[0];

@@ -1,12 +1,14 @@
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import { UsageError } from '../errors.js';
+import { advisoryKey, parseLockKey } from '../lock/key.js';
+import { type DbConfig, resolveDb } from '../pg/config.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { defaultLockDir, resolveStateDir } from '../util/paths.js';
 import type { ParsedRun } from './options.js';
 
-export type LockBackendName = 'flock' | 'lockfile' | 'none';
+export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'none';
 
 // Everything one `run` invocation needs, resolved once (flag over environment over default)
 // and frozen; nothing below the CLI reads argv or the environment again.
@@ -18,7 +20,12 @@ export interface RunConfig {
   readonly lockPath: string;
   readonly lockDir: string;
   readonly lockDirPrivate: boolean;
-  readonly stateDir: string | null;
+  // The embedded run log's directory, also where the spool of the shared log lives.
+  readonly stateDir: string;
+  readonly log: 'sqlite' | 'postgres' | null;
+  readonly db: DbConfig | null;
+  readonly lockKey: bigint | null;
+  readonly onLockLoss: 'terminate' | 'continue';
   readonly waitMs: number;
   readonly conflictExitCode: number;
   readonly timeoutMs: number | null;
@@ -54,7 +61,15 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const argv = shell !== undefined ? ['/bin/sh', '-c', shell] : command;
   const name = str('name') !== undefined ? validateName(str('name') as string) : deriveName(argv);
 
-  const lock = parseLock(str('lock') ?? 'flock');
+  const db = resolveDb(str('db'), str('schema'), ctx.env);
+  const lock = parseLock(str('lock') ?? (db ? 'postgres' : 'flock'), db);
+  if (str('lockKey') !== undefined && lock !== 'postgres') {
+    throw new UsageError('--lock-key applies to the postgres lock backend only');
+  }
+  const onLockLoss = str('onLockLoss') ?? 'terminate';
+  if (onLockLoss !== 'terminate' && onLockLoss !== 'continue') {
+    throw new UsageError(`--on-lock-loss: '${onLockLoss}' is not terminate or continue`);
+  }
   const explicitFile = str('lockFile');
   if (explicitFile !== undefined && lock !== 'flock') {
     throw new UsageError('--lock-file applies to the flock backend only');
@@ -62,7 +77,8 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   if (explicitFile === '') throw new UsageError('--lock-file needs a path');
   const explicitDir = str('lockDir') ?? (ctx.env.CRONGUARD_LOCK_DIR || undefined);
   const lockDir = explicitDir ?? defaultLockDir(ctx.env, ctx.root);
-  const stateDir = options.noLog ? null : resolveStateDir(str('stateDir'), ctx.env, ctx.root);
+  const stateDir = resolveStateDir(str('stateDir'), ctx.env, ctx.root);
+  const lockKey = lock !== 'postgres' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name);
 
   return Object.freeze({
     name,
@@ -73,6 +89,10 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     lockDir,
     lockDirPrivate: explicitDir === undefined && !ctx.root,
     stateDir,
+    log: options.noLog ? null : db ? 'postgres' : 'sqlite',
+    db,
+    lockKey,
+    onLockLoss,
     waitMs: str('wait') === undefined ? 0 : parseDuration(str('wait') as string, '--wait'),
     conflictExitCode: parseExitCode(str('conflictExitCode')),
     timeoutMs: optionalDuration(str('timeout'), '--timeout'),
@@ -84,12 +104,12 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   });
 }
 
-function parseLock(value: string): LockBackendName {
-  if (value === 'flock' || value === 'lockfile' || value === 'none') return value;
-  if (value === 'postgres') {
-    throw new UsageError('lock backend postgres needs a database, which this version cannot use yet');
+function parseLock(value: string, db: DbConfig | null): LockBackendName {
+  if (value === 'postgres' && !db) {
+    throw new UsageError('lock backend postgres needs a database: give --db URL or set CRONGUARD_DATABASE_URL');
   }
-  throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile or none)`);
+  if (value === 'flock' || value === 'lockfile' || value === 'postgres' || value === 'none') return value;
+  throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres or none)`);
 }
 
 // A timeout of 0 means "no timeout", as with timeout(1).

@@ -23,6 +23,7 @@ ${rows.join('\n')}
 Subcommands:
   history [NAME] [--limit N] [--status S] [--json]   recent runs, newest first
   logs RUN_ID|NAME                                   captured output of a run
+  locks [--json]                                     locks held right now and by whom
   migrate                                            create or upgrade the run-log schema
 
 DURATION: 500ms, 10s, 5m, 2h, 1d, combinations like 1h30m; a bare number is seconds.

@@ -27,7 +27,10 @@ export function parse(program: Command, args: readonly string[]): void {
 
 // Options that choose the run log, shared by every subcommand that reads it.
 export function withStoreOptions(program: Command): Command {
-  return program.option('--state-dir <dir>', 'where the embedded run log lives ($CRONGUARD_STATE_DIR)');
+  return program
+    .option('--db <url>', 'PostgreSQL run log ($CRONGUARD_DATABASE_URL, PG* variables)')
+    .option('--schema <name>', 'its schema ($CRONGUARD_SCHEMA, default cronguard)')
+    .option('--state-dir <dir>', 'where the embedded run log lives ($CRONGUARD_STATE_DIR)');
 }
 
 export function positiveInt(option: string) {

@@ -1,17 +1,32 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { PermissionError, UnavailableError, describe } from '../errors.js';
+import { type DbConfig, resolveDb } from '../pg/config.js';
 import { openStore } from '../store/index.js';
-import { SQLITE_FILE } from '../store/sqlite.js';
 import type { RunStore } from '../store/types.js';
-import { isRoot, resolveStateDir } from '../util/paths.js';
+import { SQLITE_FILE, isRoot, resolveStateDir } from '../util/paths.js';
 
 export interface StoreFlags {
   readonly stateDir?: string;
+  readonly db?: string;
+  readonly schema?: string;
 }
 
-// Opens (creating if needed) the run log for a subcommand, with the contract's exit codes.
+export function dbOf(flags: StoreFlags): DbConfig | null {
+  return resolveDb(flags.db, flags.schema, process.env);
+}
+
+// Opens (creating if needed) the run log for a subcommand, with the contract's exit codes:
+// the shared log when a database is configured, else the embedded one.
 export async function openStoreFor(flags: StoreFlags): Promise<RunStore> {
+  const db = dbOf(flags);
+  if (db) {
+    const [{ PgSession }, { PostgresStore }] = await Promise.all([
+      import('../pg/session.js'),
+      import('../store/postgres.js'),
+    ]);
+    return new PostgresStore(await PgSession.connect(db, 'cronguard'), db.schema);
+  }
   const dir = stateDirOf(flags);
   try {
     return await openStore(dir);
@@ -24,10 +39,11 @@ export async function openStoreFor(flags: StoreFlags): Promise<RunStore> {
   }
 }
 
-// For reading commands: null when nothing was ever recorded, rather than creating an empty
-// database as a side effect of looking.
+// For reading commands: null when nothing was ever recorded in the embedded log, rather
+// than creating an empty database as a side effect of looking.
 export async function openExistingStoreFor(flags: StoreFlags): Promise<RunStore | null> {
-  return existsSync(join(stateDirOf(flags), SQLITE_FILE)) ? openStoreFor(flags) : null;
+  if (!dbOf(flags) && !existsSync(join(stateDirOf(flags), SQLITE_FILE))) return null;
+  return openStoreFor(flags);
 }
 
 function stateDirOf(flags: StoreFlags): string {

@@ -14,11 +14,14 @@ const noLock: LockBackend = {
   }),
 };
 
-// Picks and prepares the configured backend; the lockfile backend is loaded only when used.
+// Picks and prepares a local backend; the lockfile backend is loaded only when used. The
+// postgres backend needs a session and is wired up by the run path (src/run/wiring.ts).
 export async function openLockBackend(config: RunConfig): Promise<LockBackend> {
   switch (config.lock) {
     case 'none':
       return noLock;
+    case 'postgres':
+      throw new Error('the postgres lock needs a session; src/run/wiring.ts builds it');
     case 'lockfile': {
       ensureLockDir(config.lockDir, config.lockDirPrivate);
       const { lockfileBackend } = await import('./lockfile.js');

@@ -1,56 +1,63 @@
 import { hostname, userInfo } from 'node:os';
 import { isatty } from 'node:tty';
 import type { RunConfig } from '../cli/config.js';
-import { openLockBackend } from '../lock/index.js';
+import type { NewRun } from '../store/types.js';
 import type { Messages } from '../util/stderr.js';
 import { judge } from './outcome.js';
-import { RunRecorder } from './recorder.js';
 import { resolveCommand } from './resolve.js';
 import { supervise } from './supervisor.js';
+import { wire } from './wiring.js';
 
 // One invocation of `cronguard run`: lock, record, supervise, record, release. Returns the
 // exit code; throws only typed errors for problems found before anything ran.
 export async function runJob(config: RunConfig, say: Messages): Promise<number> {
   const file = resolveCommand(config.argv[0] as string, process.env.PATH);
-  const backend = await openLockBackend(config);
-  const lock = await backend.acquire({ waitMs: config.waitMs });
-  if (!lock) {
-    say.verbose(
-      `${config.name}: lock held by another instance (${backend.name} ${config.lock === 'flock' ? config.lockPath : config.lockDir}); skipping with exit ${config.conflictExitCode}`,
-    );
-    const recorder = await RunRecorder.open(config.stateDir, say);
-    await recorder.overlap(config.name);
-    await recorder.close();
-    return config.conflictExitCode;
-  }
-  say.verbose(`${config.name}: holding ${lock.description}`);
-  const recorder = await RunRecorder.open(config.stateDir, say);
+  const run: NewRun = {
+    job: config.name,
+    trigger: isatty(0) ? 'manual' : 'cron',
+    attempt: 1,
+    host: hostname(),
+    pid: process.pid,
+    username: currentUser(),
+    command: config.display,
+    startedAt: new Date(),
+  };
+  const { backend, recorder, roundTrips, close } = await wire(config, run, say);
+  let lock: Awaited<ReturnType<typeof backend.acquire>> = null;
   try {
-    await recorder.start(
-      {
-        job: config.name,
-        trigger: isatty(0) ? 'manual' : 'cron',
-        attempt: 1,
-        host: hostname(),
-        pid: process.pid,
-        username: currentUser(),
-        command: config.display,
-        startedAt: new Date(),
-      },
-      isAlive,
-    );
-    const child = supervise({ ...config, file, inheritFd: lock.inheritFd });
-    lock.onLost((reason) => child.terminate(reason));
+    lock = await backend.acquire({ waitMs: config.waitMs });
+    if (!lock) {
+      say.verbose(`${config.name}: lock held by another instance (${where(config)}); skipping with exit ${config.conflictExitCode}`);
+      await recorder.overlap(config.name, config.lock === 'postgres' ? null : run.host);
+      return config.conflictExitCode;
+    }
+    say.verbose(`${config.name}: holding ${lock.description}`);
+    await recorder.deliverSpool(isAlive);
+    await recorder.start(run, isAlive);
+    const child = supervise({ ...config, file, inheritFd: lock.inheritFd, pdeathsig: config.lock === 'postgres' });
+    let lostLock: string | null = null;
+    lock.onLost((reason) => {
+      lostLock = reason;
+      if (config.onLockLoss === 'terminate') child.terminate(reason);
+      else say.warn(`${config.name}: lock lost (${reason}); the command continues (--on-lock-loss continue)`);
+    });
     if (child.pid !== null) await recorder.childStarted(child.pid);
-    const verdict = judge(await child.result, config.timeoutMs, new Date());
+    const verdict = judge(await child.result, config.timeoutMs, new Date(), lostLock);
     await recorder.finish(verdict.outcome);
     if (verdict.message) say.warn(`${config.name}: ${verdict.message}`);
     say.verbose(`${config.name}: ${verdict.outcome.status}, exit ${verdict.exitCode}`);
     return verdict.exitCode;
   } finally {
-    await recorder.close();
-    await lock.release();
+    await lock?.release();
+    if (roundTrips() > 0) say.verbose(`${config.name}: ${roundTrips()} PostgreSQL round trips after connecting`);
+    await close();
   }
+}
+
+function where(config: RunConfig): string {
+  if (config.lock === 'flock') return `flock ${config.lockPath}`;
+  if (config.lock === 'postgres') return `postgres key ${config.lockKey}`;
+  return `${config.lock} in ${config.lockDir}`;
 }
 
 function isAlive(pid: number): boolean {

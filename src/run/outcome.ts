@@ -14,7 +14,20 @@ export interface Verdict {
 
 // Turns the child's result into the contract's exit code, the run-log status and, where
 // useful, one explanatory line.
-export function judge(result: ChildResult, timeoutMs: number | null, finishedAt: Date): Verdict {
+export function judge(
+  result: ChildResult,
+  timeoutMs: number | null,
+  finishedAt: Date,
+  lockLostWhileRunning: string | null = null,
+): Verdict {
+  const verdict = judgeChild(result, timeoutMs, finishedAt);
+  if (lockLostWhileRunning === null || result.terminatedBecause !== null) return verdict;
+  const note = `lock lost while running (${lockLostWhileRunning}); the command was allowed to continue`;
+  const error = verdict.outcome.error ? `${verdict.outcome.error}; ${note}` : note;
+  return { ...verdict, outcome: { ...verdict.outcome, error } };
+}
+
+function judgeChild(result: ChildResult, timeoutMs: number | null, finishedAt: Date): Verdict {
   const signo = (s: NodeJS.Signals) => (constants.signals as Record<string, number>)[s] ?? 0;
   const base = {
     finishedAt,

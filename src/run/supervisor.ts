@@ -1,4 +1,5 @@
 import { spawn, type StdioOptions } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { sleep } from '../util/sleep.js';
 import { ProcessGroup } from './group.js';
@@ -14,6 +15,9 @@ export interface SuperviseOptions {
   readonly killAfterMs: number;
   readonly quiet: boolean;
   readonly captureBytes: number;
+  // Kill the command if cronguard dies (Linux parent-death signal, via util-linux setpriv),
+  // for locks that die with the wrapper.
+  readonly pdeathsig: boolean;
 }
 
 // What became of the command, success or not, in one shape (as execa's result).
@@ -64,11 +68,8 @@ export function supervise(options: SuperviseOptions): Supervision {
   const stderr = process.stderr;
   // detached: the command leads a new process group, so signals and the timeout reach
   // everything it starts, and a terminal's ^C reaches it only through cronguard.
-  const child = spawn(options.file, options.argv.slice(1), {
-    argv0: options.argv[0] as string,
-    stdio,
-    detached: true,
-  });
+  const [file, args, argv0] = withParentDeathSignal(options);
+  const child = spawn(file, args, { argv0, stdio, detached: true });
   const processGroup = new ProcessGroup(child.pid ?? null, options.killSignal, options.killAfterMs);
   group = processGroup;
   if (forwardedSignal) processGroup.signal(forwardedSignal);
@@ -147,6 +148,15 @@ export function supervise(options: SuperviseOptions): Supervision {
     },
     result,
   };
+}
+
+// setpriv sets PR_SET_PDEATHSIG and then execs the command, which keeps its pid. SIGKILL, not
+// TERM: a command that ignored TERM would go on running next to the instance that replaces it.
+function withParentDeathSignal(options: SuperviseOptions): [string, string[], string | undefined] {
+  const args = options.argv.slice(1);
+  const setpriv = options.pdeathsig ? ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p)) : undefined;
+  if (!setpriv) return [options.file, args, options.argv[0]];
+  return [setpriv, ['--pdeathsig', 'KILL', '--', options.file, ...args], undefined];
 }
 
 // setTimeout caps at about 24.8 days; longer timeouts are chained.

@@ -3,10 +3,10 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { mkdirp } from '../util/mkdirp.js';
+import { SQLITE_FILE } from '../util/paths.js';
 import { migrateSqlite } from './sqlite-migrations.js';
+import type { SpooledRun } from './spool.js';
 import type { NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
-
-export const SQLITE_FILE = 'cronguard.db';
 
 // Every SQLite statement of the run log lives here, parameterised.
 const SQL = {
@@ -27,6 +27,9 @@ const SQL = {
                      WHERE id = (SELECT max(id) FROM runs WHERE job = ? AND status = 'running')`,
   overlapPending: `INSERT INTO jobs (name, pending_overlaps) VALUES (?, 1)
                    ON CONFLICT (name) DO UPDATE SET pending_overlaps = pending_overlaps + 1`,
+  importRun: `INSERT INTO runs (job, status, trigger, attempt, host, pid, username, command, started_at,
+                child_pid, finished_at, duration_ms, exit_code, signal, output, output_truncated, error)
+              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   listRuns: `SELECT * FROM runs
              WHERE (@job IS NULL OR job = @job) AND (@status IS NULL OR status = @status)
              ORDER BY id DESC LIMIT @limit`,
@@ -95,6 +98,14 @@ export class SqliteStore implements RunStore {
     db.transaction(() => {
       if (db.prepare(SQL.overlapOnRunning).run(job).changes === 0) db.prepare(SQL.overlapPending).run(job);
     }).immediate();
+  }
+
+  async importRun({ run: r, childPid, outcome: o }: SpooledRun): Promise<void> {
+    this.db
+      .prepare(SQL.importRun)
+      .run(r.job, o?.status ?? 'abandoned', r.trigger, r.attempt, r.host, r.pid, r.username, r.command, r.startedAt,
+        childPid, o?.finishedAt ?? new Date().toISOString(), o?.durationMs ?? null, o?.exitCode ?? null,
+        o?.signal ?? null, o?.output ?? null, o?.outputTruncated ? 1 : 0, o?.error ?? null);
   }
 
   async listRuns(filter: RunFilter): Promise<RunRow[]> {

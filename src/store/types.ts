@@ -1,3 +1,5 @@
+import type { SpooledRun } from './spool.js';
+
 // The run log, as the supervisor and the subcommands see it, whatever database is behind it.
 
 export const RUN_STATUSES = [
@@ -70,8 +72,11 @@ export interface RunStore {
   startRun(run: NewRun, isAlive: (pid: number) => boolean): Promise<number>;
   setChildPid(id: number, childPid: number): Promise<void>;
   finishRun(id: number, outcome: RunOutcome): Promise<void>;
-  // Counts an invocation skipped because the lock was held, on the run that holds it.
-  recordOverlap(job: string): Promise<void>;
+  // Counts an invocation skipped because the lock was held, on the run that holds it
+  // (on `host` only, when the lock is local to a host).
+  recordOverlap(job: string, host?: string | null): Promise<void>;
+  // Writes a run recorded while this store was unreachable (see Spool).
+  importRun(record: SpooledRun): Promise<void>;
   listRuns(filter: RunFilter): Promise<RunRow[]>;
   getRun(id: number): Promise<RunRow | null>;
   latestRun(job: string): Promise<RunRow | null>;

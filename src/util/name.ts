@@ -1,5 +1,5 @@
-import { createRequire } from 'node:module';
 import { UsageError } from '../errors.js';
+import { sha256 } from './hash.js';
 
 export const MAX_NAME_LENGTH = 100;
 
@@ -25,9 +25,7 @@ export function validateName(name: string): string {
 // The contract's default name: `<basename>-<first 8 hex of sha256(argv joined by NUL)>`.
 // The basename is squeezed into the valid set so any command yields a usable name.
 export function deriveName(argv: readonly string[]): string {
-  // node:crypto is loaded only here: most crontab lines name their job with -n.
-  const { createHash } = createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto');
-  const hash = createHash('sha256').update(argv.join('\0')).digest('hex').slice(0, 8);
+  const hash = sha256(argv.join('\0')).toString('hex').slice(0, 8);
   const program = argv[0] ?? '';
   const base = program
     .slice(program.lastIndexOf('/') + 1)

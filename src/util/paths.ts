@@ -3,6 +3,9 @@ import { join } from 'node:path';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+// The embedded run log's file name inside the state directory.
+export const SQLITE_FILE = 'cronguard.db';
+
 export function isRoot(): boolean {
   return process.geteuid?.() === 0;
 }

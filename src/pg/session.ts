@@ -1,0 +1,94 @@
+import pg from 'pg';
+import type { DbConfig } from './config.js';
+import { pgError } from './errors.js';
+
+// How often the lock connection proves it is alive, and how long an answer may take.
+export const HEARTBEAT_MS = 2000;
+const HEARTBEAT_TIMEOUT_MS = 4000;
+const CONNECT_TIMEOUT_MS = 10_000;
+
+// One dedicated, unpooled connection: a session-level advisory lock lives exactly as long
+// as it. Counts statements so --verbose and the bench can report round trips.
+export class PgSession {
+  roundTrips = 0;
+  private lostHandlers: ((reason: string) => void)[] = [];
+  private lost: string | null = null;
+  private heartbeat: NodeJS.Timeout | null = null;
+
+  private constructor(
+    private readonly client: pg.Client,
+    readonly db: DbConfig,
+  ) {
+    client.on('error', (error) => this.markLost(`connection error: ${error.message}`));
+    client.on('end', () => this.markLost('the server closed the connection'));
+  }
+
+  static async connect(db: DbConfig, applicationName: string): Promise<PgSession> {
+    const client = new pg.Client({
+      connectionString: db.url,
+      application_name: applicationName.slice(0, 63),
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 1000,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    });
+    // Errors before the session exists are reported by connect() itself.
+    client.on('error', () => {});
+    try {
+      await client.connect();
+    } catch (error) {
+      await client.end().catch(() => {});
+      throw pgError(error, db.display);
+    }
+    return new PgSession(client, db);
+  }
+
+  async query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
+    this.roundTrips++;
+    return (await this.client.query<R>(text, values)).rows;
+  }
+
+  escapeIdentifier(name: string): string {
+    return this.client.escapeIdentifier(name);
+  }
+
+  // Starts the heartbeat: a session killed by pg_terminate_backend, a server restart or a
+  // cut network is noticed within HEARTBEAT_MS + HEARTBEAT_TIMEOUT_MS at worst.
+  watch(onLost: (reason: string) => void): void {
+    this.lostHandlers.push(onLost);
+    if (this.lost) onLost(this.lost);
+    if (this.heartbeat) return;
+    let pendingSince: number | null = null;
+    this.heartbeat = setInterval(() => {
+      if (pendingSince !== null) {
+        if (Date.now() - pendingSince > HEARTBEAT_TIMEOUT_MS) this.markLost('the server stopped answering');
+        return;
+      }
+      pendingSince = Date.now();
+      this.client.query('SELECT 1').then(
+        () => {
+          pendingSince = null;
+        },
+        (error: Error) => this.markLost(`heartbeat failed: ${error.message}`),
+      );
+    }, HEARTBEAT_MS / 2);
+    this.heartbeat.unref();
+  }
+
+  get isLost(): boolean {
+    return this.lost !== null;
+  }
+
+  async close(): Promise<void> {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = null;
+    this.lostHandlers = [];
+    await this.client.end().catch(() => {});
+  }
+
+  private markLost(reason: string): void {
+    if (this.lost) return;
+    this.lost = reason;
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    for (const handler of this.lostHandlers) handler(reason);
+  }
+}

@@ -1,0 +1,152 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { advisoryKey } from '../../src/lock/key.js';
+import { cronguard, fixture, isAlive, sandbox, start, waitFor } from '../helpers.js';
+import { backendOf, holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
+
+const lines = (file: string) => {
+  try {
+    return readFileSync(file, 'utf8').trim().split('\n').filter(Boolean);
+  } catch {
+    return [];
+  }
+};
+
+describe('postgres lock', () => {
+  it('computes the documented key, the same as the SQL formula', async () => {
+    const name = 'backup';
+    const [row] = await sql<{ key: string }>(
+      `SELECT ('x' || left(encode(sha256(convert_to('cronguard:' || $1, 'UTF8')), 'hex'), 16))::bit(64)::bigint::text AS key`,
+      [name],
+    );
+    expect(row?.key).toBe(advisoryKey(name).toString());
+  });
+
+  it('of 32 simultaneous invocations, exactly one runs and one row is written', async () => {
+    const box = pgSandbox();
+    const job = box.job('many');
+    const log = box.path('record');
+    await cronguard(['migrate'], box.env);
+    const all = await Promise.all(Array.from({ length: 32 }, () => cronguard(['-n', job, '--', fixture('record.sh'), log, '2'], box.env)));
+    for (const result of all) expect(result).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(lines(log)).toHaveLength(2);
+    const rows = await pgRuns(box.schema);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ job, status: 'succeeded', exit_code: 0, overlaps: 31 });
+  });
+
+  it('skips while another client holds pg_advisory_lock of the job key', async () => {
+    const box = pgSandbox();
+    const job = box.job('held');
+    const other = await holdingClient();
+    await other.query('SELECT pg_advisory_lock($1::bigint)', [advisoryKey(job).toString()]);
+    const result = await cronguard(['-n', job, '-E', '3', '--', 'touch', box.path('ran')], box.env);
+    await other.end();
+    expect(result).toMatchObject({ code: 3, stdout: '', stderr: '' });
+    expect(lines(box.path('ran'))).toEqual([]);
+    expect(await pgRuns(box.schema)).toEqual([]);
+  });
+
+  it('uses --lock-key to share a lock the application takes', async () => {
+    const box = pgSandbox();
+    const key = String(BigInt(`0x${box.schema.slice(2)}`));
+    const other = await holdingClient();
+    await other.query('SELECT pg_advisory_lock($1::bigint)', [key]);
+    const held = await cronguard(['-n', box.job('k'), '--lock-key', key, '-E', '4', '--', 'true'], box.env);
+    await other.end();
+    expect(held.code).toBe(4);
+    const free = await cronguard(['-n', box.job('k'), '--lock-key', key, '--', 'true'], box.env);
+    expect(free.code).toBe(0);
+  });
+
+  it('waits for the lock with -w', async () => {
+    const box = pgSandbox();
+    const job = box.job('wait');
+    const log = box.path('record');
+    const holder = start(['-n', job, '--', fixture('record.sh'), log, '1'], box.env);
+    await waitFor(() => lines(log).length > 0, 'the holder to start');
+    const waited = await cronguard(['-n', job, '-w', '10s', '--', fixture('record.sh'), log], box.env);
+    expect(waited.code).toBe(0);
+    expect((await holder.done).code).toBe(0);
+    expect(lines(log)).toHaveLength(4);
+    expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
+  });
+
+  it('terminates the command and exits 75 when the lock session is killed', async () => {
+    const box = pgSandbox();
+    const job = box.job('lost');
+    const pids = box.path('pids');
+    const run = start(['-n', job, '--kill-after', '1s', '--', fixture('tree.sh'), pids], box.env);
+    await waitFor(() => lines(pids).length === 3, 'the command to start');
+    const backend = await backendOf(job);
+    expect(backend).not.toBeNull();
+    const killedAt = Date.now();
+    await sql('SELECT pg_terminate_backend($1)', [backend]);
+    const result = await run.done;
+    expect(Date.now() - killedAt).toBeLessThan(8000);
+    expect(result.code).toBe(75);
+    expect(result.stderr).toMatch(/lock lost: .*; command terminated/);
+    for (const pid of lines(pids).map(Number)) expect(isAlive(pid)).toBe(false);
+    const [row] = await pgRuns(box.schema);
+    expect(row).toMatchObject({ status: 'lock_lost' });
+  });
+
+  it('lets the command finish with --on-lock-loss continue, and says so', async () => {
+    const box = pgSandbox();
+    const job = box.job('cont');
+    const log = box.path('record');
+    const run = start(['-n', job, '--on-lock-loss', 'continue', '--', fixture('record.sh'), log, '2'], box.env);
+    await waitFor(() => lines(log).length > 0, 'the command to start');
+    await sql('SELECT pg_terminate_backend($1)', [await backendOf(job)]);
+    const result = await run.done;
+    expect(result.code).toBe(0);
+    expect(result.stderr).toMatch(/lock lost .*the command continues/);
+    expect(lines(log)).toHaveLength(2);
+    const [row] = await pgRuns(box.schema);
+    expect(row).toMatchObject({ status: 'succeeded' });
+    expect(row?.error).toMatch(/lock lost while running/);
+  });
+
+  it('kills the command when the wrapper is SIGKILLed, so no second copy overlaps it', async () => {
+    const box = pgSandbox();
+    const job = box.job('orphan');
+    const log = box.path('record');
+    const first = start(['-n', job, '--', fixture('record.sh'), log, '5'], box.env);
+    await waitFor(() => lines(log).length > 0, 'the command to start');
+    await waitFor(() => true, 'nothing');
+    const [running] = await pgRuns(box.schema);
+    first.child.kill('SIGKILL');
+    await first.done;
+    await waitFor(() => !isAlive(running?.child_pid as number), 'the orphaned command to die', 3000);
+    const second = await cronguard(['-n', job, '--', 'true'], box.env);
+    expect(second.code).toBe(0);
+    expect(lines(log).filter((l) => l.startsWith('end'))).toEqual([]);
+    const rows = await pgRuns(box.schema);
+    expect(rows.map((r) => r.status)).toEqual(['abandoned', 'succeeded']);
+    expect(rows[0]?.error).toMatch(/vanished/);
+  });
+
+  it('lists held locks with host, pid, job and since', async () => {
+    const box = pgSandbox();
+    const job = box.job('shown');
+    const log = box.path('record');
+    const run = start(['-n', job, '--', fixture('record.sh'), log, '2'], box.env);
+    await waitFor(() => lines(log).length > 0, 'the command to start');
+    const result = await cronguard(['locks', '--json'], box.env);
+    await run.done;
+    expect(result.code).toBe(0);
+    const mine = JSON.parse(result.stdout).find((l: { job: string }) => l.job === job);
+    expect(mine).toMatchObject({ job, lock: 'postgres', key: advisoryKey(job).toString(), run_id: 1 });
+    expect(mine.pid).toBeGreaterThan(0);
+    expect(mine.host).toBeTruthy();
+    expect(Date.parse(mine.since)).toBeGreaterThan(0);
+  });
+});
+
+describe('postgres lock with a sandbox of its own', () => {
+  it('needs a database', async () => {
+    const result = await cronguard(['-l', 'postgres', '--', 'true'], sandbox().env);
+    expect(result.code).toBe(64);
+    expect(result.stderr).toMatch(/needs a database/);
+  });
+});
