@@ -55,9 +55,9 @@ function statements(S: string) {
     importUpdate: `UPDATE ${S}.runs SET child_pid = coalesce($2, child_pid), status = $3, finished_at = $4,
                      duration_ms = $5, exit_code = $6, signal = $7, output = $8, output_truncated = $9, error = $10
                    WHERE id = $1`,
-    importInsert: `INSERT INTO ${S}.runs (${INSERT_COLUMNS}, child_pid, status, finished_at, duration_ms, exit_code,
-                     signal, output, output_truncated, error)
-                   VALUES ($1, 'running', $3, $4, $2, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+    importInsert: `INSERT INTO ${S}.runs (job, host, trigger, attempt, pid, username, command, started_at, child_pid,
+                     status, finished_at, duration_ms, exit_code, signal, output, output_truncated, error)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
     // Advisory locks held by cronguard sessions; a bigint key is split into classid (high
     // 32 bits) and objid (low 32 bits).
     heldLocks: `SELECT substr(a.application_name, 11) AS job, a.pid AS backend_pid,
