@@ -32,6 +32,7 @@ export class RunRecorder {
     private readonly say: Messages,
   ) {
     this.store = parts.store;
+    if (parts.store) say.verbose(`run log ${parts.where}`);
     if (parts.openError !== null) this.fail('open', parts.openError);
   }
 

@@ -88,7 +88,7 @@ describe('resolveRunConfig', () => {
     expect(resolve(['--kill-signal', 'int', '--capture', '1k', '--no-log', 'true'])).toMatchObject({
       killSignal: 'SIGINT',
       captureBytes: 1024,
-      stateDir: null,
+      log: null,
     });
     expect(resolve(['--kill-signal', '9', 'true']).killSignal).toBe('SIGKILL');
     expect(resolve(['-t', '0', 'true']).timeoutMs).toBeNull();

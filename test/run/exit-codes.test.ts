@@ -82,7 +82,7 @@ describe('exit codes and the run row', () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(/talk: holding flock .*talk\.lock/);
-    expect(result.stderr).toMatch(/run log: /);
+    expect(result.stderr).toMatch(/run log in /);
     expect(result.stderr).toMatch(/talk: succeeded, exit 0/);
   });
 });
