@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { type Server, type Socket, connect, createServer } from 'node:net';
 import pg from 'pg';
 import { afterEach, inject } from 'vitest';
 import type { RunRow } from '../src/store/types.js';
@@ -55,4 +56,53 @@ export async function holdingClient(): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: databaseUrl() });
   await client.connect();
   return client;
+}
+
+// A TCP proxy in front of the test server that a test can stop (connections refused, as
+// with a stopped server), start again, or freeze (packets silently dropped, as with a cut
+// network).
+export interface Proxy {
+  readonly url: string;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+  freeze(): void;
+  close(): Promise<void>;
+}
+
+export async function proxy(): Promise<Proxy> {
+  const target = new URL(databaseUrl());
+  const sockets = new Set<Socket>();
+  let frozen = false;
+  let server: Server | null = null;
+  let port = 0;
+  const listen = () =>
+    new Promise<void>((resolve) => {
+      server = createServer((client) => {
+        const upstream = connect(Number(target.port || 5432), target.hostname);
+        for (const s of [client, upstream]) {
+          sockets.add(s);
+          s.on('error', () => {});
+          s.on('close', () => sockets.delete(s));
+        }
+        client.on('data', (d) => frozen || upstream.write(d));
+        upstream.on('data', (d) => frozen || client.write(d));
+        client.on('end', () => upstream.end());
+        upstream.on('end', () => client.end());
+      });
+      server.listen(port, '127.0.0.1', () => {
+        port = (server?.address() as { port: number }).port;
+        resolve();
+      });
+    });
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      for (const s of sockets) s.destroy();
+      if (server) server.close(() => resolve());
+      else resolve();
+      server = null;
+    });
+  await listen();
+  const url = new URL(databaseUrl());
+  url.port = String(port);
+  return { url: url.toString(), stop, start: listen, freeze: () => (frozen = true), close: stop };
 }

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { sleep } from '../util/sleep.js';
 import type { DbConfig } from './config.js';
 import { pgError } from './errors.js';
 
@@ -6,6 +7,9 @@ import { pgError } from './errors.js';
 export const HEARTBEAT_MS = 2000;
 const HEARTBEAT_TIMEOUT_MS = 4000;
 const CONNECT_TIMEOUT_MS = 10_000;
+// No statement of cronguard's takes long; one that hangs means the network does.
+const QUERY_TIMEOUT_MS = 30_000;
+const CLOSE_TIMEOUT_MS = 1000;
 
 // One dedicated, unpooled connection: a session-level advisory lock lives exactly as long
 // as it. Counts statements so --verbose and the bench can report round trips.
@@ -30,6 +34,7 @@ export class PgSession {
       keepAlive: true,
       keepAliveInitialDelayMillis: 1000,
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      query_timeout: QUERY_TIMEOUT_MS,
     });
     // Errors before the session exists are reported by connect() itself.
     client.on('error', () => {});
@@ -43,6 +48,7 @@ export class PgSession {
   }
 
   async query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
+    if (this.lost) throw new Error(`connection lost: ${this.lost}`);
     this.roundTrips++;
     return (await this.client.query<R>(text, values)).rows;
   }
@@ -82,7 +88,8 @@ export class PgSession {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
     this.lostHandlers = [];
-    await this.client.end().catch(() => {});
+    // A connection to a server that stopped answering may never finish saying goodbye.
+    await Promise.race([this.client.end().catch(() => {}), sleep(CLOSE_TIMEOUT_MS)]);
   }
 
   private markLost(reason: string): void {

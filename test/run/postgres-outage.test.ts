@@ -1,0 +1,64 @@
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cronguard, fixture, isAlive, start, waitFor } from '../helpers.js';
+import { type Proxy, pgRuns, pgSandbox, proxy } from '../pg-helpers.js';
+
+const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n') : []);
+
+let current: Proxy | null = null;
+afterEach(async () => {
+  await current?.close();
+  current = null;
+});
+
+// The server seen through a proxy that can be stopped, restarted and frozen.
+describe('postgres outages', () => {
+  it('server stopped: the postgres lock runs nothing (69); a flock job spools, and a later run delivers', async () => {
+    const box = pgSandbox();
+    const job = box.job('outage');
+    current = await proxy();
+    const env = { ...box.env, CRONGUARD_DATABASE_URL: current.url };
+    expect((await cronguard(['migrate'], env)).code).toBe(0);
+    await current.stop();
+
+    const locked = await cronguard(['-n', job, '--', 'touch', box.path('ran')], env);
+    expect(locked.code).toBe(69);
+    expect(locked.stderr).toMatch(/^cronguard: cannot reach PostgreSQL at 127\.0\.0\.1:\d+\/\w+: ECONNREFUSED\n$/);
+    expect(existsSync(box.path('ran'))).toBe(false);
+
+    const spooled = await cronguard(['-l', 'flock', '-n', job, '--', 'echo', 'while down'], env);
+    expect(spooled.code).toBe(0);
+    expect(spooled.stdout).toBe('while down\n');
+    expect(spooled.stderr).toMatch(/unavailable .* records go to .*spool/);
+    expect(readdirSync(join(box.stateDir, 'spool'))).toHaveLength(1);
+
+    await current.start();
+    const after = await cronguard(['-l', 'flock', '-n', job, '--', 'echo', 'back up'], env);
+    expect(after).toMatchObject({ code: 0, stderr: '' });
+    expect(readdirSync(join(box.stateDir, 'spool'))).toEqual([]);
+    expect((await pgRuns(box.schema)).map((r) => [r.status, r.output])).toEqual([
+      ['succeeded', 'while down\n'],
+      ['succeeded', 'back up\n'],
+    ]);
+  });
+
+  it('network cut mid-run: the heartbeat notices, the command is terminated, exit 75', async () => {
+    const box = pgSandbox();
+    const job = box.job('cut');
+    const pids = box.path('pids');
+    current = await proxy();
+    const env = { ...box.env, CRONGUARD_DATABASE_URL: current.url };
+    const run = start(['-n', job, '--kill-after', '1s', '--', fixture('tree.sh'), pids], env);
+    await waitFor(() => lines(pids).length === 3, 'the command to start');
+    const cutAt = Date.now();
+    current.freeze();
+    const result = await run.done;
+    expect(Date.now() - cutAt).toBeLessThan(25_000);
+    expect(result.code).toBe(75);
+    expect(result.stderr).toMatch(/lock lost: .*(stopped answering|heartbeat)/);
+    for (const pid of lines(pids).map(Number)) expect(isAlive(pid)).toBe(false);
+    // The outcome could not reach the database through the frozen network: it is spooled.
+    expect(readdirSync(join(box.stateDir, 'spool'))).toHaveLength(1);
+  }, 40_000);
+});
