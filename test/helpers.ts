@@ -97,3 +97,16 @@ export function isAlive(pid: number): boolean {
     return false;
   }
 }
+
+// The non-empty lines of a file a fixture writes to, or none while it does not exist.
+export function lines(file: string): string[] {
+  try {
+    return readFileSync(file, 'utf8').trim().split('\n').filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+// Root ignores file permissions, so permission tests run the binary as nobody.
+export const asNobody: readonly string[] =
+  process.geteuid?.() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : [];

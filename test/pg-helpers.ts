@@ -61,7 +61,7 @@ export async function holdingClient(): Promise<pg.Client> {
 // A TCP proxy in front of the test server that a test can stop (connections refused, as
 // with a stopped server), start again, or freeze (packets silently dropped, as with a cut
 // network).
-export interface Proxy {
+export interface PgProxy {
   readonly url: string;
   stop(): Promise<void>;
   start(): Promise<void>;
@@ -69,7 +69,7 @@ export interface Proxy {
   close(): Promise<void>;
 }
 
-export async function proxy(): Promise<Proxy> {
+export async function proxy(): Promise<PgProxy> {
   const target = new URL(databaseUrl());
   const sockets = new Set<Socket>();
   let frozen = false;
@@ -89,8 +89,9 @@ export async function proxy(): Promise<Proxy> {
         client.on('end', () => upstream.end());
         upstream.on('end', () => client.end());
       });
-      server.listen(port, '127.0.0.1', () => {
-        port = (server?.address() as { port: number }).port;
+      const listening = server;
+      listening.listen(port, '127.0.0.1', () => {
+        port = (listening.address() as { port: number }).port;
         resolve();
       });
     });

@@ -1,15 +1,8 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, isAlive, runs, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, isAlive, lines, runs, sandbox, start, waitFor } from '../helpers.js';
 
-const lines = (file: string) => {
-  try {
-    return readFileSync(file, 'utf8').trim().split('\n').filter(Boolean);
-  } catch {
-    return [];
-  }
-};
 
 describe('flock: one instance at a time', () => {
   it('of 32 started at once, exactly one runs; the others skip silently (several rounds)', async () => {

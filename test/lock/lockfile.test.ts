@@ -1,9 +1,8 @@
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, isAlive, runs, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, isAlive, lines, runs, sandbox, start, waitFor } from '../helpers.js';
 
-const lines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n') : []);
 
 describe('lockfile backend', () => {
   it('lets exactly one of several simultaneous invocations run', async () => {

@@ -1,10 +1,8 @@
 import { chmodSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cronguard, runs, sandbox, start } from '../helpers.js';
+import { asNobody, cronguard, runs, sandbox, start } from '../helpers.js';
 
-// Root ignores file permissions, so permission tests run the binary as nobody.
-const asNobody = process.geteuid?.() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : [];
 
 function expectNothingRan(result: { code: number | null; stdout: string; stderr: string }, code: number, message: RegExp) {
   expect(result.code).toBe(code);

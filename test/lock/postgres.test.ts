@@ -1,16 +1,8 @@
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { advisoryKey } from '../../src/lock/key.js';
-import { cronguard, fixture, isAlive, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, isAlive, lines, sandbox, start, waitFor } from '../helpers.js';
 import { backendOf, holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
-const lines = (file: string) => {
-  try {
-    return readFileSync(file, 'utf8').trim().split('\n').filter(Boolean);
-  } catch {
-    return [];
-  }
-};
 
 describe('postgres lock', () => {
   it('computes the documented key, the same as the SQL formula', async () => {

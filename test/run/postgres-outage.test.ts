@@ -1,12 +1,11 @@
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cronguard, fixture, isAlive, start, waitFor } from '../helpers.js';
-import { type Proxy, pgRuns, pgSandbox, proxy } from '../pg-helpers.js';
+import { cronguard, fixture, isAlive, lines, start, waitFor } from '../helpers.js';
+import { type PgProxy, pgRuns, pgSandbox, proxy } from '../pg-helpers.js';
 
-const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n') : []);
 
-let current: Proxy | null = null;
+let current: PgProxy | null = null;
 afterEach(async () => {
   await current?.close();
   current = null;

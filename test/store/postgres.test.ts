@@ -1,7 +1,7 @@
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, lines, sandbox, start, waitFor } from '../helpers.js';
 import { backendOf, databaseUrl, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 // A URL where no server listens: what a stopped server looks like to a client.
@@ -12,7 +12,6 @@ const withPassword = (password: string) => {
   return url.toString();
 };
 
-const lines = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n') : []);
 
 describe('postgres run log', () => {
   it('records every column, in its own schema, created on first use', async () => {

@@ -4,9 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { SQLITE_MIGRATIONS } from '../../src/store/sqlite-migrations.js';
 import type { NewRun } from '../../src/store/types.js';
-import { cronguard, runs, sandbox, start } from '../helpers.js';
+import { asNobody, cronguard, runs, sandbox, start } from '../helpers.js';
 
-const asNobody = process.geteuid?.() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : [];
 
 const newRun = (over: Partial<NewRun> = {}): NewRun => ({
   job: 'j',
