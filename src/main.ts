@@ -1,19 +1,17 @@
-import { CronguardError, EXIT, UsageError } from './errors.js';
 import { resolveRunConfig } from './cli/config.js';
-import { VERSION, runHelp } from './cli/help.js';
-import { parseRunArgs } from './cli/options.js';
+import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
+import { CronguardError, EXIT, UsageError } from './errors.js';
 import { runJob } from './run/job.js';
-import { flushed } from './util/flush.js';
+import { flushed, messages } from './util/io.js';
 import { isRoot } from './util/paths.js';
-import { messages } from './util/stderr.js';
 
 type Subcommand = (args: readonly string[]) => Promise<number>;
 
 // Subcommands load lazily: the run path must not pay for commander, chalk or their code.
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
-  history: async () => (await import('./commands/history.js')).history,
-  logs: async () => (await import('./commands/logs.js')).logs,
-  migrate: async () => (await import('./commands/migrate.js')).migrate,
+  history: async () => (await import('./commands/runs.js')).history,
+  logs: async () => (await import('./commands/runs.js')).logs,
+  migrate: async () => (await import('./commands/runs.js')).migrate,
   locks: async () => (await import('./commands/locks.js')).locks,
 };
 

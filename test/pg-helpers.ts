@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { type Server, type Socket, connect, createServer } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterEach, inject } from 'vitest';
 import type { RunRow } from '../src/store/types.js';

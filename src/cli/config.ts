@@ -1,7 +1,7 @@
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import { UsageError } from '../errors.js';
-import { advisoryKey, parseLockKey } from '../lock/key.js';
+import { advisoryKey, parseLockKey } from '../lock/postgres.js';
 import { type DbConfig, resolveDb } from '../pg/config.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';

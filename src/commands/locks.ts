@@ -1,11 +1,12 @@
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse, subcommand, withStoreOptions } from '../cli/program.js';
 import { STALE_MS } from '../lock/lockfile.js';
+import type { DbConfig } from '../pg/config.js';
+import { connectPostgres, openPostgresStore } from '../store/index.js';
 import type { HeldLock } from '../store/postgres.js';
 import type { RunRow } from '../store/types.js';
 import { defaultLockDir, isRoot } from '../util/paths.js';
-import { dbOf, openExistingStoreFor, openStoreFor } from './store.js';
+import { dbOf, openExistingStoreFor, parse, subcommand, withStoreOptions } from './common.js';
 import { colours, renderTable, shortTime } from './table.js';
 
 interface Flags {
@@ -25,7 +26,8 @@ export async function locks(args: readonly string[]): Promise<number> {
     .option('--json', 'print one JSON array');
   parse(program, args);
   const flags = program.opts<Flags>();
-  const held = dbOf(flags) ? await postgresLocks(flags) : await localLocks(flags);
+  const db = dbOf(flags);
+  const held = db ? await postgresLocks(db) : await localLocks(flags);
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(held, null, 2)}\n`);
   } else if (held.length === 0) {
@@ -38,8 +40,8 @@ export async function locks(args: readonly string[]): Promise<number> {
   return 0;
 }
 
-async function postgresLocks(flags: Flags): Promise<HeldLock[]> {
-  const store = (await openStoreFor(flags)) as import('../store/postgres.js').PostgresStore;
+async function postgresLocks(db: DbConfig): Promise<HeldLock[]> {
+  const store = await openPostgresStore(await connectPostgres(db, 'cronguard'), db.schema);
   try {
     return await store.heldLocks();
   } finally {

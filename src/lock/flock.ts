@@ -1,8 +1,7 @@
 import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileError } from '../errors.js';
-import type { Lock, LockBackend } from './types.js';
-import { retryUntil } from './wait.js';
+import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
 type FsExt = { flockSync(fd: number, flags: 'exnb'): void };
 

@@ -1,7 +1,6 @@
 import { lock as properLock } from 'proper-lockfile';
 import { describe, fileError } from '../errors.js';
-import type { Lock, LockBackend } from './types.js';
-import { retryUntil } from './wait.js';
+import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
 // proper-lockfile's lock is a directory whose mtime the holder refreshes; a lock not
 // refreshed for STALE_MS is considered abandoned and may be taken over. Unlike flock, it dies

@@ -1,6 +1,7 @@
+import { UsageError } from '../errors.js';
 import type { PgSession } from '../pg/session.js';
-import type { Lock, LockBackend } from './types.js';
-import { retryUntil } from './wait.js';
+import { sha256 } from '../util/name.js';
+import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
 // Tries the lock once; true when this session now holds it. The default is a plain
 // pg_try_advisory_lock; the run path passes one that also records the run in the same
@@ -29,4 +30,23 @@ export function postgresBackend(session: PgSession, key: bigint, tryLock?: TryLo
     name: 'postgres',
     acquire: ({ waitMs }) => retryUntil(async () => ((await attempt()) ? lock : null), waitMs),
   };
+}
+
+// The advisory lock key of a job: the first 8 bytes of sha256("cronguard:" || name) read as
+// a big-endian signed 64-bit integer. In SQL, for a DBA:
+//   SELECT ('x' || left(encode(sha256(convert_to('cronguard:' || 'NAME', 'UTF8')), 'hex'), 16))::bit(64)::bigint;
+export function advisoryKey(name: string): bigint {
+  return sha256(`cronguard:${name}`).readBigInt64BE(0);
+}
+
+const MIN = -(2n ** 63n);
+const MAX = 2n ** 63n - 1n;
+
+// --lock-key N: a signed 64-bit integer, for locks an application already takes.
+export function parseLockKey(text: string): bigint {
+  if (/^-?\d{1,20}$/.test(text)) {
+    const key = BigInt(text);
+    if (key >= MIN && key <= MAX) return key;
+  }
+  throw new UsageError(`--lock-key: '${text}' is not a signed 64-bit integer`);
 }

@@ -1,7 +1,6 @@
 import pg from 'pg';
-import { sleep } from '../util/sleep.js';
-import type { DbConfig } from './config.js';
-import { pgError } from './errors.js';
+import { sleep } from '../util/io.js';
+import { type DbConfig, pgError } from './config.js';
 
 // How often the lock connection proves it is alive, and how long an answer may take.
 export const HEARTBEAT_MS = 2000;

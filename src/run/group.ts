@@ -1,5 +1,5 @@
-import { readFileSync, readdirSync } from 'node:fs';
-import { sleep } from '../util/sleep.js';
+import { readdirSync, readFileSync } from 'node:fs';
+import { sleep } from '../util/io.js';
 
 const POLL_MS = 20;
 // After SIGKILL, members normally vanish at once; this bounds the wait for zombies that an

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { describe } from '../errors.js';
 import type { Spool, SpooledRun } from '../store/spool.js';
 import type { NewRun, RunOutcome, RunStore } from '../store/types.js';
-import type { Messages } from '../util/stderr.js';
+import type { Messages } from '../util/io.js';
 
 export interface RecorderParts {
   readonly store: RunStore | null;

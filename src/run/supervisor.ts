@@ -1,10 +1,9 @@
-import { spawn, type StdioOptions } from 'node:child_process';
+import { type StdioOptions, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { sleep } from '../util/sleep.js';
+import { sleep } from '../util/io.js';
 import { ProcessGroup } from './group.js';
-import { QuietBuffer, type StreamId } from './quiet.js';
-import { TailBuffer } from './tail.js';
+import { QuietBuffer, type StreamId, TailBuffer } from './output.js';
 
 export interface SuperviseOptions {
   readonly file: string;

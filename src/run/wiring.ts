@@ -1,8 +1,10 @@
 import type { RunConfig } from '../cli/config.js';
+import type { LockBackend } from '../lock/backend.js';
 import { openLockBackend } from '../lock/index.js';
-import type { LockBackend } from '../lock/types.js';
+import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
+import type { PostgresStore } from '../store/postgres.js';
 import type { NewRun, RunStore } from '../store/types.js';
-import type { Messages } from '../util/stderr.js';
+import type { Messages } from '../util/io.js';
 import { RunRecorder } from './recorder.js';
 
 export interface Wiring {
@@ -23,7 +25,7 @@ export async function wire(config: RunConfig, run: NewRun, say: Messages): Promi
     let openError: unknown = null;
     if (config.log === 'sqlite') {
       try {
-        store = await (await import('../store/index.js')).openStore(config.stateDir);
+        store = await openSqliteStore(config.stateDir);
       } catch (error) {
         openError = error;
       }
@@ -36,20 +38,16 @@ export async function wire(config: RunConfig, run: NewRun, say: Messages): Promi
 
 async function wirePostgres(config: RunConfig, run: NewRun, say: Messages): Promise<Wiring> {
   const db = config.db as NonNullable<RunConfig['db']>;
-  const [{ PgSession }, { PostgresStore }, { Spool }] = await Promise.all([
-    import('../pg/session.js'),
-    import('../store/postgres.js'),
-    import('../store/spool.js'),
-  ]);
-  const connect = () => PgSession.connect(db, `cronguard:${config.name}`);
+  const { Spool } = await import('../store/spool.js');
+  const connect = () => connectPostgres(db, `cronguard:${config.name}`);
   const logged = config.log === 'postgres';
   // The lock needs its connection: without it nothing runs (69). The log alone can wait.
   const lockSession = config.lock === 'postgres' ? await connect() : null;
-  let store: InstanceType<typeof PostgresStore> | null = null;
+  let store: PostgresStore | null = null;
   let openError: unknown = null;
   if (logged) {
     try {
-      store = new PostgresStore(lockSession ?? (await connect()), db.schema);
+      store = await openPostgresStore(lockSession ?? (await connect()), db.schema);
     } catch (error) {
       openError = error;
     }
@@ -58,7 +56,7 @@ async function wirePostgres(config: RunConfig, run: NewRun, say: Messages): Prom
     {
       store,
       spool: logged ? new Spool(config.stateDir) : null,
-      reopen: logged ? async () => new PostgresStore(await connect(), db.schema) : null,
+      reopen: logged ? async () => openPostgresStore(await connect(), db.schema) : null,
       openError,
       where: `${db.display} (schema ${db.schema})`,
     },
@@ -70,7 +68,7 @@ async function wirePostgres(config: RunConfig, run: NewRun, say: Messages): Prom
     const key = config.lockKey as bigint;
     const combined = store
       ? async () => {
-          const id = await (store as InstanceType<typeof PostgresStore>).lockAndStart(run, key, config.waitMs === 0);
+          const id = await (store as PostgresStore).lockAndStart(run, key, config.waitMs === 0);
           recorder.overlapCounted = id === null && config.waitMs === 0;
           if (id !== null) recorder.adopt(run, id);
           return id !== null;

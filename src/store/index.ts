@@ -1,10 +1,24 @@
+import type { DbConfig } from '../pg/config.js';
+import type { PgSession } from '../pg/session.js';
+import type { PostgresStore } from './postgres.js';
 import type { RunStore } from './types.js';
 
-// Opens the configured run log. Only the embedded SQLite store exists so far; it is loaded
-// on first use so that --no-log runs never pay for it.
-export async function openStore(stateDir: string): Promise<RunStore> {
+// Opens the run logs. Each store's code, and its driver, loads on first use: a run never
+// pays for the one it does not use.
+export async function openSqliteStore(stateDir: string): Promise<RunStore> {
   const { SqliteStore } = await import('./sqlite.js');
   return SqliteStore.open(stateDir);
+}
+
+// A dedicated PostgreSQL session named after the job, so it shows in pg_stat_activity.
+export async function connectPostgres(db: DbConfig, applicationName: string): Promise<PgSession> {
+  const { PgSession } = await import('../pg/session.js');
+  return PgSession.connect(db, applicationName);
+}
+
+export async function openPostgresStore(session: PgSession, schema: string): Promise<PostgresStore> {
+  const { PostgresStore } = await import('./postgres.js');
+  return new PostgresStore(session, schema);
 }
 
 export type { RunStore };

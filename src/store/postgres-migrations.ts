@@ -1,4 +1,4 @@
-import { advisoryKey } from '../lock/key.js';
+import { advisoryKey } from '../lock/postgres.js';
 import type { PgSession } from '../pg/session.js';
 import m0001 from './migrations/postgres/0001_initial.sql';
 

@@ -1,5 +1,5 @@
 import type { PgSession } from '../pg/session.js';
-import { POSTGRES_MIGRATIONS, migratePostgres } from './postgres-migrations.js';
+import { migratePostgres, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
 import type { SpooledRun } from './spool.js';
 import type { NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
 

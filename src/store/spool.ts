@@ -1,6 +1,6 @@
-import { readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { mkdirp } from '../util/mkdirp.js';
+import { mkdirp } from '../util/io.js';
 import type { NewRun, RunOutcome, RunStore } from './types.js';
 
 // A run whose record could not reach PostgreSQL. `id` is set when its start did get there.

@@ -2,10 +2,10 @@ import { closeSync, constants, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { mkdirp } from '../util/mkdirp.js';
+import { mkdirp } from '../util/io.js';
 import { SQLITE_FILE } from '../util/paths.js';
-import { migrateSqlite } from './sqlite-migrations.js';
 import type { SpooledRun } from './spool.js';
+import { migrateSqlite } from './sqlite-migrations.js';
 import type { NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
 
 // Every SQLite statement of the run log lives here, parameterised.

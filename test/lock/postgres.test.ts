@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { advisoryKey } from '../../src/lock/key.js';
+import { advisoryKey } from '../../src/lock/postgres.js';
 import { cronguard, fixture, isAlive, lines, sandbox, start, waitFor } from '../helpers.js';
 import { backendOf, holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 

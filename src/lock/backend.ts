@@ -1,3 +1,5 @@
+import { sleep } from '../util/io.js';
+
 // A held lock. The supervisor never knows which backend it came from.
 export interface Lock {
   // Where the lock lives, for --verbose and messages.
@@ -19,4 +21,22 @@ export interface AcquireOptions {
 export interface LockBackend {
   readonly name: string;
   acquire(options: AcquireOptions): Promise<Lock | null>;
+}
+
+const FIRST_DELAY_MS = 25;
+const MAX_DELAY_MS = 250;
+
+// Retries a non-blocking acquisition until it succeeds or `waitMs` runs out. Polling (rather
+// than a blocking call on a worker thread) keeps the deadline exact and the process killable.
+export async function retryUntil<T>(attempt: () => Promise<T | null> | T | null, waitMs: number): Promise<T | null> {
+  const deadline = Date.now() + waitMs;
+  let delay = FIRST_DELAY_MS;
+  for (;;) {
+    const held = await attempt();
+    if (held !== null) return held;
+    const left = deadline - Date.now();
+    if (left <= 0) return null;
+    await sleep(Math.min(delay, left));
+    delay = Math.min(delay * 2, MAX_DELAY_MS);
+  }
 }
