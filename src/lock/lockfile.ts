@@ -43,6 +43,7 @@ export function lockfileBackend(dir: string, name: string): LockBackend {
       },
       release: async () => {
         if (lost) return;
+        // A lock directory that cannot be removed goes stale after STALE_MS anyway.
         await release().catch(() => {});
       },
     };

@@ -22,6 +22,7 @@ export function postgresBackend(session: PgSession, key: bigint, tryLock?: TryLo
     onLost: (handler) => session.watch(handler),
     release: async () => {
       if (!session.isLost) {
+        // If the unlock fails, closing the session releases the lock all the same.
         await session.query('SELECT pg_advisory_unlock($1::bigint)', [key.toString()]).catch(() => {});
       }
     },

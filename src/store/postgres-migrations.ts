@@ -25,6 +25,7 @@ export async function migratePostgres(session: PgSession, schema: string): Promi
     }
     await session.query('COMMIT');
   } catch (error) {
+    // The original error is the one worth reporting; a failed rollback ends with the session.
     await session.query('ROLLBACK').catch(() => {});
     throw error;
   }
