@@ -115,7 +115,8 @@ Subcommands:
 
 DURATION: 500ms, 10s, 5m, 2h, 1d, combinations like 1h30m; a bare number is seconds.
 Exit status: the command's own; 128+N if killed by signal N; 124 on timeout; 0 (or -E N)
-when skipped; 64 usage error; 69 unavailable; 73 cannot create; 77 permission denied;
-126/127 not executable / not found. See cronguard(1).
+when skipped; 64 usage error; 69 database unavailable; 70 internal error; 73 cannot
+create the lock; 75 lock lost; 77 permission denied; 126/127 not executable / not found.
+See cronguard(1).
 `;
 }
