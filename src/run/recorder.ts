@@ -25,7 +25,7 @@ export class RunRecorder {
   private childPid: number | null = null;
   private spooling = false;
   private warned = false;
-  overlapCounted = false;
+  private overlapCounted = false;
 
   constructor(
     private readonly parts: RecorderParts,
@@ -36,14 +36,15 @@ export class RunRecorder {
     if (parts.openError !== null) this.fail('open', parts.openError);
   }
 
-  get activeStore(): RunStore | null {
-    return this.spooling ? null : this.store;
-  }
-
   // The run was already recorded by the statement that took the lock.
   adopt(run: NewRun, id: number): void {
     this.run = run;
     this.runId = id;
+  }
+
+  // The skip was already counted by the statement that tried the lock.
+  overlapAlreadyCounted(): void {
+    this.overlapCounted = true;
   }
 
   async deliverSpool(isAlive: (pid: number) => boolean): Promise<void> {

@@ -69,8 +69,8 @@ async function wirePostgres(config: RunConfig, run: NewRun, say: Messages): Prom
     const combined = store
       ? async () => {
           const id = await (store as PostgresStore).lockAndStart(run, key, config.waitMs === 0);
-          recorder.overlapCounted = id === null && config.waitMs === 0;
           if (id !== null) recorder.adopt(run, id);
+          else if (config.waitMs === 0) recorder.overlapAlreadyCounted();
           return id !== null;
         }
       : undefined;
