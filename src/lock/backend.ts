@@ -7,6 +7,9 @@ export interface Lock {
   // A descriptor the command must inherit so the lock lives exactly as long as the command
   // and whatever it leaves running (flock semantics); null when the wrapper keeps it alive.
   readonly inheritFd: number | null;
+  // The lock dies with cronguard rather than with the command, so the command must die
+  // with cronguard too, or a second instance could start beside it.
+  readonly commandDiesWithWrapper: boolean;
   // Registers what to do if the lock is taken away while held (e.g. a stale lockfile).
   onLost(handler: (reason: string) => void): void;
   release(): Promise<void>;

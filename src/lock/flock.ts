@@ -33,6 +33,7 @@ export function flockBackend(path: string): LockBackend {
   const heldLock = (fd: number): Lock => ({
     description: `flock ${path}`,
     inheritFd: fd,
+    commandDiesWithWrapper: false,
     onLost: () => {},
     // Closing, not LOCK_UN: anything the command left running shares this open file
     // description and must keep the lock, as with util-linux flock.

@@ -11,6 +11,7 @@ const noLock: LockBackend = {
   acquire: async () => ({
     description: 'no lock',
     inheritFd: null,
+    commandDiesWithWrapper: false,
     onLost: () => {},
     release: async () => {},
   }),

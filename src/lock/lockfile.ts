@@ -4,9 +4,9 @@ import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
 // proper-lockfile's lock is a directory whose mtime the holder refreshes; a lock not
 // refreshed for STALE_MS is considered abandoned and may be taken over. Unlike flock, it dies
-// with the wrapper, not with the command: if cronguard is SIGKILLed, another instance can
-// start STALE_MS later even if the command still runs. That is the price of working on
-// network filesystems where flock(2) is unreliable.
+// with the wrapper, not with the command, so the command gets a parent-death signal; what
+// the command started in the background is not covered and may outlive the lock. That is
+// the price of working on network filesystems where flock(2) is unreliable.
 export const STALE_MS = 10_000;
 const UPDATE_MS = 2_000;
 
@@ -37,6 +37,7 @@ export function lockfileBackend(dir: string, name: string): LockBackend {
     return {
       description: `lockfile ${lockPath} (stale after ${STALE_MS / 1000}s)`,
       inheritFd: null,
+      commandDiesWithWrapper: true,
       onLost(handler) {
         lostHandler = handler;
         if (lost) handler(lost);

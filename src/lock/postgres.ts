@@ -19,6 +19,7 @@ export function postgresBackend(session: PgSession, key: bigint, tryLock?: TryLo
   const lock: Lock = {
     description: `postgres advisory lock ${key} on ${session.db.display}`,
     inheritFd: null,
+    commandDiesWithWrapper: true,
     onLost: (handler) => session.watch(handler),
     release: async () => {
       if (!session.isLost) {

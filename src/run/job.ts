@@ -36,7 +36,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     say.verbose(`${config.name}: holding ${lock.description}`);
     await recorder.deliverSpool(isAlive);
     await recorder.start(run, isAlive);
-    const child = supervise({ ...config, file, inheritFd: lock.inheritFd, pdeathsig: config.lock === 'postgres' });
+    const child = supervise({ ...config, file, inheritFd: lock.inheritFd, pdeathsig: lock.commandDiesWithWrapper });
     let lostLock: string | null = null;
     lock.onLost((reason) => {
       lostLock = reason;

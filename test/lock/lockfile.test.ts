@@ -30,4 +30,15 @@ describe('lockfile backend', () => {
     expect(runs(box.stateDir)[0]).toMatchObject({ status: 'lock_lost' });
     expect(runs(box.stateDir)[0]?.error).toMatch(/lock lost/);
   });
+
+  it('kills the command when the wrapper is SIGKILLed, since the lock dies with the wrapper', async () => {
+    const box = sandbox();
+    const log = box.path('record');
+    const run = start(['-l', 'lockfile', '-n', 'orphan', '--', fixture('record.sh'), log, '5'], box.env);
+    await waitFor(() => lines(log).length > 0 && !!runs(box.stateDir)[0]?.child_pid, 'the command to start');
+    const commandPid = runs(box.stateDir)[0]?.child_pid as number;
+    run.child.kill('SIGKILL');
+    await run.done;
+    await waitFor(() => !isAlive(commandPid), 'the command to die with its wrapper', 3000);
+  });
 });
