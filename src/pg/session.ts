@@ -17,11 +17,18 @@ export class PgSession {
   private lostHandlers: ((reason: string) => void)[] = [];
   private lost: string | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
+  // Rejects every statement still waiting for an answer once the session is known lost: a
+  // cut network would otherwise hold each one until QUERY_TIMEOUT_MS.
+  private rejectInFlight: (error: Error) => void = () => {};
+  private readonly inFlightLost = new Promise<never>((_, reject) => {
+    this.rejectInFlight = reject;
+  });
 
   private constructor(
     private readonly client: pg.Client,
     readonly db: DbConfig,
   ) {
+    this.inFlightLost.catch(() => {});
     client.on('error', (error) => this.markLost(`connection error: ${error.message}`));
     client.on('end', () => this.markLost('the server closed the connection'));
   }
@@ -49,7 +56,7 @@ export class PgSession {
   async query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
     if (this.lost) throw new Error(`connection lost: ${this.lost}`);
     this.roundTrips++;
-    return (await this.client.query<R>(text, values)).rows;
+    return (await Promise.race([this.client.query<R>(text, values), this.inFlightLost])).rows;
   }
 
   escapeIdentifier(name: string): string {
@@ -94,6 +101,7 @@ export class PgSession {
   private markLost(reason: string): void {
     if (this.lost) return;
     this.lost = reason;
+    this.rejectInFlight(new Error(`connection lost: ${reason}`));
     if (this.heartbeat) clearInterval(this.heartbeat);
     for (const handler of this.lostHandlers) handler(reason);
   }
