@@ -5,7 +5,7 @@ import { advisoryKey, parseLockKey } from '../lock/postgres.js';
 import { type DbConfig, resolveDb } from '../pg/config.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
-import { defaultLockDir, resolveStateDir } from '../util/paths.js';
+import { resolveLockDir, resolveStateDir } from '../util/paths.js';
 import type { ParsedRun } from './options.js';
 
 export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'none';
@@ -18,7 +18,8 @@ export interface RunConfig {
   readonly display: string;
   readonly lock: LockBackendName;
   readonly lockPath: string;
-  readonly lockDir: string;
+  // Where lock files live; null when --lock-file names the file itself.
+  readonly lockDir: string | null;
   readonly lockDirPrivate: boolean;
   // The embedded run log's directory, also where the spool of the shared log lives.
   readonly stateDir: string;
@@ -75,8 +76,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     throw new UsageError('--lock-file applies to the flock backend only');
   }
   if (explicitFile === '') throw new UsageError('--lock-file needs a path');
-  const explicitDir = str('lockDir') ?? (ctx.env.CRONGUARD_LOCK_DIR || undefined);
-  const lockDir = explicitDir ?? defaultLockDir(ctx.env, ctx.root);
+  const lockDir = resolveLockDir(str('lockDir'), ctx.env, ctx.root);
   const stateDir = resolveStateDir(str('stateDir'), ctx.env, ctx.root);
   const lockKey = lock !== 'postgres' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name);
 
@@ -85,9 +85,9 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     argv: Object.freeze([...argv]),
     display: shell !== undefined ? `/bin/sh -c ${quote(shell)}` : argv.map(quote).join(' '),
     lock,
-    lockPath: explicitFile ?? join(lockDir, `${name}.lock`),
-    lockDir,
-    lockDirPrivate: explicitDir === undefined && !ctx.root,
+    lockPath: explicitFile ?? join(lockDir.dir, `${name}.lock`),
+    lockDir: explicitFile === undefined ? lockDir.dir : null,
+    lockDirPrivate: lockDir.isDefault && !ctx.root,
     stateDir,
     log: options.noLog ? null : db ? 'postgres' : 'sqlite',
     db,

@@ -5,7 +5,7 @@ import type { DbConfig } from '../pg/config.js';
 import { connectPostgres, openPostgresStore } from '../store/index.js';
 import type { HeldLock } from '../store/postgres.js';
 import type { RunRow } from '../store/types.js';
-import { defaultLockDir, isRoot } from '../util/paths.js';
+import { isRoot, resolveLockDir } from '../util/paths.js';
 import { dbOf, openExistingStoreFor, parse, subcommand, withStoreOptions } from './common.js';
 import { colours, renderTable, shortTime } from './table.js';
 
@@ -50,7 +50,7 @@ async function postgresLocks(db: DbConfig): Promise<HeldLock[]> {
 }
 
 async function localLocks(flags: Flags): Promise<HeldLock[]> {
-  const dir = flags.lockDir ?? (process.env.CRONGUARD_LOCK_DIR || defaultLockDir(process.env, isRoot()));
+  const { dir } = resolveLockDir(flags.lockDir, process.env, isRoot());
   let names: string[];
   try {
     names = readdirSync(dir);

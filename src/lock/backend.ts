@@ -2,8 +2,6 @@ import { sleep } from '../util/io.js';
 
 // A held lock. The supervisor never knows which backend it came from.
 export interface Lock {
-  // Where the lock lives, for --verbose and messages.
-  readonly description: string;
   // A descriptor the command must inherit so the lock lives exactly as long as the command
   // and whatever it leaves running (flock semantics); null when the wrapper keeps it alive.
   readonly inheritFd: number | null;
@@ -22,7 +20,8 @@ export interface AcquireOptions {
 
 // One lock backend: returns the held lock, or null when another holder has it.
 export interface LockBackend {
-  readonly name: string;
+  // Which lock this is and where it lives, for --verbose.
+  readonly description: string;
   acquire(options: AcquireOptions): Promise<Lock | null>;
 }
 

@@ -31,7 +31,6 @@ export function flockBackend(path: string): LockBackend {
     return heldLock(fd);
   };
   const heldLock = (fd: number): Lock => ({
-    description: `flock ${path}`,
     inheritFd: fd,
     commandDiesWithWrapper: false,
     onLost: () => {},
@@ -39,5 +38,5 @@ export function flockBackend(path: string): LockBackend {
     // description and must keep the lock, as with util-linux flock.
     release: async () => closeSync(fd),
   });
-  return { name: 'flock', acquire: ({ waitMs }) => retryUntil(tryOnce, waitMs) };
+  return { description: `flock ${path}`, acquire: ({ waitMs }) => retryUntil(tryOnce, waitMs) };
 }

@@ -7,9 +7,8 @@ import { flockBackend } from './flock.js';
 
 // The "none" backend: every invocation runs. Still a Lock, so the run path has one shape.
 const noLock: LockBackend = {
-  name: 'none',
+  description: 'no lock',
   acquire: async () => ({
-    description: 'no lock',
     inheritFd: null,
     commandDiesWithWrapper: false,
     onLost: () => {},
@@ -26,16 +25,14 @@ export async function openLockBackend(config: RunConfig): Promise<LockBackend> {
     case 'postgres':
       throw new Error('the postgres lock needs a session; src/run/wiring.ts builds it');
     case 'lockfile': {
-      ensureLockDir(config.lockDir, config.lockDirPrivate);
+      const dir = config.lockDir as string;
+      ensureLockDir(dir, config.lockDirPrivate);
       const { lockfileBackend } = await import('./lockfile.js');
-      return lockfileBackend(config.lockDir, config.name);
+      return lockfileBackend(dir, config.name);
     }
-    case 'flock': {
-      if (config.lockPath.startsWith(`${config.lockDir}/`)) {
-        ensureLockDir(config.lockDir, config.lockDirPrivate);
-      }
+    case 'flock':
+      if (config.lockDir !== null) ensureLockDir(config.lockDir, config.lockDirPrivate);
       return flockBackend(config.lockPath);
-    }
   }
 }
 

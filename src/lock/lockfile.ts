@@ -35,7 +35,6 @@ export function lockfileBackend(dir: string, name: string): LockBackend {
       throw fileError('lock directory', lockPath, error);
     }
     return {
-      description: `lockfile ${lockPath} (stale after ${STALE_MS / 1000}s)`,
       inheritFd: null,
       commandDiesWithWrapper: true,
       onLost(handler) {
@@ -49,5 +48,5 @@ export function lockfileBackend(dir: string, name: string): LockBackend {
       },
     };
   };
-  return { name: 'lockfile', acquire: ({ waitMs }) => retryUntil(tryOnce, waitMs) };
+  return { description: `lockfile ${lockPath} (stale after ${STALE_MS / 1000}s)`, acquire: ({ waitMs }) => retryUntil(tryOnce, waitMs) };
 }

@@ -17,7 +17,6 @@ export function postgresBackend(session: PgSession, key: bigint, tryLock?: TryLo
   };
   const attempt = tryLock ?? plain;
   const lock: Lock = {
-    description: `postgres advisory lock ${key} on ${session.db.display}`,
     inheritFd: null,
     commandDiesWithWrapper: true,
     onLost: (handler) => session.watch(handler),
@@ -29,7 +28,7 @@ export function postgresBackend(session: PgSession, key: bigint, tryLock?: TryLo
     },
   };
   return {
-    name: 'postgres',
+    description: `postgres advisory lock ${key} on ${session.db.display}`,
     acquire: ({ waitMs }) => retryUntil(async () => ((await attempt()) ? lock : null), waitMs),
   };
 }

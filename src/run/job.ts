@@ -29,11 +29,11 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   try {
     lock = await backend.acquire({ waitMs: config.waitMs });
     if (!lock) {
-      say.verbose(`${config.name}: lock held by another instance (${where(config)}); skipping with exit ${config.conflictExitCode}`);
+      say.verbose(`${config.name}: lock held by another instance (${backend.description}); skipping with exit ${config.conflictExitCode}`);
       await recorder.overlap(config.name, config.lock === 'postgres' ? null : run.host);
       return config.conflictExitCode;
     }
-    say.verbose(`${config.name}: holding ${lock.description}`);
+    say.verbose(`${config.name}: holding ${backend.description}`);
     await recorder.deliverSpool(isAlive);
     await recorder.start(run, isAlive);
     const child = supervise({ ...config, file, inheritFd: lock.inheritFd, pdeathsig: lock.commandDiesWithWrapper });
@@ -54,12 +54,6 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (roundTrips() > 0) say.verbose(`${config.name}: ${roundTrips()} PostgreSQL round trips after connecting`);
     await close();
   }
-}
-
-function where(config: RunConfig): string {
-  if (config.lock === 'flock') return `flock ${config.lockPath}`;
-  if (config.lock === 'postgres') return `postgres key ${config.lockKey}`;
-  return `${config.lock} in ${config.lockDir}`;
 }
 
 function isAlive(pid: number): boolean {

@@ -24,6 +24,13 @@ export function defaultStateDir(env: Env, root: boolean): string {
   return join(env.HOME || homedir(), '.local', 'state', 'cronguard');
 }
 
+// The lock directory: flag, then $CRONGUARD_LOCK_DIR, then the default; `isDefault` tells
+// whether it is the (possibly private) default location.
+export function resolveLockDir(flag: string | undefined, env: Env, root: boolean): { dir: string; isDefault: boolean } {
+  const explicit = flag ?? (env.CRONGUARD_LOCK_DIR || undefined);
+  return { dir: explicit ?? defaultLockDir(env, root), isDefault: explicit === undefined };
+}
+
 // The run log's directory: flag, then $CRONGUARD_STATE_DIR, then the default.
 export function resolveStateDir(flag: string | undefined, env: Env, root: boolean): string {
   return flag ?? (env.CRONGUARD_STATE_DIR || defaultStateDir(env, root));
