@@ -61,22 +61,21 @@ describe('lock paths that are refused', () => {
     expectNothingRan(result, 77, /permission denied on lock file .*j\.lock/);
   });
 
-  it('a lock file the user cannot read (77)', async () => {
+  // Another user's lock file j.lock with the given mode, run against as nobody.
+  const runOnForeignLockFile = (mode: number) => {
     const box = sandbox();
     chmodSync(box.dir, 0o755);
     mkdirSync(box.lockDir, { mode: 0o755 });
-    writeFileSync(join(box.lockDir, 'j.lock'), '', { mode: 0o600 });
-    const result = await start(['--no-log', '-n', 'j', '--', 'true'], box.env, asNobody).done;
-    expectNothingRan(result, 77, /permission denied/);
+    writeFileSync(join(box.lockDir, 'j.lock'), '', { mode });
+    return start(['--no-log', '-n', 'j', '--', 'true'], box.env, asNobody).done;
+  };
+
+  it('a lock file the user cannot read (77)', async () => {
+    expectNothingRan(await runOnForeignLockFile(0o600), 77, /permission denied/);
   });
 
   it('shares a lock file that is only readable (flock needs no write access)', async () => {
-    const box = sandbox();
-    chmodSync(box.dir, 0o755);
-    mkdirSync(box.lockDir, { mode: 0o755 });
-    writeFileSync(join(box.lockDir, 'j.lock'), '', { mode: 0o644 });
-    const result = await start(['--no-log', '-n', 'j', '--', 'true'], box.env, asNobody).done;
-    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(await runOnForeignLockFile(0o644)).toMatchObject({ code: 0, stderr: '' });
   });
 
   it('creates a private default lock directory 0700', async () => {
