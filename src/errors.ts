@@ -4,9 +4,11 @@
 // sysexits(3) codes, as util-linux flock uses them.
 export const EXIT = {
   ok: 0,
+  // A subcommand found nothing to show, as grep finds no line.
+  notFound: 1,
   timeout: 124,
   notExecutable: 126,
-  notFound: 127,
+  commandNotFound: 127,
   usage: 64,
   unavailable: 69,
   internal: 70,
@@ -26,8 +28,17 @@ export class CronguardError extends Error {
 }
 
 export class UsageError extends CronguardError {
-  constructor(message: string) {
+  // The command whose usage was wrong (`cronguard history`), so the message and the hint
+  // name it; undefined for the run command.
+  constructor(
+    message: string,
+    readonly command?: string,
+  ) {
     super(message, EXIT.usage);
+  }
+
+  within(command: string): UsageError {
+    return this.command ? this : new UsageError(this.message, command);
   }
 }
 
@@ -35,6 +46,13 @@ export class UsageError extends CronguardError {
 export class HelpShown extends CronguardError {
   constructor() {
     super('', EXIT.ok);
+  }
+}
+
+// A subcommand looked for something (a run, a job) that the log does not have.
+export class NotFoundError extends CronguardError {
+  constructor(message: string) {
+    super(message, EXIT.notFound);
   }
 }
 
@@ -58,7 +76,7 @@ export class PermissionError extends CronguardError {
 
 export class CommandNotFoundError extends CronguardError {
   constructor(command: string) {
-    super(`command not found: ${command}`, EXIT.notFound);
+    super(`command not found: ${command}`, EXIT.commandNotFound);
   }
 }
 
@@ -89,4 +107,22 @@ export function describe(error: unknown): string {
     return `${e.code} (${e.syscall})`;
   }
   return e instanceof Error ? e.message : String(error);
+}
+
+// A failure of the run log's database, as a subcommand reports it: a missing privilege or a
+// read-only file is 77, anything else that keeps the log from answering 69. Null for errors
+// that are not the database's (those are bugs, and keep their stack).
+export function storeError(error: unknown): CronguardError | null {
+  const code = (error as { code?: unknown })?.code;
+  if (typeof code !== 'string') return null;
+  const message = (error as Error).message;
+  if (/^[0-9A-Z]{5}$/.test(code)) {
+    const denied = code === '42501' || code.startsWith('28');
+    return denied ? new PermissionError(`PostgreSQL: ${message}`) : new UnavailableError(`PostgreSQL: ${message} (SQLSTATE ${code})`);
+  }
+  if (code.startsWith('SQLITE_')) {
+    const denied = /^SQLITE_(READONLY|PERM|AUTH|CANTOPEN)/.test(code);
+    return denied ? new PermissionError(`run log: ${message}`) : new UnavailableError(`run log: ${message} (${code})`);
+  }
+  return null;
 }

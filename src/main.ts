@@ -1,11 +1,12 @@
 import { resolveRunConfig } from './cli/config.js';
 import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
-import { CronguardError, EXIT, UsageError } from './errors.js';
+import { Settings } from './cli/settings.js';
+import { CronguardError, EXIT, storeError, UsageError } from './errors.js';
 import { runJob } from './run/job.js';
 import { flushed, messages } from './util/io.js';
 import { isRoot } from './util/paths.js';
 
-type Subcommand = (args: readonly string[]) => Promise<number>;
+export type Subcommand = (args: readonly string[], settings: Settings) => Promise<number>;
 
 // Subcommands load lazily: the run path must not pay for commander, chalk or their code.
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
@@ -17,17 +18,18 @@ const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
 
 // Reserved by the contract for later versions; claimed now so a crontab line written today
 // never silently changes meaning (a program with such a name runs as `cronguard -- NAME`).
-const RESERVED = ['status', 'check', 'request', 'disable', 'enable', 'prune'];
+const RESERVED = ['status', 'check', 'request', 'requests', 'disable', 'enable', 'prune', 'metrics', 'serve'];
 
 async function main(args: readonly string[]): Promise<number> {
   const first = args[0];
-  if (first !== undefined && first in SUBCOMMANDS) {
-    return (await (SUBCOMMANDS[first] as () => Promise<Subcommand>)())(args.slice(1));
+  if (first === undefined) {
+    process.stderr.write(runHelp());
+    return EXIT.usage;
   }
-  if (first !== undefined && RESERVED.includes(first)) {
-    throw new UsageError(
-      `'${first}' is not available in this version; to run a program named ${first}, use: cronguard -- ${first}`,
-    );
+  if (first === 'help') return help(args.slice(1));
+  if (first in SUBCOMMANDS) return subcommand(first, args.slice(1));
+  if (RESERVED.includes(first)) {
+    throw new UsageError(`'${first}' is not available in this version; to run a program named ${first}, use: cronguard -- ${first}`);
   }
   const parsed = parseRunArgs(first === 'run' ? args.slice(1) : args);
   if (parsed.options.help) {
@@ -38,21 +40,62 @@ async function main(args: readonly string[]): Promise<number> {
     process.stdout.write(`cronguard ${VERSION}\n`);
     return 0;
   }
-  const config = resolveRunConfig(parsed, { env: process.env, root: isRoot() });
-  return runJob(config, messages(config.verbose));
+  const verbose = parsed.options.verbose === true;
+  const settings = loadSettings(verbose);
+  const config = resolveRunConfig(parsed, { env: process.env, root: isRoot(), settings });
+  const say = messages(verbose);
+  for (const line of config.sources) say.verbose(line);
+  return runJob(config, say);
+}
+
+// Configuration-file warnings go out once per invocation (a password others can read is
+// worth a cron mail); notes only with -v.
+function loadSettings(verbose: boolean): Settings {
+  const settings = Settings.load(process.env);
+  const say = messages(verbose);
+  for (const line of settings.warnings) say.warn(line);
+  for (const line of settings.notes) say.verbose(line);
+  return settings;
+}
+
+// `cronguard help [SUBCOMMAND]`: the usage, or a subcommand's own --help.
+async function help(args: readonly string[]): Promise<number> {
+  const topic = args[0];
+  if (topic === undefined || topic === 'run') {
+    process.stdout.write(runHelp());
+    return 0;
+  }
+  if (!(topic in SUBCOMMANDS)) throw new UsageError(`help: no subcommand '${topic}'`);
+  return subcommand(topic, ['--help']);
+}
+
+async function subcommand(name: string, args: readonly string[]): Promise<number> {
+  const run = await (SUBCOMMANDS[name] as () => Promise<Subcommand>)();
+  try {
+    return await run(args, loadSettings(false));
+  } catch (error) {
+    if (error instanceof UsageError) throw error.within(`cronguard ${name}`);
+    throw storeError(error) ?? error;
+  }
 }
 
 // The boundary: every error becomes one line on stderr and an exit code. Only a bug shows
 // a stack, and then it says so.
 function report(error: unknown): number {
   if (error instanceof CronguardError) {
-    const hint = error instanceof UsageError ? ' (see cronguard --help)' : '';
-    if (error.message) process.stderr.write(`cronguard: ${error.message}${hint}\n`);
+    const who = error instanceof UsageError && error.command ? error.command : 'cronguard';
+    if (error.message) process.stderr.write(`${who}: ${error.message}${hint(error)}\n`);
     return error.exitCode;
   }
   const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
   process.stderr.write(`cronguard: internal error (this is a bug; please report it): ${detail}\n`);
   return EXIT.internal;
+}
+
+// A usage error points at the help that explains the right usage.
+function hint(error: CronguardError): string {
+  if (!(error instanceof UsageError)) return '';
+  return ` (see ${error.command ?? 'cronguard'} --help)`;
 }
 
 async function exit(code: number): Promise<never> {

@@ -5,8 +5,9 @@ import { advisoryKey, parseLockKey } from '../lock/postgres.js';
 import { type DbConfig, resolveDb } from '../pg/config.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
-import { resolveLockDir, resolveStateDir } from '../util/paths.js';
+import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
 import type { ParsedRun } from './options.js';
+import type { SettingKey, Settings } from './settings.js';
 
 export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'none';
 
@@ -34,12 +35,17 @@ export interface RunConfig {
   readonly killAfterMs: number;
   readonly quiet: boolean;
   readonly captureBytes: number;
+  // Fleet rule off: run even when another host already ran this job in this minute.
+  readonly everyTick: boolean;
   readonly verbose: boolean;
+  // Where each location setting came from, for -v.
+  readonly sources: readonly string[];
 }
 
 export interface Context {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly root: boolean;
+  readonly settings: Settings;
 }
 
 const MAX_CAPTURE = 64 * 1024 * 1024;
@@ -62,7 +68,8 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const argv = shell !== undefined ? ['/bin/sh', '-c', shell] : command;
   const name = str('name') !== undefined ? validateName(str('name') as string) : deriveName(argv);
 
-  const db = resolveDb(str('db'), str('schema'), ctx.env);
+  const setting = (key: SettingKey, option: string) => ctx.settings.get(key, { value: str(option), name: `--${flagName(option)}` });
+  const db = resolveDb(setting('database_url', 'db'), setting('schema', 'schema'), ctx.env);
   const lock = parseLock(str('lock') ?? (db ? 'postgres' : 'flock'), db);
   if (str('lockKey') !== undefined && lock !== 'postgres') {
     throw new UsageError('--lock-key applies to the postgres lock backend only');
@@ -76,9 +83,10 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     throw new UsageError('--lock-file applies to the flock backend only');
   }
   if (explicitFile === '') throw new UsageError('--lock-file needs a path');
-  const lockDir = resolveLockDir(str('lockDir'), ctx.env, ctx.root);
-  const stateDir = resolveStateDir(str('stateDir'), ctx.env, ctx.root);
-  const lockKey = lock !== 'postgres' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name);
+  const lockDir = nonEmpty(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');
+  const stateDir = nonEmpty(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
+  const lockKey =
+    lock !== 'postgres' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
   return Object.freeze({
     name,
@@ -88,7 +96,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     lockPath: explicitFile ?? join(lockDir.dir, `${name}.lock`),
     lockDir: explicitFile === undefined ? lockDir.dir : null,
     lockDirPrivate: lockDir.isDefault && !ctx.root,
-    stateDir,
+    stateDir: stateDir.dir,
     log: options.noLog ? null : db ? 'postgres' : 'sqlite',
     db,
     lockKey,
@@ -100,8 +108,24 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     killAfterMs: parseDuration(str('killAfter') ?? '10s', '--kill-after'),
     quiet: options.quiet === true,
     captureBytes: parseBytes(str('capture')),
+    everyTick: options.everyTick === true,
     verbose: options.verbose === true,
+    sources: Object.freeze([
+      db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',
+      `lock dir ${lockDir.dir} (${lockDir.from})`,
+      `state dir ${stateDir.dir} (${stateDir.from})`,
+    ]),
   });
+}
+
+// The option table's key as the user spells the flag: lockDir is --lock-dir.
+function flagName(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+function nonEmpty(resolved: ResolvedDir, what: string): ResolvedDir {
+  if (resolved.dir === '') throw new UsageError(`${resolved.from}: the ${what} directory must not be empty`);
+  return resolved;
 }
 
 function parseLock(value: string, db: DbConfig | null): LockBackendName {

@@ -30,6 +30,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'killAfter', long: 'kill-after', value: 'DURATION', help: 'then SIGKILL after DURATION (default 10s)' },
   { key: 'quiet', long: 'quiet', short: 'q', help: "print the command's output only if it fails" },
   { key: 'capture', long: 'capture', value: 'BYTES', help: 'keep the last BYTES of output in the run log (default 65536, 0: none)' },
+  { key: 'everyTick', long: 'every-tick', help: 'shared log: run even if another host ran this job in this minute' },
   { key: 'verbose', long: 'verbose', short: 'v', help: 'explain decisions on stderr' },
   { key: 'help', long: 'help', short: 'h', help: 'show this help' },
   { key: 'version', long: 'version', short: 'V', help: 'show the version' },

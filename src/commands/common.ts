@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
+import type { Settings } from '../cli/settings.js';
 import { describe, HelpShown, PermissionError, UnavailableError, UsageError } from '../errors.js';
 import { type DbConfig, resolveDb } from '../pg/config.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
@@ -25,7 +26,7 @@ export function parse(program: Command, args: readonly string[]): void {
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.exitCode === 0) throw new HelpShown();
-      throw new UsageError(`${program.name()}: ${error.message.replace(/^error: /, '')}`);
+      throw new UsageError(error.message.replace(/^error: /, ''), program.name());
     }
     throw error;
   }
@@ -34,7 +35,7 @@ export function parse(program: Command, args: readonly string[]): void {
 // Options that choose the run log, shared by every subcommand that reads it.
 export function withStoreOptions(program: Command): Command {
   return program
-    .option('--db <url>', 'PostgreSQL run log ($CRONGUARD_DATABASE_URL, PG* variables)')
+    .option('--db <url>', 'PostgreSQL run log ($CRONGUARD_DATABASE_URL)')
     .option('--schema <name>', 'its schema ($CRONGUARD_SCHEMA, default cronguard)')
     .option('--state-dir <dir>', 'where the embedded run log lives ($CRONGUARD_STATE_DIR)');
 }
@@ -54,34 +55,44 @@ export interface StoreFlags {
   readonly schema?: string;
 }
 
-export function dbOf(flags: StoreFlags): DbConfig | null {
-  return resolveDb(flags.db, flags.schema, process.env);
-}
+// Where a subcommand finds the run log: its flags over the settings every invocation reads.
+export class StoreChoice {
+  readonly db: DbConfig | null;
+  readonly stateDir: string;
 
-// Opens (creating if needed) the run log for a subcommand, with the contract's exit codes:
-// the shared log when a database is configured, else the embedded one.
-export async function openStoreFor(flags: StoreFlags): Promise<RunStore> {
-  const db = dbOf(flags);
-  if (db) return openPostgresStore(await connectPostgres(db, 'cronguard'), db.schema);
-  const dir = stateDirOf(flags);
-  try {
-    return await openSqliteStore(dir);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EACCES' || code === 'EPERM') {
-      throw new PermissionError(`permission denied on the run log in ${dir}`);
-    }
-    throw new UnavailableError(`cannot open the run log in ${dir}: ${describe(error)}`);
+  constructor(
+    flags: StoreFlags,
+    readonly settings: Settings,
+  ) {
+    this.db = resolveDb(
+      settings.get('database_url', { value: flags.db, name: '--db' }),
+      settings.get('schema', { value: flags.schema, name: '--schema' }),
+      process.env,
+    );
+    const dir = resolveStateDir(settings.get('state_dir', { value: flags.stateDir, name: '--state-dir' }), process.env, isRoot());
+    if (dir.dir === '') throw new UsageError('--state-dir: the state directory must not be empty');
+    this.stateDir = dir.dir;
   }
-}
 
-// For reading commands: null when nothing was ever recorded in the embedded log, rather
-// than creating an empty database as a side effect of looking.
-export async function openExistingStoreFor(flags: StoreFlags): Promise<RunStore | null> {
-  if (!dbOf(flags) && !existsSync(join(stateDirOf(flags), SQLITE_FILE))) return null;
-  return openStoreFor(flags);
-}
+  // Opens (creating if needed) the run log, with the contract's exit codes: the shared log
+  // when a database is configured, else the embedded one.
+  async open(): Promise<RunStore> {
+    if (this.db) return openPostgresStore(await connectPostgres(this.db, 'cronguard'), this.db.schema);
+    try {
+      return await openSqliteStore(this.stateDir);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EACCES' || code === 'EPERM') {
+        throw new PermissionError(`permission denied on the run log in ${this.stateDir}`);
+      }
+      throw new UnavailableError(`cannot open the run log in ${this.stateDir}: ${describe(error)}`);
+    }
+  }
 
-function stateDirOf(flags: StoreFlags): string {
-  return resolveStateDir(flags.stateDir, process.env, isRoot());
+  // For reading commands: null when nothing was ever recorded in the embedded log, rather
+  // than creating an empty database as a side effect of looking.
+  async openExisting(): Promise<RunStore | null> {
+    if (!this.db && !existsSync(join(this.stateDir, SQLITE_FILE))) return null;
+    return this.open();
+  }
 }

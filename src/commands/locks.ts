@@ -1,113 +1,105 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { STALE_MS } from '../lock/lockfile.js';
-import type { DbConfig } from '../pg/config.js';
-import { connectPostgres, openPostgresStore } from '../store/index.js';
-import type { HeldLock } from '../store/postgres.js';
+import { hostname } from 'node:os';
+import type { Settings } from '../cli/settings.js';
+import { advisoryKey } from '../lock/postgres.js';
+import type { AdvisoryLock, PostgresStore } from '../store/postgres.js';
 import type { RunRow } from '../store/types.js';
 import { isRoot, resolveLockDir } from '../util/paths.js';
-import { dbOf, openExistingStoreFor, parse, subcommand, withStoreOptions } from './common.js';
+import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
+import { LocalLocks } from '../lock/held.js';
 import { colours, renderTable, shortTime } from './table.js';
 
-interface Flags {
-  json?: boolean;
-  lockDir?: string;
-  stateDir?: string;
-  db?: string;
-  schema?: string;
+// A lock held right now, as `cronguard locks` shows it. `verified`: the kernel or the server
+// confirmed it is held; a local lock on another host can only be read from the run log.
+export interface HeldLock {
+  job: string;
+  lock: string;
+  key: string | null;
+  host: string | null;
+  pid: number | null;
+  run_id: number | null;
+  since: string | null;
+  holder_pid: number | null;
+  verified: boolean;
 }
 
-// `cronguard locks`: the locks held right now and by whom. With a database, the advisory
-// locks of cronguard sessions (pg_locks joined with pg_stat_activity and the running rows);
-// otherwise the lock files in the lock directory that someone holds.
-export async function locks(args: readonly string[]): Promise<number> {
+// `cronguard locks`: every lock held right now by a cronguard run the run log knows of,
+// whatever its backend or lock file, plus held lock files in the lock directory that no
+// run row explains (a --no-log run, or a command that outlived its wrapper).
+export async function locks(args: readonly string[], settings: Settings): Promise<number> {
   const program = withStoreOptions(subcommand('locks', 'locks held right now and by whom'))
     .option('--lock-dir <dir>', 'where lock files live ($CRONGUARD_LOCK_DIR)')
     .option('--json', 'print one JSON array');
   parse(program, args);
-  const flags = program.opts<Flags>();
-  const db = dbOf(flags);
-  const held = db ? await postgresLocks(db) : await localLocks(flags);
+  const flags = program.opts<{ json?: boolean; lockDir?: string }>();
+  const choice = new StoreChoice(program.opts(), settings);
+  const { dir } = resolveLockDir(settings.get('lock_dir', { value: flags.lockDir, name: '--lock-dir' }), process.env, isRoot());
+  const store = await choice.openExisting();
+  let running: RunRow[] = [];
+  let advisory: AdvisoryLock[] = [];
+  try {
+    running = store ? await store.listRuns({ status: 'running', limit: 10_000 }) : [];
+    if (choice.db) advisory = await (store as PostgresStore).advisoryLocks();
+  } finally {
+    await store?.close();
+  }
+  // Oldest first: the lock held longest is the one worth a look.
+  const held = [...fromRuns(running, advisory), ...fromAdvisory(advisory, running, choice.db?.schema), ...unexplained(dir, running)].sort(
+    (a, b) => (a.since ?? '~').localeCompare(b.since ?? '~') || a.job.localeCompare(b.job),
+  );
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(held, null, 2)}\n`);
   } else if (held.length === 0) {
     process.stderr.write('cronguard: no locks held\n');
   } else {
     const c = colours();
-    const rows = held.map((h) => [h.job, h.lock, h.host ?? '-', String(h.pid ?? '-'), shortTime(h.since), String(h.run_id ?? '-')]);
-    process.stdout.write(renderTable(['JOB', 'LOCK', 'HOST', 'PID', 'SINCE', 'RUN'], rows, c));
+    const rows = held.map((h) => [
+      h.job, h.lock, h.host ?? '-', String(h.pid ?? h.holder_pid ?? '-'), shortTime(h.since), String(h.run_id ?? '-'),
+      h.verified ? (h.run_id === null ? 'no run row' : '') : 'per run log (other host)',
+    ]);
+    process.stdout.write(renderTable(['JOB', 'LOCK', 'HOST', 'PID', 'SINCE', 'RUN', 'NOTE'], rows, c));
   }
   return 0;
 }
 
-async function postgresLocks(db: DbConfig): Promise<HeldLock[]> {
-  const store = await openPostgresStore(await connectPostgres(db, 'cronguard'), db.schema);
-  try {
-    return await store.heldLocks();
-  } finally {
-    await store.close();
-  }
-}
+const localLocks = new LocalLocks();
 
-async function localLocks(flags: Flags): Promise<HeldLock[]> {
-  const { dir } = resolveLockDir(flags.lockDir, process.env, isRoot());
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return [];
-  }
-  const store = await openExistingStoreFor(flags);
-  const running = store ? await store.listRuns({ status: 'running', limit: 10_000 }) : [];
-  await store?.close();
-  const holder = (job: string): RunRow | undefined => running.find((r) => r.job === job);
-  const flocks = heldFlocks();
+// Running rows whose lock is held: checked in /proc/locks or the lock dir on this host, in
+// pg_locks for the postgres lock, taken on trust for another host's local lock.
+function fromRuns(running: readonly RunRow[], advisory: readonly AdvisoryLock[]): HeldLock[] {
+  const here = hostname();
   const held: HeldLock[] = [];
-  for (const name of names) {
-    const path = join(dir, name);
-    const job = name.replace(/\.(lock|lockdir)$/, '');
-    const lockPid = name.endsWith('.lock') ? flockHolder(path, flocks) : undefined;
-    const kind = lockPid !== undefined ? 'flock' : name.endsWith('.lockdir') && isFresh(path) ? 'lockfile' : null;
-    if (!kind) continue;
-    const run = holder(job);
-    const pid = run?.pid ?? lockPid ?? null;
-    held.push({ job, lock: kind, key: path, host: run?.host ?? null, pid, run_id: run?.id ?? null, since: run?.started_at ?? null });
+  for (const run of running) {
+    if (run.lock_backend === null || run.lock_backend === 'none' || run.lock_key === null) continue;
+    const base = { job: run.job, lock: run.lock_backend, key: run.lock_key, host: run.host, pid: run.pid, run_id: run.id, since: run.started_at };
+    if (run.lock_backend === 'postgres') {
+      const lock = advisory.find((a) => a.key === run.lock_key);
+      if (lock) held.push({ ...base, holder_pid: null, verified: true });
+    } else if (run.host !== here) {
+      held.push({ ...base, holder_pid: null, verified: false });
+    } else {
+      const holder = localLocks.holder(run.lock_backend, run.lock_key);
+      if (holder !== undefined) held.push({ ...base, holder_pid: holder, verified: true });
+    }
   }
   return held;
 }
 
-// flock(2) locks held right now, by device and inode, from /proc/locks: reading it takes
-// no lock, so looking can never make a starting job skip.
-function heldFlocks(): Map<string, number> {
-  const held = new Map<string, number>();
-  let text = '';
-  try {
-    text = readFileSync('/proc/locks', 'utf8');
-  } catch {
-    return held;
-  }
-  for (const line of text.split('\n')) {
-    const m = /^\d+:\s+FLOCK\s+\S+\s+\S+\s+(\d+)\s+([0-9a-f]+):([0-9a-f]+):(\d+)/.exec(line);
-    if (m) held.set(`${Number.parseInt(m[2] as string, 16)}:${Number.parseInt(m[3] as string, 16)}:${m[4]}`, Number(m[1]));
-  }
-  return held;
+// Advisory locks of this schema's jobs with no running row (a --no-log run, a spooled one).
+// A key that is neither a running row's nor this schema's key for the session's job belongs
+// to another schema, or to an application: not ours to show.
+function fromAdvisory(advisory: readonly AdvisoryLock[], running: readonly RunRow[], schema: string | undefined): HeldLock[] {
+  return advisory
+    .filter((a) => !running.some((r) => r.lock_backend === 'postgres' && r.lock_key === a.key))
+    .filter((a) => schema !== undefined && advisoryKey(a.job, schema).toString() === a.key)
+    .map((a) => ({ job: a.job, lock: 'postgres', key: a.key, host: null, pid: null, run_id: null, since: a.since, holder_pid: null, verified: true }));
 }
 
-function flockHolder(path: string, held: Map<string, number>): number | undefined {
-  try {
-    const { dev, ino } = statSync(path, { bigint: true });
-    const major = Number(((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn));
-    const minor = Number((dev & 0xffn) | ((dev >> 12n) & ~0xffn));
-    return held.get(`${major}:${minor}:${ino}`);
-  } catch {
-    return undefined;
-  }
-}
-
-function isFresh(path: string): boolean {
-  try {
-    return Date.now() - statSync(path).mtimeMs < STALE_MS;
-  } catch {
-    return false;
-  }
+// Held lock files in the lock dir that no running row of this host accounts for.
+function unexplained(dir: string, running: readonly RunRow[]): HeldLock[] {
+  const here = hostname();
+  const known = new Set(running.filter((r) => r.host === here).map((r) => r.lock_key));
+  return localLocks
+    .inDirectory(dir)
+    .filter((l) => !known.has(l.path))
+    .map((l) => ({ job: l.job, lock: l.lock, key: l.path, host: here, pid: null, run_id: null, since: null, holder_pid: l.holder, verified: true }));
 }

@@ -1,8 +1,9 @@
-import { UsageError } from '../errors.js';
+import type { Settings } from '../cli/settings.js';
+import { NotFoundError, UsageError } from '../errors.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { validateName } from '../util/name.js';
-import { openExistingStoreFor, openStoreFor, parse, positiveInt, subcommand, withStoreOptions } from './common.js';
+import { parse, positiveInt, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { colours, RUN_HEADERS, renderTable, runCells } from './table.js';
 
 interface Flags {
@@ -13,7 +14,7 @@ interface Flags {
 }
 
 // `cronguard history [NAME]`: recent runs, newest first, as a table or JSON.
-export async function history(args: readonly string[]): Promise<number> {
+export async function history(args: readonly string[], settings: Settings): Promise<number> {
   const program = withStoreOptions(subcommand('history', 'recent runs, newest first'))
     .argument('[name]', 'only this job')
     .option('--limit <n>', 'how many runs to show', positiveInt('--limit'), 20)
@@ -26,7 +27,7 @@ export async function history(args: readonly string[]): Promise<number> {
   if (flags.status !== undefined && !RUN_STATUSES.includes(flags.status as RunStatus)) {
     throw new UsageError(`--status: unknown status '${flags.status}' (use ${RUN_STATUSES.join(', ')})`);
   }
-  const store = await openExistingStoreFor(flags);
+  const store = await new StoreChoice(flags, settings).openExisting();
   const runs = store
     ? await store.listRuns({ job: name, status: flags.status as RunStatus | undefined, limit: flags.limit })
     : [];
@@ -44,7 +45,7 @@ export async function history(args: readonly string[]): Promise<number> {
 
 // `cronguard logs RUN_ID|NAME`: the captured output of one run (a job's latest for NAME),
 // byte for byte on stdout; notes about it go to stderr so the output can be piped.
-export async function logs(args: readonly string[]): Promise<number> {
+export async function logs(args: readonly string[], settings: Settings): Promise<number> {
   const program = withStoreOptions(subcommand('logs', 'captured output of a run')).argument(
     '<run>',
     'a run id, or a job name for its latest run',
@@ -53,10 +54,10 @@ export async function logs(args: readonly string[]): Promise<number> {
   const target = program.args[0] as string;
   const byId = /^\d+$/.test(target);
   if (!byId) validateName(target);
-  const store = await openExistingStoreFor(program.opts());
+  const store = await new StoreChoice(program.opts(), settings).openExisting();
   const run = store ? await (byId ? store.getRun(Number(target)) : store.latestRun(target)) : null;
   await store?.close();
-  if (!run) throw new UsageError(byId ? `no run with id ${target}` : `no runs recorded for job ${target}`);
+  if (!run) throw new NotFoundError(byId ? `no run with id ${target}` : `no runs recorded for job ${target}`);
   if (run.output === null) {
     process.stderr.write(`cronguard: run ${run.id} kept no output (--capture 0 or still running)\n`);
     return 0;
@@ -69,10 +70,10 @@ export async function logs(args: readonly string[]): Promise<number> {
 }
 
 // `cronguard migrate`: create or upgrade the run-log schema (runs also do it on first use).
-export async function migrate(args: readonly string[]): Promise<number> {
+export async function migrate(args: readonly string[], settings: Settings): Promise<number> {
   const program = withStoreOptions(subcommand('migrate', 'create or upgrade the run-log schema'));
   parse(program, args);
-  const store = await openStoreFor(program.opts());
+  const store = await new StoreChoice(program.opts(), settings).open();
   const version = await store.migrate();
   await store.close();
   process.stdout.write(`run log schema at version ${version}\n`);

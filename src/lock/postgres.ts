@@ -1,22 +1,20 @@
 import { UsageError } from '../errors.js';
+import { DEFAULT_SCHEMA, pgError } from '../pg/config.js';
 import type { PgSession } from '../pg/session.js';
 import { sha256 } from '../util/name.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
-// Tries the lock once; true when this session now holds it. The default is a plain
-// pg_try_advisory_lock; the run path passes one that also records the run in the same
-// statement when the run log shares the session.
-export type TryLock = () => Promise<boolean>;
+export interface PostgresLockBackend extends LockBackend {
+  // The lock as held by this session, for a statement that took it together with the
+  // run's record (see PostgresStore.lockAndAdmit).
+  readonly held: Lock;
+  tryOnce(): Promise<Lock | null>;
+}
 
 // A session-level advisory lock on a dedicated connection. It is held as long as the session
 // lives; the heartbeat notices a lost session within seconds (see PgSession.watch).
-export function postgresBackend(session: PgSession, key: bigint, tryLock?: TryLock): LockBackend {
-  const plain: TryLock = async () => {
-    const [row] = await session.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS got', [key.toString()]);
-    return row?.got === true;
-  };
-  const attempt = tryLock ?? plain;
-  const lock: Lock = {
+export function postgresBackend(session: PgSession, key: bigint): PostgresLockBackend {
+  const held: Lock = {
     inheritFd: null,
     commandDiesWithWrapper: true,
     onLost: (handler) => session.watch(handler),
@@ -27,17 +25,35 @@ export function postgresBackend(session: PgSession, key: bigint, tryLock?: TryLo
       }
     },
   };
+  const tryOnce = async (): Promise<Lock | null> => {
+    try {
+      const [row] = await session.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS got', [key.toString()]);
+      return row?.got === true ? held : null;
+    } catch (error) {
+      throw pgError(error, session.db.display);
+    }
+  };
   return {
     description: `postgres advisory lock ${key} on ${session.db.display}`,
-    acquire: ({ waitMs }) => retryUntil(async () => ((await attempt()) ? lock : null), waitMs),
+    held,
+    tryOnce,
+    acquire: ({ waitMs }) => retryUntil(tryOnce, waitMs),
   };
 }
 
 // The advisory lock key of a job: the first 8 bytes of sha256("cronguard:" || name) read as
-// a big-endian signed 64-bit integer. In SQL, for a DBA:
+// a big-endian signed 64-bit integer; in a schema other than the default, the hash covers
+// "cronguard:" || schema || ":" || name, so staging and production never share a lock. In
+// SQL, for a DBA:
 //   SELECT ('x' || left(encode(sha256(convert_to('cronguard:' || 'NAME', 'UTF8')), 'hex'), 16))::bit(64)::bigint;
-export function advisoryKey(name: string): bigint {
-  return sha256(`cronguard:${name}`).readBigInt64BE(0);
+export function advisoryKey(name: string, schema: string = DEFAULT_SCHEMA): bigint {
+  const scope = schema === DEFAULT_SCHEMA ? '' : `${schema}:`;
+  return sha256(`cronguard:${scope}${name}`).readBigInt64BE(0);
+}
+
+// The key the migrations of a schema serialise on; no job's key can equal it.
+export function migrationKey(schema: string): bigint {
+  return sha256(`cronguard-migrate:${schema}`).readBigInt64BE(0);
 }
 
 const MIN = -(2n ** 63n);

@@ -1,10 +1,10 @@
 import pg from 'pg';
 import { type DbConfig, pgError } from './config.js';
+import { clientConfig, pgpassWarnings } from './client-config.js';
 
 // How often the lock connection proves it is alive, and how long an answer may take.
 export const HEARTBEAT_MS = 2000;
 const HEARTBEAT_TIMEOUT_MS = 4000;
-const CONNECT_TIMEOUT_MS = 10_000;
 // No statement of cronguard's takes long; one that hangs means the network does.
 const QUERY_TIMEOUT_MS = 30_000;
 
@@ -32,12 +32,31 @@ export class PgSession {
   }
 
   static async connect(db: DbConfig, applicationName: string): Promise<PgSession> {
+    const conn = db.connection;
+    // 'prefer' tries TLS first and 'allow' plain first; each falls back to the other once.
+    const first = conn.sslmode === 'allow' || conn.sslmode === 'disable' ? 'plain' : 'tls';
+    try {
+      return await PgSession.open(db, applicationName, first === 'tls');
+    } catch (error) {
+      const retry =
+        (conn.sslmode === 'prefer' && /does not support SSL/.test((error as Error).message)) ||
+        (conn.sslmode === 'allow' && (error as { code?: string }).code === '28000');
+      if (!retry) throw pgError(withPgpassNote(error), db.display);
+    }
+    try {
+      return await PgSession.open(db, applicationName, first === 'plain');
+    } catch (error) {
+      throw pgError(withPgpassNote(error), db.display);
+    }
+  }
+
+  private static async open(db: DbConfig, applicationName: string, tls: boolean): Promise<PgSession> {
     const client = new pg.Client({
-      connectionString: db.url,
+      ...clientConfig(db.connection, tls),
       application_name: applicationName.slice(0, 63),
       keepAlive: true,
       keepAliveInitialDelayMillis: 1000,
-      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      connectionTimeoutMillis: db.connection.connectTimeoutMs,
       query_timeout: QUERY_TIMEOUT_MS,
     });
     // Errors before the session exists are reported by connect() itself.
@@ -46,7 +65,7 @@ export class PgSession {
       await client.connect();
     } catch (error) {
       await client.end().catch(() => {});
-      throw pgError(error, db.display);
+      throw error;
     }
     return new PgSession(client, db);
   }
@@ -105,4 +124,10 @@ export class PgSession {
     if (this.heartbeat) clearInterval(this.heartbeat);
     for (const handler of this.lostHandlers) handler(reason);
   }
+}
+
+// A refused login is easier to fix when it says why ~/.pgpass was not used.
+function withPgpassNote(error: unknown): unknown {
+  if (pgpassWarnings.length === 0 || !(error instanceof Error)) return error;
+  return Object.assign(new Error(`${error.message} (${pgpassWarnings.join('; ')})`), { code: (error as { code?: string }).code });
 }

@@ -4,38 +4,39 @@ import { join } from 'node:path';
 import { isatty } from 'node:tty';
 import type { RunConfig } from '../cli/config.js';
 import { CommandNotFoundError, NotExecutableError } from '../errors.js';
-import type { NewRun } from '../store/types.js';
+import type { Holder, NewRun } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { judge } from './outcome.js';
 import { supervise } from './supervisor.js';
-import { wire } from './wiring.js';
+import { type Admission, openGate, openRecorder } from './wiring.js';
 
-// One invocation of `cronguard run`: lock, record, supervise, record, release. Returns the
-// exit code; throws only typed errors for problems found before anything ran.
+// One invocation of `cronguard run`: admit (lock, fleet rule, record), supervise, record,
+// release. Returns the exit code; throws only typed errors for problems found before
+// anything ran.
 export async function runJob(config: RunConfig, say: Messages): Promise<number> {
-  const file = resolveCommand(config.argv[0] as string, process.env.PATH);
+  const manual = isatty(0);
+  const invokedAt = new Date();
   const run: NewRun = {
     job: config.name,
-    trigger: isatty(0) ? 'manual' : 'cron',
+    trigger: manual ? 'manual' : 'cron',
     attempt: 1,
     host: hostname(),
     pid: process.pid,
     username: currentUser(),
     command: config.display,
-    startedAt: new Date(),
+    startedAt: invokedAt,
+    tick: manual ? null : minuteOf(invokedAt),
+    lockBackend: config.lock,
+    lockKey: lockKeyOf(config),
   };
-  const { backend, recorder, roundTrips, close } = await wire(config, run, say);
-  let lock: Awaited<ReturnType<typeof backend.acquire>> = null;
+  const file = await startable(config, run, say);
+  const gate = await openGate(config, run, { oneRunPerTick: !manual && !config.everyTick, isAlive }, say);
+  let admission: Admission | null = null;
   try {
-    lock = await backend.acquire({ waitMs: config.waitMs });
-    if (!lock) {
-      say.verbose(`${config.name}: lock held by another instance (${backend.description}); skipping with exit ${config.conflictExitCode}`);
-      await recorder.overlap(config.name, config.lock === 'postgres' ? null : run.host);
-      return config.conflictExitCode;
-    }
-    say.verbose(`${config.name}: holding ${backend.description}`);
-    await recorder.deliverSpool(isAlive);
-    await recorder.start(run, isAlive);
+    admission = await gate.admit();
+    if (!admission.admitted) return await skipped(config, admission, gate.description, say);
+    const { lock } = admission;
+    say.verbose(`${config.name}: holding ${gate.description}`);
     const child = supervise({ ...config, file, inheritFd: lock.inheritFd, pdeathsig: lock.commandDiesWithWrapper });
     let lostLock: string | null = null;
     lock.onLost((reason) => {
@@ -43,16 +44,83 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
       if (config.onLockLoss === 'terminate') child.terminate(reason);
       else say.warn(`${config.name}: lock lost (${reason}); the command continues (--on-lock-loss continue)`);
     });
-    if (child.pid !== null) await recorder.childStarted(child.pid);
-    const verdict = judge(await child.result, config.timeoutMs, new Date(), lostLock);
-    await recorder.finish(verdict.outcome);
-    if (verdict.message) say.warn(`${config.name}: ${verdict.message}`);
+    if (child.pid !== null) await gate.recorder.childStarted(child.pid);
+    const verdict = judge(await child.result, { ...config, lockLostWhileRunning: lostLock }, new Date());
+    await gate.recorder.finish(verdict.outcome);
+    if (verdict.summary) say.warn(summaryLine(config.name, verdict.summary, gate.recorder.runId));
     say.verbose(`${config.name}: ${verdict.outcome.status}, exit ${verdict.exitCode}`);
     return verdict.exitCode;
   } finally {
-    await lock?.release();
-    if (roundTrips() > 0) say.verbose(`${config.name}: ${roundTrips()} PostgreSQL round trips after connecting`);
-    await close();
+    if (admission?.admitted) await admission.lock.release();
+    const trips = gate.roundTrips();
+    if (trips > 0) say.verbose(`${config.name}: ${trips} PostgreSQL round trip${trips === 1 ? '' : 's'} after connecting`);
+    await gate.close();
+  }
+}
+
+// The program to run, found before any lock is taken. One that cannot start still leaves a
+// `failed` row, so a misconfigured job shows up in history and to `check`.
+async function startable(config: RunConfig, run: NewRun, say: Messages): Promise<string> {
+  try {
+    return resolveCommand(config.argv[0] as string, process.env.PATH);
+  } catch (error) {
+    if (!(error instanceof CommandNotFoundError || error instanceof NotExecutableError)) throw error;
+    const recorder = await openRecorder(config, say);
+    const outcome = { status: 'failed', finishedAt: new Date(), durationMs: 0, exitCode: error.exitCode, signal: null, output: null, outputTruncated: false, error: error.message } as const;
+    // It took no lock, so it claims no tick.
+    await recorder.unstartable({ ...run, tick: null }, outcome);
+    await recorder.close();
+    throw error;
+  }
+}
+
+// Why this invocation did not run, for -v; the exit code says it was a skip.
+async function skipped(config: RunConfig, refusal: Admission & { admitted: false }, lock: string, say: Messages): Promise<number> {
+  if (refusal.reason === 'tick') {
+    say.verbose(`${config.name}: already ran this minute on ${describeHolder(refusal.holder)}; skipping with exit 0 (--every-tick runs every host)`);
+    return 0;
+  }
+  if (config.verbose) {
+    let holder = describeHolder(refusal.holder);
+    if (refusal.holder === null && config.lock === 'flock') {
+      const { LocalLocks } = await import('../lock/held.js');
+      const pid = new LocalLocks().holder('flock', config.lockPath);
+      if (pid) holder = `pid ${pid} (from /proc/locks)`;
+    }
+    say.verbose(`${config.name}: ${lock} is held by ${holder}; skipping with exit ${config.conflictExitCode}`);
+  }
+  return config.conflictExitCode;
+}
+
+function describeHolder(holder: Holder | null): string {
+  if (!holder) return 'another instance';
+  const run = holder.runId === null ? '' : `, run ${holder.runId}`;
+  return `host ${holder.host ?? '?'} (pid ${holder.pid ?? '?'}${run}, since ${holder.startedAt ?? '?'})`;
+}
+
+// The one line a run that did not succeed ends with, so cron mails it even when the command
+// printed nothing.
+export function summaryLine(name: string, summary: string, runId: number | null): string {
+  return `${name}: ${summary}${runId === null ? '' : ` (run ${runId}; cronguard logs ${runId})`}`;
+}
+
+// The tick: the minute the invocation started in. Every time zone's offset is whole minutes,
+// so the local minute and the UTC minute begin at the same instant.
+function minuteOf(date: Date): Date {
+  return new Date(Math.floor(date.getTime() / 60_000) * 60_000);
+}
+
+// What the run row records as its lock, for `cronguard locks`.
+function lockKeyOf(config: RunConfig): string | null {
+  switch (config.lock) {
+    case 'flock':
+      return config.lockPath;
+    case 'lockfile':
+      return join(config.lockDir as string, `${config.name}.lockdir`);
+    case 'postgres':
+      return String(config.lockKey);
+    case 'none':
+      return null;
   }
 }
 

@@ -7,27 +7,30 @@ import type { ChildResult } from './supervisor.js';
 export interface Verdict {
   readonly exitCode: number;
   readonly outcome: RunOutcome;
-  // A line for stderr when cronguard itself must explain the ending; null when the
-  // command's own output says enough (or it succeeded).
-  readonly message: string | null;
+  // How the run ended, for the one summary line a run that did not succeed ends with
+  // ("failed with exit 1 after 3.2s"); null on success.
+  readonly summary: string | null;
 }
 
-// Turns the child's result into the contract's exit code, the run-log status and, where
-// useful, one explanatory line.
-export function judge(
-  result: ChildResult,
-  timeoutMs: number | null,
-  finishedAt: Date,
-  lockLostWhileRunning: string | null = null,
-): Verdict {
-  const verdict = judgeChild(result, timeoutMs, finishedAt);
-  if (lockLostWhileRunning === null || result.terminatedBecause !== null) return verdict;
-  const note = `lock lost while running (${lockLostWhileRunning}); the command was allowed to continue`;
+export interface Ending {
+  readonly timeoutMs: number | null;
+  readonly killSignal: NodeJS.Signals;
+  readonly killAfterMs: number;
+  // Why the lock was lost while the command was allowed to go on (--on-lock-loss continue).
+  readonly lockLostWhileRunning: string | null;
+}
+
+// Turns the child's result into the contract's exit code, the run-log status and summary.
+export function judge(result: ChildResult, ending: Ending, finishedAt: Date): Verdict {
+  const verdict = judgeChild(result, ending, finishedAt);
+  const lost = ending.lockLostWhileRunning;
+  if (lost === null || result.terminatedBecause !== null) return verdict;
+  const note = `lock lost while running (${lost}); the command was allowed to continue`;
   const error = verdict.outcome.error ? `${verdict.outcome.error}; ${note}` : note;
   return { ...verdict, outcome: { ...verdict.outcome, error } };
 }
 
-function judgeChild(result: ChildResult, timeoutMs: number | null, finishedAt: Date): Verdict {
+function judgeChild(result: ChildResult, ending: Ending, finishedAt: Date): Verdict {
   const signo = (s: NodeJS.Signals) => (constants.signals as Record<string, number>)[s] ?? 0;
   const base = {
     finishedAt,
@@ -37,33 +40,27 @@ function judgeChild(result: ChildResult, timeoutMs: number | null, finishedAt: D
     output: result.output,
     outputTruncated: result.outputTruncated,
   };
+  const after = `after ${formatDuration(result.durationMs)}`;
   if (result.spawnError) {
     const missing = result.spawnError.code === 'ENOENT';
     const error = `could not start the command: ${result.spawnError.code ?? result.spawnError.message}`;
-    const exitCode = missing ? EXIT.notFound : EXIT.notExecutable;
-    return { exitCode, outcome: { ...base, status: 'failed', exitCode, error }, message: error };
+    const exitCode = missing ? EXIT.commandNotFound : EXIT.notExecutable;
+    return { exitCode, outcome: { ...base, status: 'failed', exitCode, error }, summary: error };
   }
   if (result.terminatedBecause !== null) {
     const error = `lock lost: ${result.terminatedBecause}; command terminated`;
-    return { exitCode: EXIT.lockLost, outcome: { ...base, status: 'lock_lost', error }, message: error };
+    return { exitCode: EXIT.lockLost, outcome: { ...base, status: 'lock_lost', error }, summary: `${error} ${after}` };
   }
   if (result.timedOut) {
-    const after = result.escalated ? ', then SIGKILL' : '';
-    const error = `timed out after ${formatDuration(timeoutMs ?? 0)}; process group sent the kill signal${after}`;
-    return { exitCode: EXIT.timeout, outcome: { ...base, status: 'timed_out', error }, message: error };
+    const kill = result.escalated ? `, then SIGKILL after ${formatDuration(ending.killAfterMs)}` : '';
+    const error = `timed out after ${formatDuration(ending.timeoutMs ?? 0)}: sent ${ending.killSignal} to its process group${kill}`;
+    return { exitCode: EXIT.timeout, outcome: { ...base, status: 'timed_out', error }, summary: error };
   }
   if (result.signal !== null) {
-    const forwarded = result.forwardedSignal !== null;
-    const error = forwarded
-      ? `killed by ${result.signal} (forwarded by cronguard)`
-      : `killed by ${result.signal}`;
-    return {
-      exitCode: 128 + signo(result.signal),
-      outcome: { ...base, status: 'killed', error },
-      message: forwarded ? null : error,
-    };
+    const error = result.forwardedSignal !== null ? `killed by ${result.signal} (forwarded by cronguard)` : `killed by ${result.signal}`;
+    return { exitCode: 128 + signo(result.signal), outcome: { ...base, status: 'killed', error }, summary: `${error} ${after}` };
   }
   const exitCode = result.exitCode ?? EXIT.internal;
-  const status = exitCode === 0 ? 'succeeded' : 'failed';
-  return { exitCode, outcome: { ...base, status, error: null }, message: null };
+  if (exitCode === 0) return { exitCode, outcome: { ...base, status: 'succeeded', error: null }, summary: null };
+  return { exitCode, outcome: { ...base, status: 'failed', error: null }, summary: `failed with exit ${exitCode} ${after}` };
 }

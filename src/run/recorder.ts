@@ -1,7 +1,8 @@
 import { hostname } from 'node:os';
 import { describe } from '../errors.js';
+import { isPrivilegeError } from '../pg/config.js';
 import type { Spool, SpooledRun } from '../store/spool.js';
-import type { NewRun, RunOutcome, RunStore } from '../store/types.js';
+import type { AdmitOptions, Holder, NewRun, RunOutcome, RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 
 export interface RecorderParts {
@@ -15,17 +16,19 @@ export interface RecorderParts {
   readonly where: string;
 }
 
+// What the log says about one invocation: go ahead, or why not.
+export type Verdict = { readonly admitted: true } | { readonly admitted: false; readonly reason: 'tick'; readonly holder: Holder | null };
+
 // The run path's view of the run log. A run log that cannot be written must never stop or
 // change the job: the first failure prints one warning, then the record goes to the spool
 // (shared log) or is dropped (embedded log), and the exit code stays the command's.
 export class RunRecorder {
   private store: RunStore | null;
-  private runId: number | null = null;
+  private id: number | null = null;
   private run: NewRun | null = null;
   private childPid: number | null = null;
   private spooling = false;
   private warned = false;
-  private overlapCounted = false;
 
   constructor(
     private readonly parts: RecorderParts,
@@ -33,18 +36,23 @@ export class RunRecorder {
   ) {
     this.store = parts.store;
     if (parts.store) say.verbose(`run log ${parts.where}`);
-    if (parts.openError !== null) this.fail('open', parts.openError);
+    if (parts.openError !== null) this.unavailable('open', parts.openError);
   }
 
-  // The run was already recorded by the statement that took the lock.
+  // Whether records still go to the store (not to the spool, or nowhere).
+  get writable(): boolean {
+    return this.store !== null && !this.spooling;
+  }
+
+  // The run's id in the log; null without a log, or while its record is spooled.
+  get runId(): number | null {
+    return this.id;
+  }
+
+  // The run was already admitted and recorded by the statement that took the lock.
   adopt(run: NewRun, id: number): void {
     this.run = run;
-    this.runId = id;
-  }
-
-  // The skip was already counted by the statement that tried the lock.
-  overlapAlreadyCounted(): void {
-    this.overlapCounted = true;
+    this.id = id;
   }
 
   async deliverSpool(isAlive: (pid: number) => boolean): Promise<void> {
@@ -53,33 +61,46 @@ export class RunRecorder {
     await this.attempt('deliver spooled runs', (store) => spool.deliver(store, isAlive, hostname()).then(() => {}));
   }
 
-  async start(run: NewRun, isAlive: (pid: number) => boolean): Promise<void> {
-    if (this.runId !== null) return;
+  // Under a lock already held: may this run start? The log says no only for the fleet rule;
+  // a log that cannot answer says yes.
+  async admit(run: NewRun, options: AdmitOptions): Promise<Verdict> {
     this.run = run;
+    let verdict: Verdict = { admitted: true };
     await this.attempt('record the start', async (store) => {
-      this.runId = await store.startRun(run, isAlive);
+      const admission = await store.admit(run, options);
+      if (admission.admitted) this.id = admission.runId;
+      else verdict = { admitted: false, reason: 'tick', holder: admission.holder };
     });
-    this.spoolNow(null);
+    if (verdict.admitted) this.spoolNow(null);
+    return verdict;
   }
 
   async childStarted(childPid: number): Promise<void> {
     this.childPid = childPid;
-    await this.attempt('record the child pid', (store) =>
-      this.runId === null ? Promise.resolve() : store.setChildPid(this.runId, childPid),
-    );
+    await this.attempt('record the child pid', (store) => (this.id === null ? Promise.resolve() : store.setChildPid(this.id, childPid)));
     this.spoolNow(null);
   }
 
   async finish(outcome: RunOutcome): Promise<void> {
     await this.attempt('record the outcome', async (store) => {
-      if (this.runId !== null) await store.finishRun(this.runId, outcome);
+      if (this.id !== null) await store.finishRun(this.id, outcome);
     }, true);
     this.spoolNow(outcome);
   }
 
-  async overlap(job: string, host: string | null): Promise<void> {
-    if (this.overlapCounted) return;
-    await this.attempt('count the skipped run', (store) => store.recordOverlap(job, host));
+  // An attempt that ended before it could start (126/127): one finished row, no lock taken.
+  async unstartable(run: NewRun, outcome: RunOutcome): Promise<void> {
+    this.run = run;
+    await this.attempt('record the attempt', (store) => store.importRun(spooled(run, null, outcome)));
+    this.spoolNow(outcome);
+  }
+
+  async overlap(job: string, host: string | null): Promise<Holder | null> {
+    let holder: Holder | null = null;
+    await this.attempt('count the skipped run', async (store) => {
+      holder = await store.recordOverlap(job, host);
+    });
+    return holder;
   }
 
   async close(): Promise<void> {
@@ -88,48 +109,52 @@ export class RunRecorder {
     await store?.close().catch(() => {});
   }
 
+  // The log failed; from now on records go to the spool (or nowhere). Warns once, naming a
+  // missing privilege as such, since that is what the operator must grant.
+  unavailable(what: string, error: unknown): void {
+    this.spooling = this.parts.spool !== null;
+    if (!this.spooling) void this.close();
+    if (this.warned) return;
+    this.warned = true;
+    const then = this.spooling ? `records go to ${this.parts.spool?.dir} until it can be written` : 'the job runs unrecorded';
+    const why = isPrivilegeError(error) ? `permission denied: ${(error as Error).message}` : describe(error);
+    this.say.warn(`run log ${this.parts.where} unavailable (${what}: ${why}); ${then}`);
+  }
+
   private async attempt(what: string, op: (store: RunStore) => Promise<void>, retry = false): Promise<void> {
     if (!this.store || this.spooling) return;
     try {
       await op(this.store);
       return;
     } catch (error) {
-      if (!(retry && this.parts.reopen)) return this.fail(what, error);
+      if (!(retry && this.parts.reopen)) return this.unavailable(what, error);
     }
     try {
       await this.store.close().catch(() => {});
       this.store = await this.parts.reopen();
       await op(this.store);
     } catch (error) {
-      this.fail(what, error);
+      this.unavailable(what, error);
     }
-  }
-
-  private fail(what: string, error: unknown): void {
-    this.spooling = this.parts.spool !== null;
-    if (!this.spooling) void this.close();
-    if (this.warned) return;
-    this.warned = true;
-    const then = this.spooling
-      ? `records go to ${this.parts.spool?.dir} until it can be reached`
-      : 'the job runs unrecorded';
-    this.say.warn(`run log ${this.parts.where} unavailable (${what}: ${describe(error)}); ${then}`);
   }
 
   private spoolNow(outcome: RunOutcome | null): void {
     if (!this.spooling || !this.parts.spool || !this.run) return;
-    const record: SpooledRun = {
-      id: this.runId,
-      run: { ...this.run, startedAt: this.run.startedAt.toISOString() },
-      childPid: this.childPid,
-      outcome: outcome && { ...outcome, finishedAt: outcome.finishedAt.toISOString() },
-    };
     try {
-      this.parts.spool.write(record);
+      this.parts.spool.write(spooled(this.run, this.id, outcome, this.childPid));
     } catch (error) {
       this.say.warn(`cannot write the spool in ${this.parts.spool.dir} (${describe(error)}); this run goes unrecorded`);
       this.spooling = false;
       this.store = null;
     }
   }
+}
+
+function spooled(run: NewRun, id: number | null, outcome: RunOutcome | null, childPid: number | null = null): SpooledRun {
+  return {
+    id,
+    run: { ...run, startedAt: run.startedAt.toISOString(), tick: run.tick?.toISOString() ?? null },
+    childPid,
+    outcome: outcome && { ...outcome, finishedAt: outcome.finishedAt.toISOString() },
+  };
 }

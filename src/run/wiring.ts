@@ -1,91 +1,152 @@
 import type { RunConfig } from '../cli/config.js';
-import type { LockBackend } from '../lock/backend.js';
+import type { Lock, LockBackend } from '../lock/backend.js';
+import { retryUntil } from '../lock/backend.js';
 import { openLockBackend } from '../lock/index.js';
+import { pgError } from '../pg/config.js';
+import type { PgSession } from '../pg/session.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
 import type { PostgresStore } from '../store/postgres.js';
-import type { NewRun, RunStore } from '../store/types.js';
+import type { Holder, NewRun, RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { RunRecorder } from './recorder.js';
 
-export interface Wiring {
-  readonly backend: LockBackend;
+// Whether an invocation may run, and if so the lock it holds.
+export type Admission =
+  | { readonly admitted: true; readonly lock: Lock }
+  | { readonly admitted: false; readonly reason: 'locked' | 'tick'; readonly holder: Holder | null };
+
+export interface Gate {
   readonly recorder: RunRecorder;
+  // Which lock this is and where it lives, for --verbose.
+  readonly description: string;
+  // Takes the lock and records the start, or says why this invocation may not run.
+  admit(): Promise<Admission>;
   // Round trips to PostgreSQL so far, for --verbose (0 without a database).
   roundTrips(): number;
   close(): Promise<void>;
 }
 
-// Puts together the lock backend and the run log the configuration asks for. With the
-// postgres lock and the shared log, both use one session, and one statement takes the
-// lock and records the run.
-export async function wire(config: RunConfig, run: NewRun, say: Messages): Promise<Wiring> {
-  if (config.lock !== 'postgres' && config.log !== 'postgres') {
-    const backend = await openLockBackend(config);
-    let store: RunStore | null = null;
-    let openError: unknown = null;
-    if (config.log === 'sqlite') {
-      try {
-        store = await openSqliteStore(config.stateDir);
-      } catch (error) {
-        openError = error;
-      }
-    }
-    const recorder = new RunRecorder({ store, spool: null, reopen: null, openError, where: `in ${config.stateDir}` }, say);
-    return { backend, recorder, roundTrips: () => 0, close: () => recorder.close() };
-  }
-  return wirePostgres(config, run, say);
+export interface GateOptions {
+  readonly oneRunPerTick: boolean;
+  readonly isAlive: (pid: number) => boolean;
 }
 
-async function wirePostgres(config: RunConfig, run: NewRun, say: Messages): Promise<Wiring> {
+// The run log alone, for an attempt that never takes a lock (126/127).
+export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
+  if (config.log === 'postgres') return (await postgresLog(config, say, null)).recorder;
+  return sqliteLog(config, say);
+}
+
+// Puts together the lock and the run log the configuration asks for.
+export async function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages): Promise<Gate> {
+  if (config.lock !== 'postgres' && config.log !== 'postgres') {
+    const backend = await openLockBackend(config);
+    return localGate(backend, await sqliteLog(config, say), run, config, options, () => 0);
+  }
   const db = config.db as NonNullable<RunConfig['db']>;
-  const { Spool } = await import('../store/spool.js');
-  const connect = () => connectPostgres(db, `cronguard:${config.name}`);
-  const logged = config.log === 'postgres';
   // The lock needs its connection: without it nothing runs (69). The log alone can wait.
-  const lockSession = config.lock === 'postgres' ? await connect() : null;
-  let store: PostgresStore | null = null;
+  const lockSession = config.lock === 'postgres' ? await connectPostgres(db, `cronguard:${config.name}`) : null;
+  const log = config.log === 'postgres' ? await postgresLog(config, say, lockSession) : { recorder: await sqliteLog(config, say), store: null };
+  const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as PgSession[];
+  const roundTrips = () => sessions().reduce((n, s) => n + s.roundTrips, 0);
+  if (!lockSession) return localGate(await openLockBackend(config), log.recorder, run, config, options, roundTrips);
+  const { postgresBackend } = await import('../lock/postgres.js');
+  const key = config.lockKey as bigint;
+  const plain = postgresBackend(lockSession, key);
+  const gate = localGate(plain, log.recorder, run, config, options, roundTrips);
+  const close = async () => {
+    await gate.close();
+    await lockSession.close();
+  };
+  const combined = log.store?.session === lockSession ? log.store : null;
+  if (!combined) return { ...gate, close };
+  // One statement takes the lock, applies the fleet rule and records the run. If the log
+  // fails inside it (no privilege, a timeout), the lock is taken alone and the record spooled.
+  const attempt = async (): Promise<Admission | null> => {
+    if (log.recorder.writable) {
+      try {
+        const admission = await combined.lockAndAdmit(run, key, options.oneRunPerTick, config.waitMs === 0);
+        if (!admission.admitted) return admission.reason === 'tick' || config.waitMs === 0 ? admission : null;
+        log.recorder.adopt(run, admission.runId);
+        return { admitted: true, lock: plain.held };
+      } catch (error) {
+        if (lockSession.isLost) throw pgError(error, db.display);
+        log.recorder.unavailable('record the start', error);
+      }
+    }
+    const lock = await plain.tryOnce();
+    return lock && gate.admitHeld(lock);
+  };
+  const admit = async (): Promise<Admission> =>
+    (await retryUntil(attempt, config.waitMs)) ?? { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null) };
+  return { ...gate, admit, close };
+}
+
+interface LocalGate extends Gate {
+  // After the lock is held: the log's verdict, releasing the lock if it says no.
+  admitHeld(lock: Lock): Promise<Admission>;
+}
+
+// A lock taken first, then the log asked (flock, lockfile, none; the postgres lock when
+// the log is elsewhere or failed).
+function localGate(backend: LockBackend, recorder: RunRecorder, run: NewRun, config: RunConfig, options: GateOptions, roundTrips: () => number): LocalGate {
+  const admitHeld = async (lock: Lock): Promise<Admission> => {
+    await recorder.deliverSpool(options.isAlive);
+    const verdict = await recorder.admit(run, options);
+    if (verdict.admitted) return { admitted: true, lock };
+    await lock.release();
+    return verdict;
+  };
+  return {
+    recorder,
+    description: backend.description,
+    admitHeld,
+    admit: async () => {
+      const lock = await backend.acquire({ waitMs: config.waitMs });
+      if (lock) return admitHeld(lock);
+      const host = config.lock === 'postgres' ? null : run.host;
+      return { admitted: false, reason: 'locked', holder: await recorder.overlap(config.name, host) };
+    },
+    roundTrips,
+    close: () => recorder.close(),
+  };
+}
+
+async function sqliteLog(config: RunConfig, say: Messages): Promise<RunRecorder> {
+  let store: RunStore | null = null;
   let openError: unknown = null;
-  if (logged) {
+  if (config.log === 'sqlite') {
     try {
-      store = await openPostgresStore(lockSession ?? (await connect()), db.schema);
+      store = await openSqliteStore(config.stateDir);
     } catch (error) {
       openError = error;
     }
   }
+  return new RunRecorder({ store, spool: null, reopen: null, openError, where: `in ${config.stateDir}` }, say);
+}
+
+// The shared log, on the lock's session when there is one. Records that cannot reach it
+// go to the spool in the state dir.
+async function postgresLog(config: RunConfig, say: Messages, session: PgSession | null): Promise<{ recorder: RunRecorder; store: PostgresStore | null }> {
+  const db = config.db as NonNullable<RunConfig['db']>;
+  const { Spool } = await import('../store/spool.js');
+  const connect = () => connectPostgres(db, `cronguard:${config.name}`);
+  let store: PostgresStore | null = null;
+  let openError: unknown = null;
+  try {
+    store = await openPostgresStore(session ?? (await connect()), db.schema);
+  } catch (error) {
+    openError = error;
+  }
   const recorder = new RunRecorder(
     {
       store,
-      spool: logged ? new Spool(config.stateDir) : null,
-      reopen: logged ? async () => openPostgresStore(await connect(), db.schema) : null,
+      spool: new Spool(config.stateDir),
+      reopen: async () => openPostgresStore(await connect(), db.schema),
       openError,
       where: `${db.display} (schema ${db.schema})`,
     },
     say,
   );
-  let backend: LockBackend;
-  if (lockSession) {
-    const { postgresBackend } = await import('../lock/postgres.js');
-    const key = config.lockKey as bigint;
-    const combined = store
-      ? async () => {
-          const id = await (store as PostgresStore).lockAndStart(run, key, config.waitMs === 0);
-          if (id !== null) recorder.adopt(run, id);
-          else if (config.waitMs === 0) recorder.overlapAlreadyCounted();
-          return id !== null;
-        }
-      : undefined;
-    backend = postgresBackend(lockSession, key, combined);
-  } else {
-    backend = await openLockBackend(config);
-  }
-  const sessions = () => [lockSession, store?.session].filter((s, i, all) => s && all.indexOf(s) === i);
-  return {
-    backend,
-    recorder,
-    roundTrips: () => sessions().reduce((n, s) => n + (s?.roundTrips ?? 0), 0),
-    close: async () => {
-      await recorder.close();
-      await lockSession?.close();
-    },
-  };
+  return { recorder, store };
 }

@@ -1,25 +1,29 @@
-import { advisoryKey } from '../lock/postgres.js';
+import { migrationKey } from '../lock/postgres.js';
 import type { PgSession } from '../pg/session.js';
 import m0001 from './migrations/postgres/0001_initial.sql';
+import m0002 from './migrations/postgres/0002_ticks_and_locks.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
-export const POSTGRES_MIGRATIONS: readonly string[] = [m0001];
+export const POSTGRES_MIGRATIONS: readonly string[] = [m0001, m0002];
 
-// Creates the schema and applies what is missing. Hosts starting at once serialise on a
-// transaction-level advisory lock; each migration's row is inserted first, in the same
-// transaction, so one can never be applied twice.
+// Creates the schema and applies what is missing. A current schema is only read, so a role
+// without CREATE can run `migrate`. Hosts starting at once serialise on a transaction-level
+// advisory lock; each migration's row is inserted first, in the same transaction, so one can
+// never be applied twice.
 export async function migratePostgres(session: PgSession, schema: string): Promise<number> {
   const s = session.escapeIdentifier(schema);
+  const latest = POSTGRES_MIGRATIONS.length;
+  if ((await appliedVersion(session, s)) >= latest) return latest;
   await session.query('BEGIN');
   try {
-    await session.query('SELECT pg_advisory_xact_lock($1::bigint)', [advisoryKey(`migrate:${schema}`).toString()]);
-    await session.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+    await session.query('SELECT pg_advisory_xact_lock($1::bigint)', [migrationKey(schema).toString()]);
+    const [present] = await session.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+    if (!present) await session.query(`CREATE SCHEMA ${s}`);
     await session.query(
       `CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (
          version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
     );
-    const [row] = await session.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${s}.schema_migrations`);
-    for (let v = row?.v ?? 0; v < POSTGRES_MIGRATIONS.length; v++) {
+    for (let v = await appliedVersion(session, s); v < latest; v++) {
       await session.query(`INSERT INTO ${s}.schema_migrations (version) VALUES ($1)`, [v + 1]);
       await session.query((POSTGRES_MIGRATIONS[v] as string).replaceAll('{{schema}}', s));
     }
@@ -29,5 +33,17 @@ export async function migratePostgres(session: PgSession, schema: string): Promi
     await session.query('ROLLBACK').catch(() => {});
     throw error;
   }
-  return POSTGRES_MIGRATIONS.length;
+  return latest;
+}
+
+// The schema's version; 0 when it or its migrations table does not exist yet.
+async function appliedVersion(session: PgSession, s: string): Promise<number> {
+  try {
+    const [row] = await session.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${s}.schema_migrations`);
+    return row?.v ?? 0;
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === '42P01' || code === '3F000') return 0;
+    throw error;
+  }
 }

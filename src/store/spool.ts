@@ -6,7 +6,7 @@ import type { NewRun, RunOutcome, RunStore } from './types.js';
 // A run whose record could not reach PostgreSQL. `id` is set when its start did get there.
 export interface SpooledRun {
   id: number | null;
-  run: Omit<NewRun, 'startedAt'> & { startedAt: string };
+  run: Omit<NewRun, 'startedAt' | 'tick'> & { startedAt: string; tick: string | null };
   childPid: number | null;
   outcome: (Omit<RunOutcome, 'finishedAt'> & { finishedAt: string }) | null;
 }

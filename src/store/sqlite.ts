@@ -6,7 +6,7 @@ import { mkdirp } from '../util/io.js';
 import { SQLITE_FILE } from '../util/paths.js';
 import type { SpooledRun } from './spool.js';
 import { migrateSqlite } from './sqlite-migrations.js';
-import type { NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
+import type { Admission, AdmitOptions, Holder, NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
 
 // Every SQLite statement of the run log lives here, parameterised.
 const SQL = {
@@ -17,19 +17,25 @@ const SQL = {
   pendingOverlaps: `SELECT pending_overlaps AS n FROM jobs WHERE name = ?`,
   resetOverlaps: `UPDATE jobs SET pending_overlaps = 0 WHERE name = ?`,
   insertRun: `INSERT INTO runs (job, status, trigger, attempt, host, pid, username, command,
-                started_at, overlaps)
-              VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)`,
+                started_at, overlaps, tick, lock_backend, lock_key)
+              VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  // A run of another host in this tick or a later one: it served (or overtook) this tick.
+  tickRun: `SELECT id, host, pid, started_at FROM runs WHERE job = ? AND tick >= ? AND host <> ?
+            ORDER BY id DESC LIMIT 1`,
+  countSkip: `UPDATE runs SET overlaps = overlaps + 1 WHERE id = ?`,
   setChildPid: `UPDATE runs SET child_pid = ? WHERE id = ?`,
   finishRun: `UPDATE runs SET status = ?, finished_at = ?, duration_ms = ?, exit_code = ?,
                 signal = ?, output = ?, output_truncated = ?, error = ?
               WHERE id = ?`,
   overlapOnRunning: `UPDATE runs SET overlaps = overlaps + 1
-                     WHERE id = (SELECT max(id) FROM runs WHERE job = ? AND status = 'running')`,
+                     WHERE id = (SELECT max(id) FROM runs WHERE job = ? AND status = 'running')
+                     RETURNING id, host, pid, started_at`,
   overlapPending: `INSERT INTO jobs (name, pending_overlaps) VALUES (?, 1)
                    ON CONFLICT (name) DO UPDATE SET pending_overlaps = pending_overlaps + 1`,
   importRun: `INSERT INTO runs (job, status, trigger, attempt, host, pid, username, command, started_at,
-                child_pid, finished_at, duration_ms, exit_code, signal, output, output_truncated, error)
-              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+                child_pid, finished_at, duration_ms, exit_code, signal, output, output_truncated, error,
+                tick, lock_backend, lock_key)
+              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   listRuns: `SELECT * FROM runs
              WHERE (@job IS NULL OR job = @job) AND (@status IS NULL OR status = @status)
              ORDER BY id DESC LIMIT @limit`,
@@ -38,6 +44,11 @@ const SQL = {
 } as const;
 
 type Row = Omit<RunRow, 'output_truncated'> & { output_truncated: number };
+type HolderRow = { id: number; host: string; pid: number; started_at: string };
+
+function toHolder(row: HolderRow): Holder {
+  return { runId: row.id, host: row.host, pid: row.pid, startedAt: row.started_at };
+}
 
 // The embedded run log: one SQLite file in WAL mode, private to the user (0600).
 export class SqliteStore implements RunStore {
@@ -65,10 +76,18 @@ export class SqliteStore implements RunStore {
     return new SqliteStore(db);
   }
 
-  async startRun(run: NewRun, isAlive: (pid: number) => boolean): Promise<number> {
+  async admit(run: NewRun, { oneRunPerTick, isAlive }: AdmitOptions): Promise<Admission> {
     const { db } = this;
-    const start = db.transaction((): number => {
+    const admit = db.transaction((): Admission => {
       const now = run.startedAt.toISOString();
+      const tick = run.tick?.toISOString() ?? null;
+      if (oneRunPerTick && tick !== null) {
+        const other = db.prepare(SQL.tickRun).get(run.job, tick, run.host) as HolderRow | undefined;
+        if (other) {
+          db.prepare(SQL.countSkip).run(other.id);
+          return { admitted: false, reason: 'tick', holder: toHolder(other) };
+        }
+      }
       const running = db.prepare(SQL.runningHere).all(run.job, run.host) as { id: number; pid: number }[];
       for (const row of running) {
         if (!isAlive(row.pid)) db.prepare(SQL.abandon).run(now, row.id);
@@ -77,10 +96,10 @@ export class SqliteStore implements RunStore {
       if (pending > 0) db.prepare(SQL.resetOverlaps).run(run.job);
       const info = db
         .prepare(SQL.insertRun)
-        .run(run.job, run.trigger, run.attempt, run.host, run.pid, run.username, run.command, now, pending);
-      return Number(info.lastInsertRowid);
+        .run(run.job, run.trigger, run.attempt, run.host, run.pid, run.username, run.command, now, pending, tick, run.lockBackend, run.lockKey);
+      return { admitted: true, runId: Number(info.lastInsertRowid) };
     });
-    return start.immediate();
+    return admit.immediate();
   }
 
   async setChildPid(id: number, childPid: number): Promise<void> {
@@ -93,11 +112,15 @@ export class SqliteStore implements RunStore {
       .run(o.status, o.finishedAt.toISOString(), o.durationMs, o.exitCode, o.signal, o.output, o.outputTruncated ? 1 : 0, o.error, id);
   }
 
-  async recordOverlap(job: string): Promise<void> {
+  async recordOverlap(job: string): Promise<Holder | null> {
     const { db } = this;
-    db.transaction(() => {
-      if (db.prepare(SQL.overlapOnRunning).run(job).changes === 0) db.prepare(SQL.overlapPending).run(job);
-    }).immediate();
+    return db
+      .transaction((): Holder | null => {
+        const holder = db.prepare(SQL.overlapOnRunning).get(job) as HolderRow | undefined;
+        if (!holder) db.prepare(SQL.overlapPending).run(job);
+        return holder ? toHolder(holder) : null;
+      })
+      .immediate();
   }
 
   async importRun({ run: r, childPid, outcome: o }: SpooledRun): Promise<void> {
@@ -105,7 +128,7 @@ export class SqliteStore implements RunStore {
       .prepare(SQL.importRun)
       .run(r.job, o?.status ?? 'abandoned', r.trigger, r.attempt, r.host, r.pid, r.username, r.command, r.startedAt,
         childPid, o?.finishedAt ?? new Date().toISOString(), o?.durationMs ?? null, o?.exitCode ?? null,
-        o?.signal ?? null, o?.output ?? null, o?.outputTruncated ? 1 : 0, o?.error ?? null);
+        o?.signal ?? null, o?.output ?? null, o?.outputTruncated ? 1 : 0, o?.error ?? null, r.tick, r.lockBackend, r.lockKey);
   }
 
   async listRuns(filter: RunFilter): Promise<RunRow[]> {

@@ -36,6 +36,10 @@ export interface RunRow {
   overlaps: number;
   request_id: number | null;
   error: string | null;
+  // The scheduled minute this run belongs to (null for manual runs), and the lock it held.
+  tick: string | null;
+  lock_backend: string | null;
+  lock_key: string | null;
 }
 
 export interface NewRun {
@@ -47,6 +51,32 @@ export interface NewRun {
   readonly username: string | null;
   readonly command: string;
   readonly startedAt: Date;
+  // The host-local minute the invocation started in; null for a manual run, which belongs
+  // to no tick.
+  readonly tick: Date | null;
+  readonly lockBackend: string;
+  readonly lockKey: string | null;
+}
+
+// Who holds what kept an invocation from running: the lock's holder, or the run that
+// already served this tick on another host. Fields are null when the log cannot tell.
+export interface Holder {
+  readonly runId: number | null;
+  readonly host: string | null;
+  readonly pid: number | null;
+  readonly startedAt: string | null;
+}
+
+// The answer to "may this invocation run?": a run id, or why not.
+export type Admission =
+  | { readonly admitted: true; readonly runId: number }
+  | { readonly admitted: false; readonly reason: 'locked' | 'tick'; readonly holder: Holder | null };
+
+export interface AdmitOptions {
+  // Apply the fleet rule: skip when another host already ran this job in the run's tick.
+  readonly oneRunPerTick: boolean;
+  // Whether this host's `running` rows of the job whose wrapper is gone may be abandoned.
+  readonly isAlive: (pid: number) => boolean;
 }
 
 export interface RunOutcome {
@@ -67,14 +97,16 @@ export interface RunFilter {
 }
 
 export interface RunStore {
-  // Inserts the `running` row. First marks this job's `running` rows on this host whose
-  // wrapper is gone as `abandoned`, and folds in overlaps counted before the row existed.
-  startRun(run: NewRun, isAlive: (pid: number) => boolean): Promise<number>;
+  // Decides, under a lock already held, whether the run may start, and if so inserts its
+  // `running` row, in one transaction: marks this job's `running` rows on this host whose
+  // wrapper is gone as `abandoned` and folds in overlaps counted before the row existed.
+  // A refusal for the tick counts as a skip of the run that had the tick.
+  admit(run: NewRun, options: AdmitOptions): Promise<Admission>;
   setChildPid(id: number, childPid: number): Promise<void>;
   finishRun(id: number, outcome: RunOutcome): Promise<void>;
   // Counts an invocation skipped because the lock was held, on the run that holds it
-  // (on `host` only, when the lock is local to a host).
-  recordOverlap(job: string, host?: string | null): Promise<void>;
+  // (on `host` only, when the lock is local to a host); returns that run, if known.
+  recordOverlap(job: string, host?: string | null): Promise<Holder | null>;
   // Writes a run recorded while this store was unreachable (see Spool).
   importRun(record: SpooledRun): Promise<void>;
   listRuns(filter: RunFilter): Promise<RunRow[]>;

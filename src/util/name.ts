@@ -14,6 +14,10 @@ export function validateName(name: string): string {
       `job name is ${name.length} characters long; the limit is ${MAX_NAME_LENGTH}`,
     );
   }
+  // `logs 42` and `check 42` must mean run 42, never a job named 42.
+  if (/^\d+$/.test(name)) {
+    throw new UsageError(`job name '${name}' is all digits, which reads as a run id; add a letter (e.g. job-${name})`);
+  }
   if (!VALID_NAME.test(name)) {
     throw new UsageError(
       `invalid job name '${printable(name)}': use letters, digits and _ . : @ + - (not starting with . or -)`,

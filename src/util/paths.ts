@@ -1,5 +1,6 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import type { Setting } from '../cli/settings.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -24,14 +25,23 @@ export function defaultStateDir(env: Env, root: boolean): string {
   return join(env.HOME || homedir(), '.local', 'state', 'cronguard');
 }
 
-// The lock directory: flag, then $CRONGUARD_LOCK_DIR, then the default; `isDefault` tells
-// whether it is the (possibly private) default location.
-export function resolveLockDir(flag: string | undefined, env: Env, root: boolean): { dir: string; isDefault: boolean } {
-  const explicit = flag ?? (env.CRONGUARD_LOCK_DIR || undefined);
-  return { dir: explicit ?? defaultLockDir(env, root), isDefault: explicit === undefined };
+export interface ResolvedDir {
+  readonly dir: string;
+  // The (possibly private, per-user) default location rather than one the user chose.
+  readonly isDefault: boolean;
+  readonly from: string;
 }
 
-// The run log's directory: flag, then $CRONGUARD_STATE_DIR, then the default.
-export function resolveStateDir(flag: string | undefined, env: Env, root: boolean): string {
-  return flag ?? (env.CRONGUARD_STATE_DIR || defaultStateDir(env, root));
+// The lock directory: the chosen setting (flag, variable or file), else the default.
+export function resolveLockDir(setting: Setting | undefined, env: Env, root: boolean): ResolvedDir {
+  return setting
+    ? { dir: setting.value, isDefault: false, from: setting.from }
+    : { dir: defaultLockDir(env, root), isDefault: true, from: 'default' };
+}
+
+// The run log's directory: the chosen setting, else the default.
+export function resolveStateDir(setting: Setting | undefined, env: Env, root: boolean): ResolvedDir {
+  return setting
+    ? { dir: setting.value, isDefault: false, from: setting.from }
+    : { dir: defaultStateDir(env, root), isDefault: true, from: 'default' };
 }

@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { type Context, resolveRunConfig } from '../../src/cli/config.js';
 import { parseRunArgs } from '../../src/cli/options.js';
+import { Settings } from '../../src/cli/settings.js';
 import { UsageError } from '../../src/errors.js';
 
-const ctx: Context = { env: { HOME: '/home/u' }, root: false };
+const contextOf = (env: Record<string, string>, root: boolean): Context => ({ env, root, settings: Settings.load(env) });
+const ctx = contextOf({ HOME: '/home/u' }, false);
 const resolve = (args: string[], context = ctx) => resolveRunConfig(parseRunArgs(args), context);
 
 describe('parseRunArgs', () => {
@@ -57,20 +59,20 @@ describe('resolveRunConfig', () => {
 
   it('puts flags over environment over defaults', () => {
     const env = { HOME: '/h', XDG_RUNTIME_DIR: '/run/user/1', CRONGUARD_STATE_DIR: '/env/state' };
-    expect(resolve(['true'], { env, root: false })).toMatchObject({
+    expect(resolve(['true'], contextOf(env, false))).toMatchObject({
       lockDir: '/run/user/1/cronguard',
       stateDir: '/env/state',
     });
-    expect(resolve(['--state-dir', '/flag', '--lock-dir', '/l', 'true'], { env, root: false })).toMatchObject({
+    expect(resolve(['--state-dir', '/flag', '--lock-dir', '/l', 'true'], contextOf(env, false))).toMatchObject({
       lockDir: '/l',
       lockDirPrivate: false,
       stateDir: '/flag',
     });
-    expect(resolve(['true'], { env: { CRONGUARD_LOCK_DIR: '/e' }, root: true })).toMatchObject({ lockDir: '/e' });
+    expect(resolve(['true'], contextOf({ CRONGUARD_LOCK_DIR: '/e' }, true))).toMatchObject({ lockDir: '/e' });
   });
 
   it('uses system locations for root', () => {
-    expect(resolve(['-n', 'j', 'true'], { env: {}, root: true })).toMatchObject({
+    expect(resolve(['-n', 'j', 'true'], contextOf({}, true))).toMatchObject({
       lockPath: '/run/lock/cronguard/j.lock',
       stateDir: '/var/lib/cronguard',
       lockDirPrivate: false,

@@ -40,26 +40,30 @@ describe('bad input', () => {
     expect(result.stderr).toMatch(/^cronguard: no command given.*\n$/);
   });
 
-  it('no arguments at all', async () => {
+  it('no arguments at all prints the usage and exits 64', async () => {
     const result = await cronguard([], sandbox().env);
     expect(result.code).toBe(64);
-    expect(result.stderr).toMatch(/no command given/);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/^Usage: cronguard /);
   });
 
-  it('a nonexistent command exits 127 before taking the lock or recording', async () => {
+  it('a nonexistent command exits 127 without taking the lock, and is recorded as failed', async () => {
     const box = sandbox();
     const result = await cronguard(['-n', 'j', '--', 'no-such-command-xyz'], box.env);
     expect(result).toMatchObject({ code: 127, stdout: '', stderr: 'cronguard: command not found: no-such-command-xyz\n' });
-    expect(runs(box.stateDir)).toEqual([]);
+    expect(runs(box.stateDir)).toEqual([
+      expect.objectContaining({ job: 'j', status: 'failed', exit_code: 127, error: 'command not found: no-such-command-xyz', tick: null, duration_ms: 0 }),
+    ]);
     expect(existsSync(box.lockDir)).toBe(false);
   });
 
-  it('a non-executable command exits 126', async () => {
+  it('a non-executable command exits 126, and is recorded as failed', async () => {
     const box = sandbox();
     const result = await cronguard(['-n', 'j', '--', `${import.meta.dirname}/../fixtures/not-executable.sh`], box.env);
     expect(result.code).toBe(126);
-    expect(result.stderr).toMatch(/cannot execute .*not-executable.sh: permission denied/);
-    expect(runs(box.stateDir)).toEqual([]);
+    expect(result.stderr).toMatch(/^cronguard: cannot execute .*not-executable.sh: permission denied\n$/);
+    expect(runs(box.stateDir)).toEqual([expect.objectContaining({ status: 'failed', exit_code: 126, error: expect.stringMatching(/permission denied/) })]);
+    expect(existsSync(box.lockDir)).toBe(false);
   });
 
   it('a directory as the command exits 126', async () => {

@@ -1,33 +1,85 @@
+import { writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+
+// Starts `cronguard ARGS -- hold.sh` and waits until the command runs; release() lets it end.
+async function holding(args: string[], env: NodeJS.ProcessEnv, dir: string) {
+  const log = `${dir}/hold-${Math.random().toString(36).slice(2)}`;
+  const barrier = `${log}.go`;
+  const run = start([...args, '--', fixture('hold.sh'), log, barrier], env);
+  await waitFor(() => lines(log).length > 0, 'the command to start');
+  return {
+    run,
+    release: async () => {
+      writeFileSync(barrier, '');
+      return run.done;
+    },
+  };
+}
+
+const locksOf = async (env: NodeJS.ProcessEnv, ...args: string[]) => {
+  const result = await cronguard(['locks', '--json', ...args], env);
+  expect(result).toMatchObject({ code: 0, stderr: '' });
+  return JSON.parse(result.stdout) as Record<string, unknown>[];
+};
 
 describe('cronguard locks (flock)', () => {
   it('lists the lock files someone holds, with the run that holds them', async () => {
     const box = sandbox();
-    const log = box.path('record');
-    const run = start(['-n', 'busy', '--', fixture('record.sh'), log, '2'], box.env);
-    await waitFor(() => lines(log).length > 0 && runs(box.stateDir).length > 0, 'the command to start');
+    const busy = await holding(['-n', 'busy'], box.env, box.dir);
     await cronguard(['-n', 'idle', '--', 'true'], box.env);
-    const json = await cronguard(['locks', '--json'], box.env);
+    const held = await locksOf(box.env);
     const table = await cronguard(['locks'], box.env);
-    await run.done;
-    expect(json.code).toBe(0);
-    const held = JSON.parse(json.stdout);
-    expect(held).toHaveLength(1);
-    expect(held[0]).toMatchObject({ job: 'busy', lock: 'flock', run_id: 1, pid: runs(box.stateDir)[0]?.pid });
-    expect(table.stdout).toMatch(/^JOB\s+LOCK\s+HOST\s+PID\s+SINCE\s+RUN\nbusy\s+flock\s/);
+    await busy.release();
+    const row = runs(box.stateDir)[0];
+    expect(held).toEqual([
+      {
+        job: 'busy', lock: 'flock', key: `${box.lockDir}/busy.lock`, host: hostname(), pid: row?.pid, run_id: 1,
+        since: row?.started_at, holder_pid: row?.pid, verified: true,
+      },
+    ]);
+    expect(table.stdout).toMatch(/^JOB\s+LOCK\s+HOST\s+PID\s+SINCE\s+RUN\s+NOTE\nbusy\s+flock\s/);
+  });
+
+  it('finds a --lock-file lock and one in another lock dir through their run rows', async () => {
+    const box = sandbox();
+    const file = await holding(['-n', 'by-file', '--lock-file', box.path('elsewhere.lock')], box.env, box.dir);
+    const dir = await holding(['-n', 'by-dir', '--lock-dir', box.path('other-locks')], box.env, box.dir);
+    const held = await locksOf(box.env);
+    await Promise.all([file.release(), dir.release()]);
+    expect(held.map((h) => [h.job, h.key, h.verified]).sort()).toEqual([
+      ['by-dir', box.path('other-locks/by-dir.lock'), true],
+      ['by-file', box.path('elsewhere.lock'), true],
+    ]);
+  });
+
+  it('shows a held lock with no run row, with its holder pid from /proc/locks', async () => {
+    const box = sandbox();
+    const unlogged = await holding(['-n', 'quiet', '--no-log'], box.env, box.dir);
+    const held = await locksOf(box.env);
+    await unlogged.release();
+    expect(held).toEqual([
+      expect.objectContaining({ job: 'quiet', lock: 'flock', run_id: null, holder_pid: unlogged.run.child.pid, verified: true }),
+    ]);
+  });
+
+  it('no longer lists a lock once its run ended', async () => {
+    const box = sandbox();
+    const done = await holding(['-n', 'brief'], box.env, box.dir);
+    await done.release();
+    expect(await locksOf(box.env)).toEqual([]);
   });
 
   it('says so when nothing is held', async () => {
     const box = sandbox();
     await cronguard(['-n', 'idle', '--', 'true'], box.env);
     expect(await cronguard(['locks'], box.env)).toMatchObject({ code: 0, stdout: '', stderr: 'cronguard: no locks held\n' });
-    expect(JSON.parse((await cronguard(['locks', '--json'], box.env)).stdout)).toEqual([]);
+    expect(await locksOf(box.env)).toEqual([]);
   });
 
-  it('rejects unknown options with 64', async () => {
+  it('rejects unknown options with 64, pointing at its own help', async () => {
     const result = await cronguard(['locks', '--all'], sandbox().env);
-    expect(result.code).toBe(64);
-    expect(result.stderr).toMatch(/unknown option '--all'/);
+    expect(result).toMatchObject({ code: 64, stdout: '', stderr: "cronguard locks: unknown option '--all' (see cronguard locks --help)\n" });
   });
 });

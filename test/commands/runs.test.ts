@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, runs, sandbox } from '../helpers.js';
+import { SQLITE_MIGRATIONS } from '../../src/store/sqlite-migrations.js';
 
 async function seed(env: NodeJS.ProcessEnv) {
   await cronguard(['-n', 'alpha', '--', 'true'], env);
@@ -93,10 +94,20 @@ describe('cronguard logs', () => {
   });
 
   it.each([
-    [['logs'], /missing required argument/],
-    [['logs', '99'], /no run with id 99/],
-    [['logs', 'nosuch'], /no runs recorded for job nosuch/],
-    [['logs', '../../x'], /invalid job name/],
+    [['logs', '99'], /^cronguard: no run with id 99\n$/],
+    [['logs', 'nosuch'], /^cronguard: no runs recorded for job nosuch\n$/],
+  ])('finds nothing for %j: exit 1', async (args, message) => {
+    const box = sandbox();
+    await cronguard(['-n', 'j', '--', 'true'], box.env);
+    const result = await cronguard(args, box.env);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(message);
+  });
+
+  it.each([
+    [['logs'], /^cronguard logs: missing required argument 'run' \(see cronguard logs --help\)\n$/],
+    [['logs', '../../x'], /^cronguard logs: invalid job name .* \(see cronguard logs --help\)\n$/],
   ])('rejects %j with exit 64', async (args, message) => {
     const box = sandbox();
     await cronguard(['-n', 'j', '--', 'true'], box.env);
@@ -111,7 +122,7 @@ describe('cronguard migrate', () => {
   it('creates the schema and reports its version', async () => {
     const box = sandbox();
     const result = await cronguard(['migrate'], box.env);
-    expect(result).toMatchObject({ code: 0, stdout: 'run log schema at version 1\n' });
+    expect(result).toMatchObject({ code: 0, stdout: `run log schema at version ${SQLITE_MIGRATIONS.length}\n` });
     expect((await cronguard(['migrate'], box.env)).code).toBe(0);
   });
 

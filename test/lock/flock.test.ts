@@ -39,7 +39,8 @@ describe('flock: one instance at a time', () => {
     await waitFor(() => lines(log).length > 0, 'the holder to start');
     const skipped = await cronguard(['-v', '-n', 'v', '--', 'true'], box.env);
     expect(skipped.code).toBe(0);
-    expect(skipped.stderr).toMatch(/v: lock held by another instance .*v\.lock.*; skipping with exit 0/);
+    const holderPid = holder.child.pid;
+    expect(skipped.stderr).toMatch(new RegExp(`v: flock .*/v\\.lock is held by host \\S+ \\(pid ${holderPid}, run 1, since \\S+Z\\); skipping with exit 0`));
     await holder.done;
   });
 

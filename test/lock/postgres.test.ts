@@ -31,7 +31,7 @@ describe('postgres lock', () => {
     const box = pgSandbox();
     const job = box.job('held');
     const other = await holdingClient();
-    await other.query('SELECT pg_advisory_lock($1::bigint)', [advisoryKey(job).toString()]);
+    await other.query('SELECT pg_advisory_lock($1::bigint)', [advisoryKey(job, box.schema).toString()]);
     const result = await cronguard(['-n', job, '-E', '3', '--', 'touch', box.path('ran')], box.env);
     await other.end();
     expect(result).toMatchObject({ code: 3, stdout: '', stderr: '' });
@@ -128,7 +128,7 @@ describe('postgres lock', () => {
     await run.done;
     expect(result.code).toBe(0);
     const mine = JSON.parse(result.stdout).find((l: { job: string }) => l.job === job);
-    expect(mine).toMatchObject({ job, lock: 'postgres', key: advisoryKey(job).toString(), run_id: 1 });
+    expect(mine).toMatchObject({ job, lock: 'postgres', key: advisoryKey(job, box.schema).toString(), run_id: 1, verified: true });
     expect(mine.pid).toBeGreaterThan(0);
     expect(mine.host).toBeTruthy();
     expect(Date.parse(mine.since)).toBeGreaterThan(0);

@@ -2,11 +2,17 @@ import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { BINARY, cronguard, fixture, runs, sandbox } from '../helpers.js';
 
+// How cronguard prints a duration (formatDuration): 850ms, 1.25s, 4m05s.
+const DURATION = '[0-9.]+m?s';
+
 describe('exit codes and the run row', () => {
   it.each([0, 1, 3, 42, 255])('passes exit code %d through and records it', async (code) => {
     const box = sandbox();
     const result = await cronguard(['-n', 'j', '--', fixture('exit.sh'), String(code)], box.env);
-    expect(result).toMatchObject({ code, stdout: '', stderr: '' });
+    // A failure speaks once, even when the command printed nothing; success is silent.
+    const summary = code === 0 ? '' : `cronguard: j: failed with exit ${code} after ${DURATION} \\(run 1; cronguard logs 1\\)\n`;
+    expect(result).toMatchObject({ code, stdout: '' });
+    expect(result.stderr).toMatch(new RegExp(`^${summary}$`));
     const [row] = runs(box.stateDir);
     expect(row).toMatchObject({
       job: 'j',
@@ -28,7 +34,7 @@ describe('exit codes and the run row', () => {
       [
         'id', 'job', 'status', 'trigger', 'attempt', 'host', 'pid', 'child_pid', 'username', 'command',
         'started_at', 'finished_at', 'duration_ms', 'exit_code', 'signal', 'output', 'output_truncated',
-        'overlaps', 'request_id', 'error',
+        'overlaps', 'request_id', 'error', 'tick', 'lock_backend', 'lock_key',
       ].sort(),
     );
     expect(row).toMatchObject({
@@ -38,7 +44,11 @@ describe('exit codes and the run row', () => {
       output: 'out\nerr\n',
       output_truncated: 0,
       request_id: null,
+      lock_backend: 'flock',
+      lock_key: `${box.lockDir}/cols.lock`,
     });
+    // Not run from a terminal, so it belongs to the minute it started in.
+    expect(row?.tick).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:00\.000Z$/);
     expect(row?.pid).toBeGreaterThan(0);
     expect(row?.child_pid).toBeGreaterThan(0);
     expect(row?.username).toBeTruthy();
@@ -51,7 +61,7 @@ describe('exit codes and the run row', () => {
     const box = sandbox();
     const result = await cronguard(['-n', 'k', '--', 'sh', '-c', 'kill -KILL $$'], box.env);
     expect(result.code).toBe(137);
-    expect(result.stderr).toBe('cronguard: k: killed by SIGKILL\n');
+    expect(result.stderr).toMatch(new RegExp(`^cronguard: k: killed by SIGKILL after ${DURATION} \\(run 1; cronguard logs 1\\)\n$`));
     expect(runs(box.stateDir)[0]).toMatchObject({ status: 'killed', signal: 'SIGKILL', exit_code: null });
   });
 

@@ -55,8 +55,10 @@ describe('-q (chronic-style)', () => {
 
   it('replays everything, stream by stream, when the command fails', async () => {
     const box = sandbox();
-    const result = await cronguard(['-q', '--', 'sh', '-c', `${fixture('interleave.sh')} 4; exit 3`], box.env);
-    expect(result).toMatchObject({ code: 3, stdout: 'line 1\nline 3\n', stderr: 'line 2\nline 4\n' });
+    const result = await cronguard(['-q', '-n', 'q', '--', 'sh', '-c', `${fixture('interleave.sh')} 4; exit 3`], box.env);
+    // The summary line comes after the command's own output, -q or not.
+    expect(result).toMatchObject({ code: 3, stdout: 'line 1\nline 3\n' });
+    expect(result.stderr).toMatch(/^line 2\nline 4\ncronguard: q: failed with exit 3 after .* \(run 1; cronguard logs 1\)\n$/);
   });
 
   it('replays output on a timeout too', async () => {

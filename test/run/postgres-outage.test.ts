@@ -23,7 +23,7 @@ describe('postgres outages', () => {
 
     const locked = await cronguard(['-n', job, '--', 'touch', box.path('ran')], env);
     expect(locked.code).toBe(69);
-    expect(locked.stderr).toMatch(/^cronguard: cannot reach PostgreSQL at 127\.0\.0\.1:\d+\/\w+: ECONNREFUSED\n$/);
+    expect(locked.stderr).toMatch(/^cronguard: cannot reach PostgreSQL at postgres@127\.0\.0\.1:\d+\/\w+: ECONNREFUSED\n$/);
     expect(existsSync(box.path('ran'))).toBe(false);
 
     const spooled = await cronguard(['-l', 'flock', '-n', job, '--', 'echo', 'while down'], env);

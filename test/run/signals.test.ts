@@ -37,7 +37,7 @@ describe('signals sent to cronguard reach the command', () => {
     run.child.kill(signal);
     const result = await run.done;
     expect(result.code).toBe(code);
-    expect(result.stderr).toBe('');
+    expect(result.stderr).toMatch(new RegExp(`^cronguard: die: killed by ${signal} \\(forwarded by cronguard\\) after .* \\(run 1; cronguard logs 1\\)\n$`));
     expect(isAlive(pid)).toBe(false);
     expect(runs(box.stateDir)[0]).toMatchObject({ status: 'killed', signal, exit_code: null });
   });
@@ -51,9 +51,7 @@ describe('--timeout', () => {
     const result = await start(['-n', 'slow', '-t', '500ms', '--', fixture('tree.sh'), pids], box.env).done;
     expect(result.code).toBe(124);
     expect(Date.now() - started).toBeLessThan(5000);
-    expect(result.stderr).toBe(
-      'cronguard: slow: timed out after 500ms; process group sent the kill signal\n',
-    );
+    expect(result.stderr).toBe('cronguard: slow: timed out after 500ms: sent SIGTERM to its process group (run 1; cronguard logs 1)\n');
     const members = read(pids).trim().split('\n').map(Number);
     expect(members).toHaveLength(3);
     for (const pid of members) expect(isAlive(pid)).toBe(false);
@@ -87,7 +85,7 @@ describe('--timeout', () => {
     const elapsed = Date.now() - started;
     expect(result.code).toBe(124);
     expect(elapsed).toBeGreaterThanOrEqual(700);
-    expect(result.stderr).toMatch(/timed out after 300ms; process group sent the kill signal, then SIGKILL/);
+    expect(result.stderr).toMatch(/^cronguard: stubborn: timed out after 300ms: sent SIGTERM to its process group, then SIGKILL after 400ms \(run 1; cronguard logs 1\)\n$/);
     for (const pid of read(pids).trim().split('\n').map(Number)) expect(isAlive(pid)).toBe(false);
     expect(runs(box.stateDir)[0]).toMatchObject({ status: 'timed_out', signal: 'SIGKILL' });
   });

@@ -16,15 +16,23 @@ const newRun = (over: Partial<NewRun> = {}): NewRun => ({
   username: 'u',
   command: 'true',
   startedAt: new Date('2026-01-01T00:00:00Z'),
+  tick: null,
+  lockBackend: 'flock',
+  lockKey: '/l/j.lock',
   ...over,
 });
+const admit = async (store: SqliteStore, run: NewRun, isAlive: (pid: number) => boolean = () => true): Promise<number> => {
+  const admission = await store.admit(run, { oneRunPerTick: true, isAlive });
+  if (!admission.admitted) throw new Error(`not admitted: ${admission.reason}`);
+  return admission.runId;
+};
 
 describe('SqliteStore', () => {
   it('creates the schema by migration, in a private 0600 file', async () => {
     const box = sandbox();
     const store = SqliteStore.open(box.stateDir);
     expect(await store.migrate()).toBe(SQLITE_MIGRATIONS.length);
-    await store.startRun(newRun(), () => true);
+    await admit(store, newRun());
     await store.close();
     expect(statSync(join(box.stateDir, 'cronguard.db')).mode & 0o777).toBe(0o600);
     expect(statSync(box.stateDir).mode & 0o777).toBe(0o700);
@@ -33,11 +41,11 @@ describe('SqliteStore', () => {
   it('marks running rows of dead wrappers on this host abandoned, and only those', async () => {
     const box = sandbox();
     const store = SqliteStore.open(box.stateDir);
-    const dead = await store.startRun(newRun({ pid: 1001 }), () => true);
-    const alive = await store.startRun(newRun({ pid: 1002 }), () => true);
-    const otherHost = await store.startRun(newRun({ pid: 1003, host: 'elsewhere' }), () => true);
-    const otherJob = await store.startRun(newRun({ pid: 1004, job: 'k' }), () => true);
-    await store.startRun(newRun({ pid: 1005 }), (pid) => pid !== 1001);
+    const dead = await admit(store, newRun({ pid: 1001 }));
+    const alive = await admit(store, newRun({ pid: 1002 }));
+    const otherHost = await admit(store, newRun({ pid: 1003, host: 'elsewhere' }));
+    const otherJob = await admit(store, newRun({ pid: 1004, job: 'k' }));
+    await admit(store, newRun({ pid: 1005 }), (pid) => pid !== 1001);
     const status = async (id: number) => (await store.getRun(id))?.status;
     expect(await status(dead)).toBe('abandoned');
     expect(await status(alive)).toBe('running');
@@ -51,7 +59,7 @@ describe('SqliteStore', () => {
     const store = SqliteStore.open(box.stateDir);
     await store.recordOverlap('j');
     await store.recordOverlap('j');
-    const id = await store.startRun(newRun(), () => true);
+    const id = await admit(store, newRun());
     expect((await store.getRun(id))?.overlaps).toBe(2);
     await store.recordOverlap('j');
     expect((await store.getRun(id))?.overlaps).toBe(3);
@@ -65,7 +73,7 @@ describe('SqliteStore', () => {
       outputTruncated: false,
       error: null,
     });
-    const next = await store.startRun(newRun(), () => true);
+    const next = await admit(store, newRun());
     expect((await store.getRun(next))?.overlaps).toBe(0);
     await store.close();
   });
@@ -73,7 +81,7 @@ describe('SqliteStore', () => {
   it('lists runs newest first with job, status and limit filters', async () => {
     const box = sandbox();
     const store = SqliteStore.open(box.stateDir);
-    for (const job of ['a', 'b', 'a', 'a']) await store.startRun(newRun({ job }), () => true);
+    for (const job of ['a', 'b', 'a', 'a']) await admit(store, newRun({ job }));
     expect((await store.listRuns({ limit: 10 })).map((r) => r.id)).toEqual([4, 3, 2, 1]);
     expect((await store.listRuns({ job: 'a', limit: 2 })).map((r) => r.id)).toEqual([4, 3]);
     expect(await store.listRuns({ status: 'failed', limit: 10 })).toEqual([]);
@@ -89,7 +97,7 @@ describe('a run log that cannot be written', () => {
     const result = await cronguard(['-n', 'j', '--', 'sh', '-c', 'echo ran; exit 4'], box.env);
     expect(result.code).toBe(4);
     expect(result.stdout).toBe('ran\n');
-    expect(result.stderr).toMatch(/^cronguard: run log in .* unavailable \(.*\); the job runs unrecorded\n$/);
+    expect(result.stderr).toMatch(/^cronguard: run log in .* unavailable \(.*\); the job runs unrecorded\ncronguard: j: failed with exit 4 after [0-9.]+m?s\n$/);
   });
 
   it('still runs the job when the state dir is not writable', async () => {

@@ -1,0 +1,73 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { STALE_MS } from './lockfile.js';
+
+export interface LocalLock {
+  readonly job: string;
+  readonly lock: 'flock' | 'lockfile';
+  readonly path: string;
+  readonly holder: number | null;
+}
+
+// The locks held on this host, read without taking any: flock(2) locks from /proc/locks (so
+// looking can never make a starting job skip), lockfile directories by their freshness.
+export class LocalLocks {
+  private flocks: Map<string, number> | null = null;
+
+  // The pid holding a flock on `path` (null for a fresh lockfile), or undefined: not held.
+  holder(backend: string, path: string): number | null | undefined {
+    if (backend === 'lockfile') return isFresh(path) ? null : undefined;
+    if (backend !== 'flock') return undefined;
+    try {
+      const { dev, ino } = statSync(path, { bigint: true });
+      const major = Number(((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn));
+      const minor = Number((dev & 0xffn) | ((dev >> 12n) & ~0xffn));
+      return this.heldFlocks().get(`${major}:${minor}:${ino}`);
+    } catch {
+      return undefined;
+    }
+  }
+
+  // Held lock files and fresh lock directories in a lock dir, named after their jobs.
+  inDirectory(dir: string): LocalLock[] {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return [];
+    }
+    const held: LocalLock[] = [];
+    for (const name of names) {
+      const lock = name.endsWith('.lock') ? 'flock' : name.endsWith('.lockdir') ? 'lockfile' : null;
+      if (!lock) continue;
+      const path = join(dir, name);
+      const holder = this.holder(lock, path);
+      if (holder !== undefined) held.push({ job: name.replace(/\.(lock|lockdir)$/, ''), lock, path, holder });
+    }
+    return held;
+  }
+
+  private heldFlocks(): Map<string, number> {
+    if (this.flocks) return this.flocks;
+    this.flocks = new Map();
+    let text = '';
+    try {
+      text = readFileSync('/proc/locks', 'utf8');
+    } catch {
+      return this.flocks;
+    }
+    for (const line of text.split('\n')) {
+      const m = /^\d+:\s+FLOCK\s+\S+\s+\S+\s+(\d+)\s+([0-9a-f]+):([0-9a-f]+):(\d+)/.exec(line);
+      if (m) this.flocks.set(`${Number.parseInt(m[2] as string, 16)}:${Number.parseInt(m[3] as string, 16)}:${m[4]}`, Number(m[1]));
+    }
+    return this.flocks;
+  }
+}
+
+function isFresh(path: string): boolean {
+  try {
+    return Date.now() - statSync(path).mtimeMs < STALE_MS;
+  } catch {
+    return false;
+  }
+}

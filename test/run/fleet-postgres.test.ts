@@ -1,0 +1,116 @@
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { BINARY, type Finished, fixture, lines, start, waitFor } from '../helpers.js';
+import { pgRuns, pgSandbox } from '../pg-helpers.js';
+
+// A "host": its own UTS namespace with its own hostname, and its own clock (the fixture
+// starts it at `clock`). The run log and the database are shared, as in a fleet.
+function onHost(name: string, clock: string, args: string[], env: NodeJS.ProcessEnv) {
+  const unshare = process.geteuid?.() === 0 ? ['unshare', '-u'] : ['unshare', '-r', '-u'];
+  const prefix = [...unshare, 'sh', '-c', 'hostname "$0" && exec "$@"', name];
+  const clocked = { ...env, NODE_OPTIONS: `--require ${fixture('clock.cjs')}`, CRONGUARD_TEST_CLOCK: clock };
+  return start(args, clocked, prefix);
+}
+
+const at = (time: string) => `2026-03-01T${time}Z`;
+
+describe('one run per tick across a fleet', () => {
+  it('a short job that ran on one host is skipped, silently and counted, by another in the same minute', async () => {
+    const box = pgSandbox();
+    const job = box.job('tick');
+    const log = box.path('record');
+    const a = await onHost('host-a', at('03:00:01'), ['-n', job, '--', fixture('record.sh'), log], box.env).done;
+    const b = await onHost('host-b', at('03:00:02'), ['-n', job, '--', fixture('record.sh'), log], box.env).done;
+    expect(a).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(b).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(lines(log).filter((l) => l.startsWith('start'))).toHaveLength(1);
+    const rows = await pgRuns(box.schema);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ host: 'host-a', status: 'succeeded', overlaps: 1 });
+    expect(rows[0]?.tick).toEqual(new Date(at('03:00:00.000')));
+  });
+
+  it('explains the skip with -v: which host ran this minute', async () => {
+    const box = pgSandbox();
+    const job = box.job('why');
+    await onHost('host-a', at('03:00:01'), ['-n', job, '--', 'true'], box.env).done;
+    const b = await onHost('host-b', at('03:00:30'), ['-v', '-n', job, '--', 'true'], box.env).done;
+    expect(b.code).toBe(0);
+    expect(b.stderr).toMatch(new RegExp(`${job}: already ran this minute on host host-a \\(pid \\d+, run 1, since 2026-03-01T03:00:01\\.\\d+Z\\)`));
+  });
+
+  it('runs again in the next minute, on any host', async () => {
+    const box = pgSandbox();
+    const job = box.job('next');
+    await onHost('host-a', at('03:00:01'), ['-n', job, '--', 'true'], box.env).done;
+    await onHost('host-b', at('03:01:01'), ['-n', job, '--', 'true'], box.env).done;
+    await onHost('host-a', at('03:02:01'), ['-n', job, '--', 'true'], box.env).done;
+    expect((await pgRuns(box.schema)).map((r) => r.host)).toEqual(['host-a', 'host-b', 'host-a']);
+  });
+
+  it('leaves one host to its lock: the same host runs a job twice in a minute', async () => {
+    const box = pgSandbox();
+    const job = box.job('twice');
+    await onHost('host-a', at('03:00:01'), ['-n', job, '--', 'true'], box.env).done;
+    await onHost('host-a', at('03:00:20'), ['-n', job, '--', 'true'], box.env).done;
+    expect((await pgRuns(box.schema)).map((r) => r.host)).toEqual(['host-a', 'host-a']);
+  });
+
+  it('does not apply to --every-tick jobs, nor to runs from a terminal', async () => {
+    const box = pgSandbox();
+    const job = box.job('every');
+    await onHost('host-a', at('03:00:01'), ['-n', job, '--', 'true'], box.env).done;
+    await onHost('host-b', at('03:00:02'), ['--every-tick', '-n', job, '--', 'true'], box.env).done;
+    // script(1) gives cronguard a terminal, as when an operator runs the job by hand.
+    const command = `unshare -u sh -c 'hostname host-c && exec "$0" "$@"' ${process.execPath} ${BINARY} -n ${job} -- true`;
+    const clock = { NODE_OPTIONS: `--require ${fixture('clock.cjs')}`, CRONGUARD_TEST_CLOCK: at('03:00:03') };
+    const terminal = spawnSync('script', ['-qec', command, '/dev/null'], { env: { ...box.env, ...clock } });
+    expect(terminal.status).toBe(0);
+    const rows = await pgRuns(box.schema);
+    expect(rows.map((r) => [r.host, r.trigger, r.tick === null])).toEqual([
+      ['host-a', 'cron', false],
+      ['host-b', 'cron', false],
+      ['host-c', 'manual', true],
+    ]);
+  });
+
+  it.each([
+    ['the postgres lock', []],
+    ['local flocks with the shared log', ['-l', 'flock']],
+  ])('of six hosts starting at once in one minute, exactly one runs (%s)', async (_what, lockArgs) => {
+    const box = pgSandbox();
+    const job = box.job('race');
+    const log = box.path('record');
+    const hosts = ['a', 'b', 'c', 'd', 'e', 'f'];
+    const all = await Promise.all(
+      hosts.map((h) => {
+        // Each host has its own lock dir, as separate machines would.
+        const env = { ...box.env, CRONGUARD_LOCK_DIR: box.path(`locks-${h}`) };
+        return onHost(`host-${h}`, at('03:00:01'), [...lockArgs, '-n', job, '--', fixture('record.sh'), log], env).done;
+      }),
+    );
+    for (const result of all) expect(result).toMatchObject<Partial<Finished>>({ code: 0, stdout: '', stderr: '' });
+    expect(lines(log).filter((l) => l.startsWith('start'))).toHaveLength(1);
+    const rows = await pgRuns(box.schema);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ status: 'succeeded', overlaps: 5 });
+  });
+
+  it('a waiter (-w) of the same minute skips once the run it waited for ends; one of a later minute runs', async () => {
+    const box = pgSandbox();
+    const job = box.job('wait');
+    const log = box.path('record');
+    const barrier = box.path('go');
+    const holder = onHost('host-a', at('03:00:01'), ['-n', job, '--', fixture('hold.sh'), log, barrier], box.env);
+    await waitFor(() => lines(log).length > 0, 'the holder to start');
+    const sameTick = onHost('host-b', at('03:00:02'), ['-w', '10m', '-n', job, '--', fixture('record.sh'), log], box.env);
+    const laterTick = onHost('host-c', at('03:01:00'), ['-w', '10m', '-n', job, '--', fixture('record.sh'), log], box.env);
+    writeFileSync(barrier, '');
+    const results = await Promise.all([holder.done, sameTick.done, laterTick.done]);
+    for (const result of results) expect(result).toMatchObject({ code: 0, stderr: '' });
+    const rows = await pgRuns(box.schema);
+    expect(rows.map((r) => r.host)).toEqual(['host-a', 'host-c']);
+    expect(lines(log).filter((l) => l.startsWith('start'))).toHaveLength(2);
+  });
+});
