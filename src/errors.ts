@@ -18,6 +18,10 @@ export const EXIT = {
 } as const;
 
 export class CronguardError extends Error {
+  // The subcommand that failed (`cronguard history`), so its one line names it; undefined
+  // for the run command.
+  command: string | undefined;
+
   constructor(
     message: string,
     readonly exitCode: number,
@@ -25,20 +29,17 @@ export class CronguardError extends Error {
     super(message);
     this.name = new.target.name;
   }
+
+  within(command: string): this {
+    this.command ??= command;
+    return this;
+  }
 }
 
 export class UsageError extends CronguardError {
-  // The command whose usage was wrong (`cronguard history`), so the message and the hint
-  // name it; undefined for the run command.
-  constructor(
-    message: string,
-    readonly command?: string,
-  ) {
+  constructor(message: string, command?: string) {
     super(message, EXIT.usage);
-  }
-
-  within(command: string): UsageError {
-    return this.command ? this : new UsageError(this.message, command);
+    this.command = command;
   }
 }
 

@@ -74,8 +74,8 @@ async function subcommand(name: string, args: readonly string[]): Promise<number
   try {
     return await run(args, loadSettings(false));
   } catch (error) {
-    if (error instanceof UsageError) throw error.within(`cronguard ${name}`);
-    throw storeError(error) ?? error;
+    const mapped = error instanceof CronguardError ? error : storeError(error);
+    throw mapped ? mapped.within(`cronguard ${name}`) : error;
   }
 }
 
@@ -83,8 +83,7 @@ async function subcommand(name: string, args: readonly string[]): Promise<number
 // a stack, and then it says so.
 function report(error: unknown): number {
   if (error instanceof CronguardError) {
-    const who = error instanceof UsageError && error.command ? error.command : 'cronguard';
-    if (error.message) process.stderr.write(`${who}: ${error.message}${hint(error)}\n`);
+    if (error.message) process.stderr.write(`${error.command ?? 'cronguard'}: ${error.message}${hint(error)}\n`);
     return error.exitCode;
   }
   const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);

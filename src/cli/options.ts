@@ -18,7 +18,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'lockFile', long: 'lock-file', value: 'PATH', help: 'flock: lock exactly this file (shared with util-linux flock PATH)' },
   { key: 'lockDir', long: 'lock-dir', value: 'DIR', help: 'where lock files live ($CRONGUARD_LOCK_DIR)' },
   { key: 'lockKey', long: 'lock-key', value: 'N', help: 'postgres: use this signed 64-bit advisory key instead of the hashed name' },
-  { key: 'db', long: 'db', value: 'URL', help: 'PostgreSQL for the lock and run log ($CRONGUARD_DATABASE_URL, PG* variables)' },
+  { key: 'db', long: 'db', value: 'URL', help: 'PostgreSQL for the lock and run log ($CRONGUARD_DATABASE_URL); PG* variables fill in what it leaves out' },
   { key: 'schema', long: 'schema', value: 'NAME', help: 'PostgreSQL schema of the run log ($CRONGUARD_SCHEMA, default cronguard)' },
   { key: 'onLockLoss', long: 'on-lock-loss', value: 'ACTION', help: 'postgres: terminate (default) or continue the command if the lock is lost' },
   { key: 'stateDir', long: 'state-dir', value: 'DIR', help: 'where the embedded run log lives ($CRONGUARD_STATE_DIR)' },
@@ -92,32 +92,57 @@ declare const CRONGUARD_VERSION: string;
 
 export const VERSION = typeof CRONGUARD_VERSION === 'string' ? CRONGUARD_VERSION : '0.0.0-dev';
 
-// --help for the run command, generated from the same table the parser uses.
+// --help for the run command, generated from the same table the parser uses, within 80
+// columns.
 export function runHelp(): string {
   const rows = RUN_OPTIONS.map((o) => {
     const flags = `${o.short ? `-${o.short}, ` : '    '}--${o.long}${o.value ? ` ${o.value}` : ''}`;
-    return `  ${flags.padEnd(34)} ${o.help}`;
+    return wrap(o.help, HELP_INDENT, `  ${flags}`);
   });
   return `Usage: cronguard [run] [options] [--] <command> [args...]
        cronguard [run] [options] -c '<shell string>'
        cronguard <subcommand> [options]
+       cronguard help [subcommand]
 
-Runs a command under a named lock, records every run, and skips silently when another
-instance holds the lock. Options after the command belong to the command.
+Runs a command under a named lock, records every run, and skips silently when
+another instance holds the lock (or, with a shared run log, when another host
+already ran the job this minute). Options after the command belong to it.
 
 Options:
 ${rows.join('\n')}
 
-Subcommands:
-  history [NAME] [--limit N] [--status S] [--json]   recent runs, newest first
-  logs RUN_ID|NAME                                   captured output of a run
-  locks [--json]                                     locks held right now and by whom
-  migrate                                            create or upgrade the run-log schema
+Subcommands (cronguard help SUBCOMMAND for their options):
+  history [NAME]     recent runs, newest first
+  logs RUN_ID|NAME   captured output of a run
+  locks              locks held right now and by whom
+  migrate            create or upgrade the run-log schema
 
-DURATION: 500ms, 10s, 5m, 2h, 1d, combinations like 1h30m; a bare number is seconds.
-Exit status: the command's own; 128+N if killed by signal N; 124 on timeout; 0 (or -E N)
-when skipped; 64 usage error; 69 database unavailable; 70 internal error; 73 cannot
-create the lock; 75 lock lost; 77 permission denied; 126/127 not executable / not found.
-See cronguard(1).
+Settings: flag, then environment, then $XDG_CONFIG_HOME/cronguard/config (or
+$CRONGUARD_CONFIG), then /etc/cronguard.conf; -v says where each came from.
+DURATION: 500ms, 10s, 5m, 2h, 1d, combinations like 1h30m; a bare number is
+seconds.
+Exit status: the command's own; 128+N if killed by signal N; 124 on timeout; 0
+(or -E N) when skipped; 64 usage error; 69 database unavailable; 70 internal
+error; 73 cannot create the lock; 75 lock lost; 77 permission denied; 126/127
+not executable / not found. See cronguard(1).
 `;
+}
+
+const HELP_INDENT = 28;
+const HELP_WIDTH = 80;
+
+// Lays out `text` in a column starting at `indent`, after `lead` (on its own line when
+// `lead` is too long), wrapping at word boundaries.
+function wrap(text: string, indent: number, lead: string): string {
+  const lines: string[] = [];
+  let line = lead.length < indent ? lead.padEnd(indent) : (lines.push(lead), ' '.repeat(indent));
+  for (const word of text.split(' ')) {
+    if (line.length + word.length > HELP_WIDTH && line.trim() !== '' && line.length > indent) {
+      lines.push(line.trimEnd());
+      line = ' '.repeat(indent);
+    }
+    line += `${word} `;
+  }
+  lines.push(line.trimEnd());
+  return lines.join('\n');
 }

@@ -33,12 +33,12 @@ export class Settings {
     readonly warnings: readonly string[],
   ) {}
 
-  static load(env: Env): Settings {
+  static load(env: Env, systemFile = SYSTEM_CONFIG): Settings {
     const notes: string[] = [];
     const warnings: string[] = [];
     const named = env.CRONGUARD_CONFIG || undefined;
     const userFile = named ?? join(env.XDG_CONFIG_HOME || join(env.HOME || homedir(), '.config'), 'cronguard', 'config');
-    const files = [readConfig(userFile, named !== undefined, notes, warnings), readConfig(SYSTEM_CONFIG, false, notes, warnings)];
+    const files = [readConfig(userFile, named !== undefined, notes, warnings), readConfig(systemFile, false, notes, warnings)];
     return new Settings(env, files, notes, warnings);
   }
 

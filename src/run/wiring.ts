@@ -68,6 +68,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
         const admission = await combined.lockAndAdmit(run, key, options.oneRunPerTick, config.waitMs === 0);
         if (!admission.admitted) return admission.reason === 'tick' || config.waitMs === 0 ? admission : null;
         log.recorder.adopt(run, admission.runId);
+        await log.recorder.deliverSpool(options.isAlive);
         return { admitted: true, lock: plain.held };
       } catch (error) {
         if (lockSession.isLost) throw pgError(error, db.display);

@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { cronguard, sandbox } from '../helpers.js';
+
+const SUBCOMMANDS = ['history', 'logs', 'locks', 'migrate'];
+
+describe('help and usage', () => {
+  it.each([[['help']], [['--help']], [['run', '--help']], [['help', 'run']]])('%j prints the usage on stdout, exit 0', async (args) => {
+    const result = await cronguard(args, sandbox().env);
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(result.stdout).toMatch(/^Usage: cronguard \[run\] \[options\]/);
+  });
+
+  it.each(SUBCOMMANDS)('`cronguard help %s` is that subcommand\'s own --help', async (name) => {
+    const viaHelp = await cronguard(['help', name], sandbox().env);
+    const direct = await cronguard([name, '--help'], sandbox().env);
+    expect(viaHelp).toMatchObject({ code: 0, stderr: '' });
+    expect(viaHelp.stdout).toMatch(new RegExp(`^Usage: cronguard ${name} `));
+    expect(viaHelp.stdout).toBe(direct.stdout);
+  });
+
+  it('refuses help for something that is not a subcommand', async () => {
+    const result = await cronguard(['help', 'frobnicate'], sandbox().env);
+    expect(result).toMatchObject({ code: 64, stdout: '', stderr: "cronguard: help: no subcommand 'frobnicate' (see cronguard --help)\n" });
+  });
+
+  it.each([[[]], ...SUBCOMMANDS.map((s) => [[s, '--help']])])('%j fits 80 columns', async (args) => {
+    const result = await cronguard(args.length ? args : ['--help'], sandbox().env);
+    const wide = `${result.stdout}${result.stderr}`.split('\n').filter((line) => line.length > 80);
+    expect(wide).toEqual([]);
+  });
+
+  it('refuses an all-digit job name, which would read as a run id', async () => {
+    const box = sandbox();
+    const result = await cronguard(['-n', '2024', '--', 'touch', box.path('ran')], box.env);
+    expect(result).toMatchObject({ code: 64, stdout: '' });
+    expect(result.stderr).toMatch(/^cronguard: job name '2024' is all digits, which reads as a run id; add a letter/);
+  });
+});

@@ -1,0 +1,135 @@
+import { chmodSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { Settings } from '../../src/cli/settings.js';
+import { UsageError } from '../../src/errors.js';
+import { resolveDb } from '../../src/pg/config.js';
+import { cronguard, runs, sandbox } from '../helpers.js';
+
+// A user file and a system file in a sandbox, loaded as an invocation would load them.
+function files(user: string | null, system: string | null, env: Record<string, string> = {}) {
+  const box = sandbox();
+  const userFile = box.path('user.conf');
+  const systemFile = box.path('system.conf');
+  if (user !== null) writeFileSync(userFile, user, { mode: 0o600 });
+  if (system !== null) writeFileSync(systemFile, system, { mode: 0o600 });
+  return { box, userFile, systemFile, settings: Settings.load({ CRONGUARD_CONFIG: userFile, ...env }, systemFile) };
+}
+
+describe('configuration files', () => {
+  it('takes a flag over the environment over the user file over the system file', () => {
+    const { settings, userFile, systemFile } = files('state_dir = /user\n', 'state_dir = /system\nlock_dir = /system-locks\n', {
+      CRONGUARD_SCHEMA: 'from_env',
+    });
+    expect(settings.get('state_dir')).toEqual({ value: '/user', from: `${userFile}:1` });
+    expect(settings.get('lock_dir')).toEqual({ value: '/system-locks', from: `${systemFile}:2` });
+    expect(settings.get('schema')).toEqual({ value: 'from_env', from: '$CRONGUARD_SCHEMA' });
+    expect(settings.get('schema', { value: 'flagged', name: '--schema' })).toEqual({ value: 'flagged', from: '--schema' });
+    expect(settings.get('database_url')).toBeUndefined();
+  });
+
+  it('reads comments, blank lines, quotes, and keys spelled like the variables', () => {
+    const { settings } = files(`# fleet\n\nCRONGUARD_DATABASE_URL = "postgres://db/ops"\n  Schema='quoted'  \n`, null);
+    expect(settings.get('database_url')?.value).toBe('postgres://db/ops');
+    expect(settings.get('schema')?.value).toBe('quoted');
+  });
+
+  it('lets an empty value in the user file unset what the system file sets', () => {
+    const { settings } = files('database_url =\n', 'database_url = postgres://fleet/ops\n');
+    expect(settings.get('database_url')).toBeUndefined();
+  });
+
+  it('warns when a file others can read holds a password', () => {
+    const box = sandbox();
+    const file = box.path('open.conf');
+    writeFileSync(file, 'database_url = postgres://cron:s3cret@db/ops\n');
+    chmodSync(file, 0o644);
+    const settings = Settings.load({ CRONGUARD_CONFIG: file }, box.path('none'));
+    expect(settings.warnings).toEqual([`${file} holds a database password and is readable by other users; chmod 600 it, or use ~/.pgpass`]);
+    chmodSync(file, 0o600);
+    expect(Settings.load({ CRONGUARD_CONFIG: file }, box.path('none')).warnings).toEqual([]);
+  });
+
+  it.each([
+    ['an unknown key', 'colour = red\n', /user\.conf:1: unknown setting 'colour' \(known: database_url, schema, lock_dir, state_dir\)/],
+    ['a line without =', 'state_dir /x\n', /user\.conf:1: expected 'key = value', got 'state_dir \/x'/],
+  ])('refuses %s with a usage error naming the file and line', (_what, text, message) => {
+    expect(() => files(text, null)).toThrow(UsageError);
+    expect(() => files(text, null)).toThrow(message);
+  });
+
+  it('refuses a $CRONGUARD_CONFIG that does not exist', () => {
+    expect(() => Settings.load({ CRONGUARD_CONFIG: '/nonexistent/cronguard.conf' })).toThrow(/cannot read the configuration file \/nonexistent/);
+  });
+});
+
+describe('the database is explicit', () => {
+  const url = (value: string) => ({ value, from: '$CRONGUARD_DATABASE_URL' });
+
+  it('is off without a URL, whatever PG* variables say', () => {
+    expect(resolveDb(undefined, undefined, { PGHOST: 'db', PGDATABASE: 'ops' })).toBeNull();
+  });
+
+  it('fills in what the URL leaves out from PG*, then from libpq defaults', () => {
+    const env = { PGHOST: 'db.internal', PGPORT: '6432', PGUSER: 'cron', PGDATABASE: 'ops', PGPASSWORD: 'pw' };
+    expect(resolveDb(url('postgres://'), undefined, env)?.connection).toMatchObject({
+      host: 'db.internal', port: 6432, user: 'cron', database: 'ops', password: 'pw', sslmode: 'prefer',
+    });
+    const bare = resolveDb(url('postgresql://h2:7000'), undefined, {})?.connection;
+    // libpq: the operating-system user (not $USER, which cron does not set), and a database
+    // named after it.
+    expect(bare).toMatchObject({ host: 'h2', port: 7000, user: userInfo().username, database: userInfo().username, password: undefined });
+  });
+
+  it('lets the URL win over PG*, including its query parameters', () => {
+    const env = { PGHOST: 'ignored', PGUSER: 'ignored', PGSSLMODE: 'require' };
+    expect(resolveDb(url('postgres://u:p%40ss@h/d?sslmode=disable&port=5433'), undefined, env)?.connection).toMatchObject({
+      host: 'h', port: 5433, user: 'u', password: 'p@ss', database: 'd', sslmode: 'disable',
+    });
+  });
+
+  it.each([
+    ['a port that is not a number', 'postgres://h:abc/d', /port 'abc' is not a number from 1 to 65535/],
+    ['a port out of range', 'postgres://h/d?port=70000', /port '70000' is not a number/],
+    ['an unknown sslmode', 'postgres://h/d?sslmode=sometimes', /sslmode 'sometimes' is not one of disable, allow/],
+    ['an unknown parameter', 'postgres://h/d?target_session_attrs=any', /unsupported connection parameter 'target_session_attrs'/],
+    ['a malformed escape', 'postgres://u:%zz@h/d', /the password has a malformed %-escape/],
+    ['another scheme', 'mysql://h/d', /expected a URL starting with postgres:\/\//],
+  ])('refuses %s as a usage error', (_what, text, message) => {
+    expect(() => resolveDb(url(text), undefined, {})).toThrow(UsageError);
+    expect(() => resolveDb(url(text), undefined, {})).toThrow(message);
+  });
+
+  it.each(['pg_temp', 'pg_catalog', 'information_schema', 'PG_toast'])('refuses the system schema %s', (schema) => {
+    expect(() => resolveDb(url('postgres://h/d'), { value: schema, from: '--schema' }, {})).toThrow(/is a PostgreSQL system schema/);
+  });
+
+  it('runs on flock and SQLite when only PG* variables are set (they are there for pg_dump)', async () => {
+    const box = sandbox();
+    const env = { ...box.env, PGHOST: '127.0.0.1', PGPORT: '9', PGDATABASE: 'nowhere' };
+    const result = await cronguard(['-n', 'local', '--', 'echo', 'ran'], env);
+    expect(result).toMatchObject({ code: 0, stdout: 'ran\n', stderr: '' });
+    expect(runs(box.stateDir)).toEqual([expect.objectContaining({ job: 'local', lock_backend: 'flock' })]);
+  });
+
+  it('takes the database from the configuration file, and -v says so', async () => {
+    const box = sandbox();
+    const file = box.path('cronguard.conf');
+    writeFileSync(file, 'database_url = postgres://cron@127.0.0.1:9/ops\n', { mode: 0o600 });
+    const result = await cronguard(['-v', '-n', 'conf', '--', 'true'], { ...box.env, CRONGUARD_CONFIG: file });
+    expect(result.code).toBe(69);
+    expect(result.stderr).toMatch(new RegExp(`^cronguard: database cron@127\\.0\\.0\\.1:9/ops \\(from ${file}:1\\), schema cronguard\\n`));
+    expect(result.stderr).toMatch(/cannot reach PostgreSQL at cron@127\.0\.0\.1:9\/ops: ECONNREFUSED\n$/);
+  });
+
+  it('exits 64 on a bad configuration file, for runs and subcommands alike', async () => {
+    const box = sandbox();
+    const file = box.path('cronguard.conf');
+    writeFileSync(file, 'databse_url = postgres://x/y\n');
+    for (const args of [['-n', 'x', '--', 'touch', box.path('ran')], ['history']]) {
+      const result = await cronguard(args, { ...box.env, CRONGUARD_CONFIG: file });
+      expect(result.code).toBe(64);
+      expect(result.stderr).toMatch(new RegExp(`^cronguard[a-z ]*: ${file}:1: unknown setting 'databse_url'`));
+    }
+  });
+});
