@@ -94,8 +94,8 @@ describe('cronguard logs', () => {
   });
 
   it.each([
-    [['logs', '99'], /^cronguard: no run with id 99\n$/],
-    [['logs', 'nosuch'], /^cronguard: no runs recorded for job nosuch\n$/],
+    [['logs', '99'], /^cronguard logs: no run with id 99\n$/],
+    [['logs', 'nosuch'], /^cronguard logs: no runs recorded for job nosuch\n$/],
   ])('finds nothing for %j: exit 1', async (args, message) => {
     const box = sandbox();
     await cronguard(['-n', 'j', '--', 'true'], box.env);
