@@ -5,6 +5,7 @@ import { CronguardError, EXIT, storeError, UsageError } from './errors.js';
 import { runJob } from './run/job.js';
 import { flushed, messages } from './util/io.js';
 import { isRoot } from './util/paths.js';
+import { addSecret, addSecretsOf, redact } from './util/redact.js';
 
 export type Subcommand = (args: readonly string[], settings: Settings) => Promise<number>;
 
@@ -21,6 +22,7 @@ const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
 const RESERVED = ['status', 'check', 'request', 'requests', 'disable', 'enable', 'prune', 'metrics', 'serve'];
 
 async function main(args: readonly string[]): Promise<number> {
+  protectSecrets(args);
   const first = args[0];
   if (first === undefined) {
     process.stderr.write(runHelp());
@@ -41,11 +43,23 @@ async function main(args: readonly string[]): Promise<number> {
     return 0;
   }
   const verbose = parsed.options.verbose === true;
+  showWarnings = verbose;
   const settings = loadSettings(verbose);
   const config = resolveRunConfig(parsed, { env: process.env, root: isRoot(), settings });
   const say = messages(verbose);
   for (const line of config.sources) say.verbose(line);
   return runJob(config, say);
+}
+
+// Registers every password cronguard may be handed before anything is parsed, so that no
+// message, however early or malformed its input, can print one.
+function protectSecrets(args: readonly string[]): void {
+  args.forEach((arg, i) => {
+    if (arg === '--db') addSecretsOf(args[i + 1]);
+    else if (arg.startsWith('--db=')) addSecretsOf(arg.slice(5));
+  });
+  addSecretsOf(process.env.CRONGUARD_DATABASE_URL);
+  addSecret(process.env.PGPASSWORD);
 }
 
 // Configuration-file warnings go out once per invocation (a password others can read is
@@ -83,11 +97,11 @@ async function subcommand(name: string, args: readonly string[]): Promise<number
 // a stack, and then it says so.
 function report(error: unknown): number {
   if (error instanceof CronguardError) {
-    if (error.message) process.stderr.write(`${error.command ?? 'cronguard'}: ${error.message}${hint(error)}\n`);
+    if (error.message) process.stderr.write(redact(`${error.command ?? 'cronguard'}: ${error.message}${hint(error)}\n`));
     return error.exitCode;
   }
   const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
-  process.stderr.write(`cronguard: internal error (this is a bug; please report it): ${detail}\n`);
+  process.stderr.write(redact(`cronguard: internal error (this is a bug; please report it): ${detail}\n`));
   return EXIT.internal;
 }
 
@@ -102,4 +116,28 @@ async function exit(code: number): Promise<never> {
   process.exit(code);
 }
 
-main(process.argv.slice(2)).then(exit, (error: unknown) => exit(report(error)));
+// Node prints process warnings (deprecations, a library's notices) to stderr, which cron
+// mails on every run; they are for -v only.
+let showWarnings = false;
+process.removeAllListeners('warning');
+process.on('warning', (warning) => {
+  if (showWarnings) messages(true).verbose(`node: ${warning.name}: ${warning.message}`);
+});
+
+// A promise that never settles would let the event loop drain and Node exit 0 without
+// running the job: cron would see success. That is a bug, and must say so.
+let settled = false;
+process.once('beforeExit', () => {
+  if (!settled) void exit(report(new Error('cronguard stopped waiting for something that never happened')));
+});
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    settled = true;
+    return exit(code);
+  },
+  (error: unknown) => {
+    settled = true;
+    return exit(report(error));
+  },
+);

@@ -21,7 +21,8 @@ export interface RunConfig {
   readonly lockPath: string;
   // Where lock files live; null when --lock-file names the file itself.
   readonly lockDir: string | null;
-  readonly lockDirPrivate: boolean;
+  // The default location rather than one the user chose (see ensureLockDir).
+  readonly lockDirDefault: boolean;
   // The embedded run log's directory, also where the spool of the shared log lives.
   readonly stateDir: string;
   readonly log: 'sqlite' | 'postgres' | null;
@@ -65,6 +66,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     throw new UsageError('no command given: cronguard [options] -- command [args...]');
   }
   if (shell === '') throw new UsageError('-c needs a non-empty shell string');
+  if (shell === undefined && command[0] === '') throw new UsageError('the command is an empty string');
   const argv = shell !== undefined ? ['/bin/sh', '-c', shell] : command;
   const name = str('name') !== undefined ? validateName(str('name') as string) : deriveName(argv);
 
@@ -95,7 +97,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     lock,
     lockPath: explicitFile ?? join(lockDir.dir, `${name}.lock`),
     lockDir: explicitFile === undefined ? lockDir.dir : null,
-    lockDirPrivate: lockDir.isDefault && !ctx.root,
+    lockDirDefault: lockDir.isDefault,
     stateDir: stateDir.dir,
     log: options.noLog ? null : db ? 'postgres' : 'sqlite',
     db,

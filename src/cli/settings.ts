@@ -2,6 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { UsageError } from '../errors.js';
+import { addSecretsOf } from '../util/redact.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -74,13 +75,16 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
     const line = raw.trim();
     if (line === '' || line.startsWith('#')) return;
     const where = `${file}:${index + 1}`;
+    addSecretsOf(line.replace(/^[^=]*?(\w+:\/\/)/, '$1'));
     const match = /^([A-Za-z_]+)\s*=\s*(.*)$/.exec(line);
     if (!match) throw new UsageError(`${where}: expected 'key = value', got '${line.slice(0, 60)}'`);
     const key = (match[1] as string).toLowerCase().replace(/^cronguard_/, '');
     if (!(key in SETTING_ENV)) {
       throw new UsageError(`${where}: unknown setting '${match[1]}' (known: ${Object.keys(SETTING_ENV).join(', ')})`);
     }
-    settings.set(key as SettingKey, { value: unquote(match[2] as string), from: where });
+    const value = unquote(match[2] as string);
+    if (key === 'database_url') addSecretsOf(value);
+    settings.set(key as SettingKey, { value, from: where });
   });
   const url = settings.get('database_url')?.value ?? '';
   if (hasPassword(url) && readableByOthers(file)) {

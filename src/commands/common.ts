@@ -40,10 +40,10 @@ export function withStoreOptions(program: Command): Command {
     .option('--state-dir <dir>', 'where the embedded run log lives ($CRONGUARD_STATE_DIR)');
 }
 
-export function positiveInt(option: string) {
+export function positiveInt(option: string, max = 1_000_000) {
   return (value: string): number => {
-    if (!/^\d+$/.test(value) || Number(value) < 1) {
-      throw new UsageError(`${option}: '${value}' is not a positive whole number`);
+    if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > max) {
+      throw new UsageError(`${option}: '${value}' is not a whole number from 1 to ${max}`);
     }
     return Number(value);
   };

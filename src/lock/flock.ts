@@ -1,25 +1,27 @@
-import { closeSync, constants, openSync } from 'node:fs';
+import { closeSync, constants } from 'node:fs';
 import { createRequire } from 'node:module';
+import { basename, dirname } from 'node:path';
 import { fileError } from '../errors.js';
+import { openInDirectory, openRegular } from '../util/safe-path.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
 type FsExt = { flockSync(fd: number, flags: 'exnb'): void };
 
 // O_RDONLY is enough for flock(2), so users who share a lock file only need read access;
-// O_NOFOLLOW refuses a symlink planted in place of the lock file; no O_TRUNC, ever.
-const OPEN_FLAGS = constants.O_RDONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NOCTTY;
+// no O_TRUNC, ever. (No symlink, FIFO or other non-regular file is opened: safe-path.)
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_CREAT;
 
 // flock(2) on a file, exactly like util-linux `flock -n PATH`: the descriptor is handed to
 // the command, so the lock is held for as long as the command or anything it started lives.
-export function flockBackend(path: string): LockBackend {
+// `inLockDir`: the file lives in a lock directory cronguard checked, and is opened relative
+// to it; otherwise (--lock-file) by its path.
+export function flockBackend(path: string, inLockDir: boolean): LockBackend {
   const { flockSync } = createRequire(import.meta.url)('fs-ext') as FsExt;
+  const open = inLockDir
+    ? () => openInDirectory(dirname(path), basename(path), OPEN_FLAGS, 'lock file')
+    : () => openRegular(path, OPEN_FLAGS, 'lock file');
   const tryOnce = (): Lock | null => {
-    let fd: number;
-    try {
-      fd = openSync(path, OPEN_FLAGS, 0o644);
-    } catch (error) {
-      throw fileError('lock file', path, error);
-    }
+    const fd = open();
     try {
       flockSync(fd, 'exnb');
     } catch (error) {

@@ -26,13 +26,13 @@ export async function openLockBackend(config: RunConfig): Promise<LockBackend> {
       throw new Error('the postgres lock needs a session; src/run/wiring.ts builds it');
     case 'lockfile': {
       const dir = config.lockDir as string;
-      ensureLockDir(dir, config.lockDirPrivate);
+      ensureLockDir(dir, config.lockDirDefault);
       const { lockfileBackend } = await import('./lockfile.js');
       return lockfileBackend(dir, config.name);
     }
     case 'flock':
-      if (config.lockDir !== null) ensureLockDir(config.lockDir, config.lockDirPrivate);
-      return flockBackend(config.lockPath);
+      if (config.lockDir !== null) ensureLockDir(config.lockDir, config.lockDirDefault);
+      return flockBackend(config.lockPath, config.lockDir !== null);
   }
 }
 
@@ -40,8 +40,12 @@ export type { Lock, LockBackend };
 
 // Makes sure a lock directory exists and is safe to create lock files in. A symlink is
 // refused because a lock dir swapped for a link would let another user steer where we create
-// files; a private default directory must also belong to us.
-export function ensureLockDir(dir: string, privateDir: boolean): void {
+// files; a default directory must also belong to us: root's /run/lock/cronguard sits in a
+// directory anyone may create in, and a user who made it first would control root's locks.
+// A user's default directory is private (0700); root's and any chosen one are 0755, so
+// users who share a job can share its lock files.
+export function ensureLockDir(dir: string, isDefault: boolean): void {
+  const privateDir = isDefault && process.geteuid?.() !== 0;
   let stat = lstatOrNull(dir);
   if (!stat) {
     try {
@@ -57,7 +61,7 @@ export function ensureLockDir(dir: string, privateDir: boolean): void {
     );
   }
   if (!stat.isDirectory()) throw new CantCreateError(`lock directory ${dir} is not a directory`);
-  if (privateDir && stat.uid !== process.geteuid?.()) {
+  if (isDefault && stat.uid !== process.geteuid?.()) {
     throw new PermissionError(`lock directory ${dir} belongs to another user (uid ${stat.uid})`);
   }
 }

@@ -119,11 +119,6 @@ function isLocal(host: string): boolean {
   return host.startsWith('/') || host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
 
-// Hides a password in anything that looks like a URL with credentials.
-export function redact(text: string): string {
-  return text.replace(/(\/\/[^:/@\s]*:)[^@\s]*@/g, '$1***@');
-}
-
 const NETWORK = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'EPIPE', 'ENOENT']);
 
 // SQLSTATE 42501 (insufficient_privilege) and the class of refused logins (28).
@@ -137,7 +132,7 @@ export function isPrivilegeError(error: unknown): boolean {
 export function pgError(error: unknown, where: string): CronguardError {
   const e = error as { code?: string; message?: string };
   const code = e?.code ?? '';
-  const message = redact(e?.message ?? String(error));
+  const message = e?.message ?? String(error);
   if (code === '42501') return new PermissionError(`PostgreSQL at ${where}: ${message}`);
   if (isPrivilegeError(error)) return new PermissionError(`PostgreSQL at ${where} refused the login: ${message}`);
   if (NETWORK.has(code)) return new UnavailableError(`cannot reach PostgreSQL at ${where}: ${code}`);

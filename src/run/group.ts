@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { sleep } from '../util/io.js';
+import { setLongTimeout, sleep } from '../util/io.js';
 
 const POLL_MS = 20;
 // After SIGKILL, members normally vanish at once; this bounds the wait for zombies that an
@@ -10,7 +10,7 @@ const AFTER_KILL_MS = 1000;
 export class ProcessGroup {
   stopping = false;
   escalated = false;
-  private killTimer: NodeJS.Timeout | null = null;
+  private killTimer: { clear(): void } | null = null;
 
   constructor(
     private readonly pgid: number | null,
@@ -33,7 +33,7 @@ export class ProcessGroup {
     if (this.stopping) return;
     this.stopping = true;
     this.signal(this.killSignal);
-    this.killTimer = setTimeout(() => {
+    this.killTimer = setLongTimeout(() => {
       this.escalated = true;
       this.signal('SIGKILL');
     }, this.killAfterMs);
@@ -51,7 +51,7 @@ export class ProcessGroup {
       }
       await sleep(POLL_MS);
     }
-    if (this.killTimer) clearTimeout(this.killTimer);
+    this.killTimer?.clear();
   }
 
   // kill(-pgid, 0) also succeeds for zombies, which linger when the machine's init is slow

@@ -1,7 +1,7 @@
 import { type StdioOptions, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { sleep } from '../util/io.js';
+import { setLongTimeout, sleep } from '../util/io.js';
 import { ProcessGroup } from './group.js';
 import { QuietBuffer, type StreamId, TailBuffer } from './output.js';
 
@@ -107,7 +107,7 @@ export function supervise(options: SuperviseOptions): Supervision {
     ) => {
       if (settled) return;
       settled = true;
-      if (timer) clearTimeout(timer.handle);
+      timer?.clear();
       await Promise.race([new Promise((r) => child.once('close', r)), sleep(DRAIN_MS)]);
       child.stdout?.destroy();
       child.stderr?.destroy();
@@ -156,15 +156,4 @@ function withParentDeathSignal(options: SuperviseOptions): [string, string[], st
   const setpriv = options.pdeathsig ? ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p)) : undefined;
   if (!setpriv) return [options.file, args, options.argv[0]];
   return [setpriv, ['--pdeathsig', 'KILL', '--', options.file, ...args], undefined];
-}
-
-// setTimeout caps at about 24.8 days; longer timeouts are chained.
-const MAX_TIMER_MS = 2 ** 31 - 1;
-function setLongTimeout(fn: () => void, ms: number): { handle?: NodeJS.Timeout } {
-  const box: { handle?: NodeJS.Timeout } = {};
-  const arm = (left: number): void => {
-    box.handle = setTimeout(() => (left > MAX_TIMER_MS ? arm(left - MAX_TIMER_MS) : fn()), Math.min(left, MAX_TIMER_MS));
-  };
-  arm(ms);
-  return box;
 }

@@ -1,9 +1,10 @@
-import { closeSync, constants, openSync } from 'node:fs';
+import { closeSync, constants } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { mkdirp } from '../util/io.js';
 import { SQLITE_FILE } from '../util/paths.js';
+import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
 import type { SpooledRun } from './spool.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import type { Admission, AdmitOptions, Holder, NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
@@ -56,14 +57,11 @@ export class SqliteStore implements RunStore {
 
   static open(stateDir: string): SqliteStore {
     mkdirp(stateDir, 0o700);
+    checkPrivateDirectory(stateDir, 'state directory');
     const file = join(stateDir, SQLITE_FILE);
     // SQLite creates -wal and -shm with the database file's mode, so creating the file
-    // 0600 first keeps all three private.
-    try {
-      closeSync(openSync(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
+    // 0600 first keeps all three private; and a link or FIFO in its place is refused.
+    closeSync(openRegular(file, constants.O_RDONLY | constants.O_CREAT, 'run log', file, 0o600));
     // The addon is located directly: better-sqlite3's own lookup (the `bindings` package)
     // probes a dozen paths on every start.
     const db = new Database(file, {

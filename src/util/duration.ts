@@ -17,8 +17,18 @@ export function parseDuration(text: string, option: string): number {
     new UsageError(
       `${option}: invalid duration '${text}' (use e.g. 500ms, 10s, 5m, 2h, 1d, 1h30m or a number of seconds)`,
     );
-  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000);
   if (text === '') throw bad();
+  const total = /^\d+(\.\d+)?$/.test(text) ? Number(text) * 1000 : sumParts(text, bad);
+  const ms = Math.round(total);
+  if (ms === 0 && total > 0) throw new UsageError(`${option}: '${text}' is shorter than the smallest duration, 1ms`);
+  if (!(ms <= MAX_DURATION_MS)) throw new UsageError(`${option}: '${text}' is longer than ${MAX_DURATION_MS / 86_400_000}d`);
+  return ms;
+}
+
+// Ten years: long enough for any real timeout or wait, short enough to stay exact.
+const MAX_DURATION_MS = 3650 * 86_400_000;
+
+function sumParts(text: string, bad: () => UsageError): number {
   let total = 0;
   PART.lastIndex = 0;
   while (PART.lastIndex < text.length) {
@@ -27,8 +37,7 @@ export function parseDuration(text: string, option: string): number {
     if (!match || match.index !== start) throw bad();
     total += Number(match[1]) * (UNIT_MS[match[2] as string] as number);
   }
-  if (!Number.isFinite(total)) throw bad();
-  return Math.round(total);
+  return total;
 }
 
 // Renders milliseconds compactly for tables and messages: 850ms, 12.3s, 4m05s, 2h10m.

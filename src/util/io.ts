@@ -1,6 +1,7 @@
 // cronguard's small I/O helpers: its own messages, flushing, timers, directories.
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { redact } from './redact.js';
 
 // cronguard's own voice: one line per message on stderr, never stdout, which belongs to
 // the command (and to cron's mail).
@@ -10,7 +11,7 @@ export interface Messages {
 }
 
 export function messages(verbose: boolean, prefix = 'cronguard'): Messages {
-  const write = (line: string) => process.stderr.write(`${prefix}: ${line}\n`);
+  const write = (line: string) => process.stderr.write(redact(`${prefix}: ${line}\n`));
   return {
     warn: write,
     verbose: verbose ? write : () => {},
@@ -32,6 +33,18 @@ export function flushed(stream: NodeJS.WriteStream): Promise<void> {
 // cronguard's start-up.
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// setTimeout fires after 1 ms (with a warning) past about 24.8 days; longer delays are
+// chained, so a `--kill-after 30d` really waits 30 days.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+export function setLongTimeout(fn: () => void, ms: number): { clear(): void } {
+  let handle: NodeJS.Timeout;
+  const arm = (left: number): void => {
+    handle = setTimeout(() => (left > MAX_TIMER_MS ? arm(left - MAX_TIMER_MS) : fn()), Math.min(left, MAX_TIMER_MS));
+  };
+  arm(ms);
+  return { clear: () => clearTimeout(handle) };
 }
 
 // mkdir -p with an explicit mode. Not mkdirSync({ recursive: true }): Node's version loops

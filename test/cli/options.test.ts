@@ -44,7 +44,7 @@ describe('resolveRunConfig', () => {
       name: 'backup',
       lock: 'flock',
       lockPath: '/home/u/.cache/cronguard/locks/backup.lock',
-      lockDirPrivate: true,
+      lockDirDefault: true,
       stateDir: '/home/u/.local/state/cronguard',
       waitMs: 0,
       conflictExitCode: 0,
@@ -65,7 +65,7 @@ describe('resolveRunConfig', () => {
     });
     expect(resolve(['--state-dir', '/flag', '--lock-dir', '/l', 'true'], contextOf(env, false))).toMatchObject({
       lockDir: '/l',
-      lockDirPrivate: false,
+      lockDirDefault: false,
       stateDir: '/flag',
     });
     expect(resolve(['true'], contextOf({ CRONGUARD_LOCK_DIR: '/e' }, true))).toMatchObject({ lockDir: '/e' });
@@ -75,7 +75,7 @@ describe('resolveRunConfig', () => {
     expect(resolve(['-n', 'j', 'true'], contextOf({}, true))).toMatchObject({
       lockPath: '/run/lock/cronguard/j.lock',
       stateDir: '/var/lib/cronguard',
-      lockDirPrivate: false,
+      lockDirDefault: true,
     });
   });
 

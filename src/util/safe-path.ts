@@ -1,0 +1,74 @@
+import { closeSync, constants, fstatSync, lstatSync, openSync, realpathSync, type Stats } from 'node:fs';
+import { dirname } from 'node:path';
+import { CantCreateError, fileError, PermissionError } from '../errors.js';
+
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+// Never follow a link planted in place of the file, never block on a FIFO, never become
+// the controlling terminal.
+const FILE_FLAGS = constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
+
+// Opens `name` inside `dir` the way openat(2) would: the directory is opened once (itself
+// not a symlink) and the file is created relative to that descriptor, so swapping the
+// directory for a link after it was checked changes nothing. Only a regular file is
+// accepted. Returns the open descriptor.
+export function openInDirectory(dir: string, name: string, flags: number, what: string): number {
+  let dirFd: number;
+  try {
+    dirFd = openSync(dir, DIR_FLAGS);
+  } catch (error) {
+    throw fileError(`${what} directory`, dir, error);
+  }
+  try {
+    return openRegular(`/proc/self/fd/${dirFd}/${name}`, flags, what, `${dir}/${name}`);
+  } finally {
+    closeSync(dirFd);
+  }
+}
+
+// Opens a file by its path, refusing a symlink in its last component and anything that is
+// not a regular file (a FIFO would hang us in open(2) without O_NONBLOCK).
+export function openRegular(path: string, flags: number, what: string, shown = path, mode = 0o644): number {
+  let fd: number;
+  try {
+    fd = openSync(path, flags | FILE_FLAGS, mode);
+  } catch (error) {
+    throw fileError(what, shown, error);
+  }
+  if (!fstatSync(fd).isFile()) {
+    closeSync(fd);
+    throw new CantCreateError(`${what} ${shown} is not a regular file; remove it or choose another path`);
+  }
+  return fd;
+}
+
+// A directory only this user can write to: not a symlink, owned by us, not writable by
+// group or others. For root also every directory above it, up to /: a user who can write
+// to any of them could swap the directory for a link between the check and the open (the
+// SQLite run log is opened by path). Stricter than needed for an unprivileged user's own
+// files, so checked for root only; the others need only own the directory.
+export function checkPrivateDirectory(dir: string, what: string): void {
+  const uid = process.geteuid?.() ?? 0;
+  const stat = lstatOf(dir, what);
+  if (stat.isSymbolicLink()) throw new CantCreateError(`${what} ${dir} is a symbolic link; give the real directory`);
+  if (!stat.isDirectory()) throw new CantCreateError(`${what} ${dir} is not a directory`);
+  if (stat.uid !== uid) throw new PermissionError(`${what} ${dir} belongs to another user (uid ${stat.uid}); refusing to use it`);
+  if (stat.mode & 0o022) throw new PermissionError(`${what} ${dir} is writable by other users (mode ${(stat.mode & 0o7777).toString(8)}); chmod go-w it`);
+  if (uid !== 0) return;
+  // The real path: a symlink's own mode means nothing, what it points to does.
+  for (let parent = dirname(realpathSync(dir)); ; parent = dirname(parent)) {
+    const above = lstatOf(parent, what);
+    const othersWrite = (above.mode & 0o022) !== 0 && (above.mode & 0o1000) === 0;
+    if ((above.uid !== 0 && above.uid !== uid) || othersWrite) {
+      throw new PermissionError(`${what} ${dir} is inside ${parent}, which another user can change (uid ${above.uid}, mode ${(above.mode & 0o7777).toString(8)}); choose a directory only root controls`);
+    }
+    if (parent === dirname(parent)) return;
+  }
+}
+
+function lstatOf(path: string, what: string): Stats {
+  try {
+    return lstatSync(path);
+  } catch (error) {
+    throw fileError(what, path, error);
+  }
+}
