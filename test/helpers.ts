@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
-import { afterEach } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import type { RunRow } from '../src/store/types.js';
 
 export const ROOT = resolve(import.meta.dirname, '..');
@@ -80,12 +80,37 @@ export function runs(stateDir: string): RunRow[] {
   }
 }
 
-export async function waitFor(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+// Polls until check() holds. The deadline only turns a hang into a failure: it is far longer
+// than anything takes on a loaded machine, and below vitest's testTimeout so the message
+// says what never happened.
+export async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+// Starts `count` identical invocations at once; exited() says how many have finished so far.
+export function startMany(count: number, args: readonly string[], env: NodeJS.ProcessEnv) {
+  let exited = 0;
+  const all = Array.from({ length: count }, () => start(args, env).done.finally(() => exited++));
+  return { exited: () => exited, done: Promise.all(all) };
+}
+
+// Creates the BARRIER file hold.sh waits for, letting it finish.
+export function release(barrier: string): void {
+  writeFileSync(barrier, '');
+}
+
+// The start/end marks that hold.sh or record.sh left in a file, checked never to overlap:
+// each start is followed by its own end before the next start. Returns how many runs there
+// were.
+export function serialRuns(file: string): number {
+  const marks = lines(file);
+  const starts = marks.filter((m) => m.startsWith('start '));
+  expect(marks).toEqual(starts.flatMap((s) => [s, `end ${s.slice('start '.length)}`]));
+  return starts.length;
 }
 
 // Alive and not a zombie: orphans linger as zombies when this machine's init is slow to reap.
