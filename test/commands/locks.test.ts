@@ -1,16 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
 
 describe('cronguard locks (flock)', () => {
   it('lists the lock files someone holds, with the run that holds them', async () => {
     const box = sandbox();
     const log = box.path('record');
-    const run = start(['-n', 'busy', '--', fixture('record.sh'), log, '2'], box.env);
+    const barrier = box.path('barrier');
+    const run = start(['-n', 'busy', '--', fixture('hold.sh'), log, barrier], box.env);
     await waitFor(() => lines(log).length > 0 && runs(box.stateDir).length > 0, 'the command to start');
     await cronguard(['-n', 'idle', '--', 'true'], box.env);
     const json = await cronguard(['locks', '--json'], box.env);
     const table = await cronguard(['locks'], box.env);
-    await run.done;
+    release(barrier);
+    expect((await run.done).code).toBe(0);
     expect(json.code).toBe(0);
     const held = JSON.parse(json.stdout);
     expect(held).toHaveLength(1);
