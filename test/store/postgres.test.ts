@@ -114,10 +114,11 @@ describe('database unavailable', () => {
   });
 
   it('exits 77 on a wrong password, without printing it', async () => {
-    const box = sandbox();
+    // A sandbox schema: a trust-authenticated server accepts any password, and the job runs.
+    const box = pgSandbox();
     const url = withPassword('not-the-password-xyz');
-    const result = await cronguard(['--db', url, '-n', 'pw', '--', 'touch', box.path('ran')], box.env);
-    if (result.code === 0) return; // a trust-authenticated server accepts any password
+    const result = await cronguard(['--db', url, '-n', box.job('pw'), '--', 'touch', box.path('ran')], box.env);
+    if (result.code === 0) return;
     expect(result.code).toBe(77);
     expect(result.stderr).toMatch(/refused the login/);
     expect(result.stderr).not.toContain('not-the-password-xyz');
