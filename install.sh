@@ -2,7 +2,8 @@
 # Installs cronguard: dependencies, build, a launcher on PATH, the man page.
 #
 #   ./install.sh               install (again: it is idempotent)
-#   ./install.sh --uninstall   remove what it installed
+#   ./install.sh --uninstall   remove what it installed, and the directories it created
+#                              once they are empty
 #
 # PREFIX defaults to /usr/local for root and ~/.local otherwise; DESTDIR stages the files
 # under another root (for packaging) while the launcher still points at PREFIX.
@@ -15,15 +16,61 @@ libdir=$PREFIX/lib/cronguard
 bindir=$PREFIX/bin
 mandir=$PREFIX/share/man/man1
 
+# The directories install.sh created (PREFIX paths, one a line), so that --uninstall removes
+# those and only those. It lives in libdir, which belongs to cronguard entirely.
+created_list=$libdir/created-dirs
+
 say() { printf 'install.sh: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
 
 if [ "${1:-}" = --uninstall ]; then
-  rm -rf "$DESTDIR$libdir" "$DESTDIR$bindir/cronguard" "$DESTDIR$mandir/cronguard.1"
-  say "removed cronguard from $DESTDIR$PREFIX"
+  [ $# -eq 1 ] || die "unknown argument: $2 (--uninstall takes none)"
+  removed=0
+  gone() {
+    say "removed $1"
+    removed=$((removed + 1))
+  }
+  created=
+  [ -f "$DESTDIR$created_list" ] && created=$(cat "$DESTDIR$created_list")
+  for file in "$DESTDIR$bindir/cronguard" "$DESTDIR$bindir/cronguard.new" "$DESTDIR$mandir/cronguard.1"; do
+    if [ -e "$file" ] || [ -L "$file" ]; then
+      rm -f "$file"
+      gone "$file"
+    fi
+  done
+  # libdir.new is what an interrupted install leaves.
+  for dir in "$DESTDIR$libdir" "$DESTDIR$libdir.new"; do
+    if [ -e "$dir" ] || [ -L "$dir" ]; then
+      rm -rf "$dir"
+      gone "$dir"
+    fi
+  done
+  # Deepest first (a reverse sort puts a directory after everything below it), and only
+  # while empty: rmdir never removes a directory that holds anything else.
+  while IFS= read -r dir; do
+    [ -n "$dir" ] && [ -d "$DESTDIR$dir" ] && [ ! -L "$DESTDIR$dir" ] || continue
+    if rmdir "$DESTDIR$dir" 2>/dev/null; then gone "$DESTDIR$dir"; fi
+  done <<DIRS
+$(printf '%s\n' "$created" | LC_ALL=C sort -r)
+DIRS
+  [ "$removed" -gt 0 ] || say "nothing to remove in ${DESTDIR}${PREFIX}"
   exit 0
 fi
 [ $# -eq 0 ] || die "unknown argument: $1 (use --uninstall or nothing)"
+
+# mkdir -p that notes in $created each level it had to create (as a PREFIX path).
+created=
+make_dir() {
+  missing=
+  dir=$1
+  while [ ! -d "$DESTDIR$dir" ] && [ "$dir" != / ] && [ "$dir" != . ]; do
+    missing="$dir
+$missing"
+    dir=$(dirname "$dir")
+  done
+  mkdir -p "$DESTDIR$1"
+  created="$created$missing"
+}
 
 # cron runs jobs with PATH=/usr/bin:/bin, so the launcher calls node by absolute path.
 node=$(command -v node) || die "node not found on PATH; install Node.js 20 or newer"
@@ -39,7 +86,15 @@ npm run build --silent
 say "installing into $DESTDIR$PREFIX"
 stage=$DESTDIR$libdir.new
 rm -rf "$stage"
-mkdir -p "$stage/node_modules" "$DESTDIR$bindir" "$DESTDIR$mandir"
+make_dir "$(dirname "$libdir")"
+make_dir "$bindir"
+make_dir "$mandir"
+mkdir -p "$stage/node_modules"
+# An earlier install's list carries over: it created what now already exists.
+{
+  [ -f "$DESTDIR$created_list" ] && cat "$DESTDIR$created_list"
+  printf '%s' "$created"
+} | sort -u > "$stage/${created_list##*/}"
 cp -R dist package.json "$stage/"
 # Runtime needs only the production dependencies (native addons load from node_modules);
 # each top-level package is copied with whatever it nests.

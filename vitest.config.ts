@@ -14,7 +14,7 @@ export default defineConfig({
   define: { CRONGUARD_VERSION: JSON.stringify('test') },
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 60_000,
+    testTimeout: 120_000,
     hookTimeout: 120_000,
     globalSetup: ['test/global-setup.ts'],
   },

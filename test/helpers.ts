@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
-import { afterEach } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import type { RunRow } from '../src/store/types.js';
 
 export const ROOT = resolve(import.meta.dirname, '..');
@@ -16,6 +16,9 @@ const cleanups: (() => void)[] = [];
 afterEach(() => {
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
+
+// The working directory of binaries a test starts; cronguard itself never reads it.
+const SANDBOX_CWD = 'CRONGUARD_TEST_SANDBOX';
 
 // A fresh directory per test with its own lock and state dirs, removed afterwards.
 export interface Sandbox {
@@ -31,7 +34,16 @@ export function sandbox(): Sandbox {
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const lockDir = join(dir, 'locks');
   const stateDir = join(dir, 'state');
-  const env: NodeJS.ProcessEnv = { ...process.env, CRONGUARD_LOCK_DIR: lockDir, CRONGUARD_STATE_DIR: stateDir };
+  // Nothing of the developer's own set-up (CRONGUARD_* variables, ~/.config/cronguard) may
+  // reach a test; relative paths a test passes land in its sandbox (see start()).
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('CRONGUARD_')));
+  const env: NodeJS.ProcessEnv = {
+    ...inherited,
+    CRONGUARD_LOCK_DIR: lockDir,
+    CRONGUARD_STATE_DIR: stateDir,
+    XDG_CONFIG_HOME: join(dir, 'config'),
+    [SANDBOX_CWD]: dir,
+  };
   delete env.NO_COLOR;
   delete env.FORCE_COLOR;
   return { dir, lockDir, stateDir, env, path: (name) => join(dir, name) };
@@ -52,7 +64,7 @@ export interface Started {
 // Starts the built binary (no shell in between, so signals reach cronguard itself).
 export function start(args: readonly string[], env: NodeJS.ProcessEnv, prefix: readonly string[] = []): Started {
   const argv = [...prefix, process.execPath, BINARY, ...args];
-  const child = spawn(argv[0] as string, argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(argv[0] as string, argv.slice(1), { env, cwd: env[SANDBOX_CWD] ?? ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -80,12 +92,37 @@ export function runs(stateDir: string): RunRow[] {
   }
 }
 
-export async function waitFor(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+// Polls until check() holds. The deadline only turns a hang into a failure: it is far longer
+// than anything takes on a loaded machine, and below vitest's testTimeout so the message
+// says what never happened.
+export async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+// Starts `count` identical invocations at once; exited() says how many have finished so far.
+export function startMany(count: number, args: readonly string[], env: NodeJS.ProcessEnv) {
+  let exited = 0;
+  const all = Array.from({ length: count }, () => start(args, env).done.finally(() => exited++));
+  return { exited: () => exited, done: Promise.all(all) };
+}
+
+// Creates the BARRIER file hold.sh waits for, letting it finish.
+export function release(barrier: string): void {
+  writeFileSync(barrier, '');
+}
+
+// The start/end marks that hold.sh or record.sh left in a file, checked never to overlap:
+// each start is followed by its own end before the next start. Returns how many runs there
+// were.
+export function serialRuns(file: string): number {
+  const marks = lines(file);
+  const starts = marks.filter((m) => m.startsWith('start '));
+  expect(marks).toEqual(starts.flatMap((s) => [s, `end ${s.slice('start '.length)}`]));
+  return starts.length;
 }
 
 // Alive and not a zombie: orphans linger as zombies when this machine's init is slow to reap.

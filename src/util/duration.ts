@@ -43,7 +43,7 @@ function sumParts(text: string, bad: () => UsageError): number {
 // Renders milliseconds compactly for tables and messages: 850ms, 12.3s, 4m05s, 2h10m.
 export function formatDuration(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)}ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)}s`;
+  if (ms < 60_000) return `${Number((ms / 1000).toFixed(ms < 10_000 ? 2 : 1))}s`;
   const s = Math.round(ms / 1000);
   if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
   const m = Math.round(s / 60);

@@ -1,9 +1,11 @@
 // `npm run bench`: the wrapper's cost as a ratio to a bare `node -e 0` measured in the same
 // run (commands alternate, so machine noise hits all of them alike), and peak memory.
 import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 40);
 const root = new URL('../..', import.meta.url).pathname;
@@ -15,6 +17,9 @@ const bundle = join(root, 'dist/cronguard.cjs');
 // The postgres mode runs against a local server: BENCH_DATABASE_URL, else the usual one.
 const databaseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const pgReachable = spawnSync('node', ['-e', `require('net').connect(${new URL(databaseUrl).port || 5432}, '${new URL(databaseUrl).hostname}').on('connect', () => process.exit(0)).on('error', () => process.exit(1))`]).status === 0;
+// A run log of its own, dropped at the end however the bench ends, so nothing is left in
+// the server and no earlier bench's rows weigh on this one.
+const schema = `cronguard_bench_${randomBytes(6).toString('hex')}`;
 
 const cases = [
   { label: 'node -e 0 (baseline)', argv: ['node', '-e', '0'] },
@@ -24,10 +29,17 @@ const cases = [
   { label: 'flock -n FILE true', argv: ['flock', '-n', join(work, 'flock.lock'), 'true'] },
 ];
 if (pgReachable) {
-  cases.push({ label: 'cronguard -n b --db URL -- true (postgres lock + log)', argv: [launcher, '-n', 'b', '--db', databaseUrl, '--schema', 'cronguard_bench', '--', 'true'] });
+  cases.push({ label: 'cronguard -n b --db URL -- true (postgres lock + log)', argv: [launcher, '-n', 'b', '--db', databaseUrl, '--schema', schema, '--', 'true'] });
 }
 
+// Signals are handled between samples (spawnSync holds the event loop), so the schema is
+// still dropped after ^C or a TERM.
+let interrupted = null;
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => (interrupted ??= signal));
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
 function timeOnce(argv) {
+  if (interrupted) throw new Error(`interrupted by ${interrupted}`);
   const start = process.hrtime.bigint();
   const result = spawnSync(argv[0], argv.slice(1), { env, stdio: 'inherit' });
   if (result.status !== 0) throw new Error(`${argv.join(' ')} exited ${result.status}`);
@@ -55,30 +67,56 @@ async function peakRss(argv) {
   return peak / 1024;
 }
 
-for (const c of cases) for (let i = 0; i < 3; i++) timeOnce(c.argv);
-const samples = cases.map(() => []);
-for (let r = 0; r < rounds; r++) {
-  cases.forEach((c, i) => {
-    samples[i].push(timeOnce(c.argv));
-  });
-}
-const base = median(samples[0]);
-const rss = await peakRss([launcher, '-n', 'rss', '--', 'sleep', '1']);
+async function bench() {
+  for (const c of cases) for (let i = 0; i < 3; i++) timeOnce(c.argv);
+  const samples = cases.map(() => []);
+  for (let r = 0; r < rounds; r++) {
+    cases.forEach((c, i) => {
+      samples[i].push(timeOnce(c.argv));
+    });
+    await tick();
+  }
+  const base = median(samples[0]);
+  const rss = await peakRss([launcher, '-n', 'rss', '--', 'sleep', '1']);
 
-console.log(`\ncronguard bench: ${rounds} alternating rounds, node ${process.version}\n`);
-console.log('| command | median ms | ratio to node -e 0 |');
-console.log('|---|---:|---:|');
-cases.forEach((c, i) => {
-  const m = median(samples[i]);
-  console.log(`| ${c.label} | ${m.toFixed(1)} | ${(m / base).toFixed(2)} |`);
-});
-if (pgReachable) {
-  const verbose = spawnSync(launcher, ['-v', '-n', 'b', '--db', databaseUrl, '--schema', 'cronguard_bench', '--', 'true'], { env });
-  const trips = /(\d+) PostgreSQL round trips/.exec(verbose.stderr.toString())?.[1] ?? '?';
-  console.log(`\npostgres mode: ${trips} round trips after connecting (${databaseUrl.replace(/:[^:@/]*@/, ':***@')}); goal ratio <= 1.6`);
-} else {
-  console.log(`\npostgres mode skipped: nothing answers at ${databaseUrl}`);
+  console.log(`\ncronguard bench: ${rounds} alternating rounds, node ${process.version}\n`);
+  console.log('| command | median ms | ratio to node -e 0 |');
+  console.log('|---|---:|---:|');
+  cases.forEach((c, i) => {
+    const m = median(samples[i]);
+    console.log(`| ${c.label} | ${m.toFixed(1)} | ${(m / base).toFixed(2)} |`);
+  });
+  if (pgReachable) {
+    const verbose = spawnSync(launcher, ['-v', '-n', 'b', '--db', databaseUrl, '--schema', schema, '--', 'true'], { env });
+    const trips = /(\d+) PostgreSQL round trips/.exec(verbose.stderr.toString())?.[1] ?? '?';
+    console.log(`\npostgres mode: ${trips} round trips after connecting (${databaseUrl.replace(/:[^:@/]*@/, ':***@')}); goal ratio <= 1.6`);
+  } else {
+    console.log(`\npostgres mode skipped: nothing answers at ${databaseUrl}`);
+  }
+  console.log(`\npeak RSS of cronguard -n rss -- sleep 1: ${rss.toFixed(1)} MiB (goal <= 64 MiB)`);
+  console.log('goal: cronguard -n b -- true <= 1.30 x node -e 0');
 }
-console.log(`\npeak RSS of cronguard -n rss -- sleep 1: ${rss.toFixed(1)} MiB (goal <= 64 MiB)`);
-console.log('goal: cronguard -n b -- true <= 1.30 x node -e 0');
-rmSync(work, { recursive: true, force: true });
+
+async function dropSchema() {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  try {
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS ${client.escapeIdentifier(schema)} CASCADE`);
+  } catch (error) {
+    console.error(`bench: could not drop schema ${schema}: ${error.message}`);
+    process.exitCode = 1;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+try {
+  await bench();
+} catch (error) {
+  console.error(`bench: ${error.message}`);
+  process.exitCode = 1;
+} finally {
+  rmSync(work, { recursive: true, force: true });
+  if (pgReachable) await dropSchema();
+  if (interrupted) process.exitCode = 128 + constants.signals[interrupted];
+}

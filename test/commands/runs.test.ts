@@ -55,7 +55,7 @@ describe('cronguard history', () => {
   });
 
   it.each([
-    [['history', '--limit', '0'], /--limit: '0' is not a positive whole number/],
+    [['history', '--limit', '0'], /--limit: '0' is not a whole number from 1 to 1000000/],
     [['history', '--limit', 'many'], /--limit: 'many'/],
     [['history', '--status', 'weird'], /unknown status 'weird'/],
     [['history', '--bogus'], /unknown option '--bogus'/],

@@ -1,18 +1,21 @@
 import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, isAlive, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { fixture, isAlive, lines, release, runs, sandbox, serialRuns, start, startMany, waitFor } from '../helpers.js';
 
 
 describe('lockfile backend', () => {
   it('lets exactly one of several simultaneous invocations run', async () => {
     const box = sandbox();
     const log = box.path('record');
-    const all = await Promise.all(
-      Array.from({ length: 8 }, () => cronguard(['-l', 'lockfile', '-n', 'lf', '--', fixture('record.sh'), log, '1'], box.env)),
-    );
-    for (const result of all) expect(result).toMatchObject({ code: 0, stdout: '', stderr: '' });
-    expect(lines(log)).toHaveLength(2);
+    const barrier = box.path('barrier');
+    const many = startMany(8, ['-l', 'lockfile', '-n', 'lf', '--', fixture('hold.sh'), log, barrier], box.env);
+    await waitFor(() => many.exited() === 7, 'all but one invocation to skip');
+    await waitFor(() => lines(log).length > 0, 'the one holding the lock to start its command');
+    expect(lines(log)).toEqual([expect.stringMatching(/^start \d+$/)]);
+    release(barrier);
+    for (const result of await many.done) expect(result).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(serialRuns(log)).toBe(1);
     expect(runs(box.stateDir)).toMatchObject([{ status: 'succeeded', overlaps: 7 }]);
     expect(existsSync(join(box.lockDir, 'lf.lockdir'))).toBe(false);
   });
@@ -34,11 +37,13 @@ describe('lockfile backend', () => {
   it('kills the command when the wrapper is SIGKILLed, since the lock dies with the wrapper', async () => {
     const box = sandbox();
     const log = box.path('record');
-    const run = start(['-l', 'lockfile', '-n', 'orphan', '--', fixture('record.sh'), log, '5'], box.env);
+    // Never released: only the parent-death signal can end this command.
+    const run = start(['-l', 'lockfile', '-n', 'orphan', '--', fixture('hold.sh'), log, box.path('barrier')], box.env);
     await waitFor(() => lines(log).length > 0 && !!runs(box.stateDir)[0]?.child_pid, 'the command to start');
     const commandPid = runs(box.stateDir)[0]?.child_pid as number;
     run.child.kill('SIGKILL');
     await run.done;
-    await waitFor(() => !isAlive(commandPid), 'the command to die with its wrapper', 3000);
+    await waitFor(() => !isAlive(commandPid), 'the command to die with its wrapper');
+    expect(lines(log)).toEqual([expect.stringMatching(/^start \d+$/)]);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { advisoryKey } from '../../src/lock/postgres.js';
-import { cronguard, fixture, isAlive, lines, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, isAlive, lines, release, sandbox, serialRuns, start, startMany, waitFor } from '../helpers.js';
 import { backendOf, holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 
@@ -18,10 +18,16 @@ describe('postgres lock', () => {
     const box = pgSandbox();
     const job = box.job('many');
     const log = box.path('record');
+    const barrier = box.path('barrier');
     await cronguard(['migrate'], box.env);
-    const all = await Promise.all(Array.from({ length: 32 }, () => cronguard(['-n', job, '--', fixture('record.sh'), log, '2'], box.env)));
-    for (const result of all) expect(result).toMatchObject({ code: 0, stdout: '', stderr: '' });
-    expect(lines(log)).toHaveLength(2);
+    const many = startMany(32, ['-n', job, '--', fixture('hold.sh'), log, barrier], box.env);
+    // Whoever got the lock holds it until the barrier exists, so every other one met it held.
+    await waitFor(() => many.exited() === 31, 'all but one invocation to skip');
+    await waitFor(() => lines(log).length > 0, 'the one holding the lock to start its command');
+    expect(lines(log)).toEqual([expect.stringMatching(/^start \d+$/)]);
+    release(barrier);
+    for (const result of await many.done) expect(result).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(serialRuns(log)).toBe(1);
     const rows = await pgRuns(box.schema);
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ job, status: 'succeeded', exit_code: 0, overlaps: 31 });
@@ -55,12 +61,26 @@ describe('postgres lock', () => {
     const box = pgSandbox();
     const job = box.job('wait');
     const log = box.path('record');
-    const holder = start(['-n', job, '--', fixture('record.sh'), log, '1'], box.env);
+    const barrier = box.path('barrier');
+    const holder = start(['-n', job, '--', fixture('hold.sh'), log, barrier], box.env);
     await waitFor(() => lines(log).length > 0, 'the holder to start');
-    const waited = await cronguard(['-n', job, '-w', '10s', '--', fixture('record.sh'), log], box.env);
-    expect(waited.code).toBe(0);
+    const holderBackend = await backendOf(job);
+    const waiter = start(['-n', job, '-w', '90s', '--', fixture('record.sh'), log], box.env);
+    // The waiter's session has finished a pg_try_advisory_lock while the lock was held: from
+    // then on, the waiter is waiting. (Its -w only turns a hang into a failure.)
+    const triedOnce = async () =>
+      (
+        await sql(
+          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND pid <> $2 AND state = 'idle'
+             AND query LIKE '%pg_try_advisory_lock%'`,
+          [`cronguard:${job}`.slice(0, 63), holderBackend],
+        )
+      ).length > 0;
+    await waitFor(triedOnce, 'the waiter to try the lock');
+    release(barrier);
     expect((await holder.done).code).toBe(0);
-    expect(lines(log)).toHaveLength(4);
+    expect((await waiter.done).code).toBe(0);
+    expect(serialRuns(log)).toBe(2);
     expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
   });
 
@@ -72,10 +92,8 @@ describe('postgres lock', () => {
     await waitFor(() => lines(pids).length === 3, 'the command to start');
     const backend = await backendOf(job);
     expect(backend).not.toBeNull();
-    const killedAt = Date.now();
     await sql('SELECT pg_terminate_backend($1)', [backend]);
     const result = await run.done;
-    expect(Date.now() - killedAt).toBeLessThan(8000);
     expect(result.code).toBe(75);
     expect(result.stderr).toMatch(/lock lost: .*; command terminated/);
     for (const pid of lines(pids).map(Number)) expect(isAlive(pid)).toBe(false);
@@ -87,13 +105,19 @@ describe('postgres lock', () => {
     const box = pgSandbox();
     const job = box.job('cont');
     const log = box.path('record');
-    const run = start(['-n', job, '--on-lock-loss', 'continue', '--', fixture('record.sh'), log, '2'], box.env);
+    const barrier = box.path('barrier');
+    const run = start(['-n', job, '--on-lock-loss', 'continue', '--', fixture('hold.sh'), log, barrier], box.env);
+    let said = '';
+    run.child.stderr?.on('data', (c: Buffer) => (said += c.toString()));
     await waitFor(() => lines(log).length > 0, 'the command to start');
     await sql('SELECT pg_terminate_backend($1)', [await backendOf(job)]);
+    // The command must still be running when cronguard notices the loss.
+    await waitFor(() => said.includes('lock lost'), 'cronguard to notice the lost lock');
+    release(barrier);
     const result = await run.done;
     expect(result.code).toBe(0);
     expect(result.stderr).toMatch(/lock lost .*the command continues/);
-    expect(lines(log)).toHaveLength(2);
+    expect(serialRuns(log)).toBe(1);
     const [row] = await pgRuns(box.schema);
     expect(row).toMatchObject({ status: 'succeeded' });
     expect(row?.error).toMatch(/lock lost while running/);
@@ -103,16 +127,17 @@ describe('postgres lock', () => {
     const box = pgSandbox();
     const job = box.job('orphan');
     const log = box.path('record');
-    const first = start(['-n', job, '--', fixture('record.sh'), log, '5'], box.env);
-    await waitFor(() => lines(log).length > 0, 'the command to start');
-    await waitFor(() => true, 'nothing');
-    const [running] = await pgRuns(box.schema);
+    // Never released: only the parent-death signal can end this command.
+    const first = start(['-n', job, '--', fixture('hold.sh'), log, box.path('barrier')], box.env);
+    const childPid = async () => (await pgRuns(box.schema))[0]?.child_pid ?? null;
+    await waitFor(async () => lines(log).length > 0 && (await childPid()) !== null, 'the command to start');
+    const commandPid = (await childPid()) as number;
     first.child.kill('SIGKILL');
     await first.done;
-    await waitFor(() => !isAlive(running?.child_pid as number), 'the orphaned command to die', 3000);
+    await waitFor(() => !isAlive(commandPid), 'the orphaned command to die');
     const second = await cronguard(['-n', job, '--', 'true'], box.env);
     expect(second.code).toBe(0);
-    expect(lines(log).filter((l) => l.startsWith('end'))).toEqual([]);
+    expect(lines(log)).toEqual([`start ${commandPid}`]);
     const rows = await pgRuns(box.schema);
     expect(rows.map((r) => r.status)).toEqual(['abandoned', 'succeeded']);
     expect(rows[0]?.error).toMatch(/vanished/);
@@ -122,10 +147,12 @@ describe('postgres lock', () => {
     const box = pgSandbox();
     const job = box.job('shown');
     const log = box.path('record');
-    const run = start(['-n', job, '--', fixture('record.sh'), log, '2'], box.env);
+    const barrier = box.path('barrier');
+    const run = start(['-n', job, '--', fixture('hold.sh'), log, barrier], box.env);
     await waitFor(() => lines(log).length > 0, 'the command to start');
     const result = await cronguard(['locks', '--json'], box.env);
-    await run.done;
+    release(barrier);
+    expect((await run.done).code).toBe(0);
     expect(result.code).toBe(0);
     const mine = JSON.parse(result.stdout).find((l: { job: string }) => l.job === job);
     expect(mine).toMatchObject({ job, lock: 'postgres', key: advisoryKey(job, box.schema).toString(), run_id: 1, verified: true });

@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-migrations.js';
-import { cronguard, fixture, lines, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, lines, release, sandbox, start, waitFor } from '../helpers.js';
 import { backendOf, databaseUrl, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 // A URL where no server listens: what a stopped server looks like to a client.
@@ -53,11 +53,15 @@ describe('postgres run log', () => {
     const box = pgSandbox();
     const job = box.job('mixed');
     const log = box.path('record');
-    const run = start(['-l', 'flock', '-n', job, '--', fixture('record.sh'), log, '2'], box.env);
+    const barrier = box.path('barrier');
+    const run = start(['-l', 'flock', '-n', job, '--', fixture('hold.sh'), log, barrier], box.env);
     await waitFor(() => lines(log).length > 0, 'the command to start');
+    // Before the skip: a skipped run's session may linger under the same application_name.
+    const backend = await backendOf(job);
     const skipped = await cronguard(['-l', 'flock', '-n', job, '--', 'true'], box.env);
     expect(skipped.code).toBe(0);
-    await sql('SELECT pg_terminate_backend($1)', [await backendOf(job)]);
+    expect((await sql('SELECT pg_terminate_backend($1) AS done', [backend]))[0]?.done).toBe(true);
+    release(barrier);
     const result = await run.done;
     expect(result).toMatchObject({ code: 0, stderr: '' });
     const rows = await pgRuns(box.schema);
@@ -115,10 +119,11 @@ describe('database unavailable', () => {
   });
 
   it('exits 77 on a wrong password, without printing it', async () => {
-    const box = sandbox();
+    // A sandbox schema: a trust-authenticated server accepts any password, and the job runs.
+    const box = pgSandbox();
     const url = withPassword('not-the-password-xyz');
-    const result = await cronguard(['--db', url, '-n', 'pw', '--', 'touch', box.path('ran')], box.env);
-    if (result.code === 0) return; // a trust-authenticated server accepts any password
+    const result = await cronguard(['--db', url, '-n', box.job('pw'), '--', 'touch', box.path('ran')], box.env);
+    if (result.code === 0) return;
     expect(result.code).toBe(77);
     expect(result.stderr).toMatch(/refused the login/);
     expect(result.stderr).not.toContain('not-the-password-xyz');

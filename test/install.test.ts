@@ -1,0 +1,120 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { cpSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { type Finished, ROOT, sandbox } from './helpers.js';
+
+// install.sh builds in its own directory, so it runs on a copy of the project: rebuilding
+// this dist/ would take the binary away from the tests running alongside.
+function projectCopy(dir: string): string {
+  const copy = join(dir, 'project');
+  mkdirSync(copy);
+  for (const entry of readdirSync(ROOT)) {
+    if (['node_modules', 'dist', 'test', '.git'].includes(entry)) continue;
+    cpSync(join(ROOT, entry), join(copy, entry), { recursive: true });
+  }
+  // Hard links are quick, and install.sh only reads node_modules when it is complete (else
+  // `npm ci` replaces it, which unlinks rather than writes).
+  const modules = [join(ROOT, 'node_modules'), join(copy, 'node_modules')];
+  try {
+    execFileSync('cp', ['-al', ...modules]);
+  } catch {
+    execFileSync('cp', ['-R', ...modules]);
+  }
+  return copy;
+}
+
+function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<Finished> {
+  const child = spawn(file, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  return new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
+}
+
+// Every path under root, directories with a trailing slash.
+function tree(root: string, under = ''): string[] {
+  return readdirSync(join(root, under))
+    .sort()
+    .flatMap((name) => {
+      const path = join(under, name);
+      return statSync(join(root, path)).isDirectory() ? [`${path}/`, ...tree(root, path)] : [path];
+    });
+}
+
+async function install(project: string, env: NodeJS.ProcessEnv): Promise<void> {
+  const result = await run(join(project, 'install.sh'), [], env);
+  expect(result.code, result.stderr).toBe(0);
+}
+
+const uninstall = (project: string, env: NodeJS.ProcessEnv) => run(join(project, 'install.sh'), ['--uninstall'], env);
+const said = (result: Finished) => result.stderr.split('\n').filter(Boolean);
+
+// Each test builds and copies the runtime dependencies, twice over for the first: minutes on
+// a loaded machine.
+describe('install.sh --uninstall', () => {
+  it('removes what it installed and the directories it created, keeps the rest, and says so', async () => {
+    const box = sandbox();
+    const project = projectCopy(box.dir);
+    const root = box.path('root');
+    const prefix = join(root, 'opt/cg');
+    const at = (path: string) => join(prefix, path);
+    // Already there: a bin/ with someone else's tool in it, and an empty share/.
+    mkdirSync(at('bin'), { recursive: true });
+    writeFileSync(at('bin/other-tool'), '');
+    mkdirSync(at('share'));
+    const before = tree(root);
+    const env = { ...process.env, DESTDIR: root, PREFIX: '/opt/cg' };
+
+    // Twice: the second install must still know which directories the first one created.
+    await install(project, env);
+    await install(project, env);
+    expect(tree(root)).toEqual(
+      expect.arrayContaining(['opt/cg/bin/cronguard', 'opt/cg/lib/cronguard/dist/cronguard.cjs', 'opt/cg/share/man/man1/cronguard.1']),
+    );
+    const staged = await run(process.execPath, [at('lib/cronguard/dist/cronguard.cjs'), '-n', 'demo', '--', 'echo', 'hi'], box.env);
+    expect(staged).toMatchObject({ code: 0, stdout: 'hi\n', stderr: '' });
+
+    const removed = await uninstall(project, env);
+    expect(removed).toMatchObject({ code: 0, stdout: '' });
+    expect(said(removed)).toEqual([
+      `install.sh: removed ${at('bin/cronguard')}`,
+      `install.sh: removed ${at('share/man/man1/cronguard.1')}`,
+      `install.sh: removed ${at('lib/cronguard')}`,
+      `install.sh: removed ${at('share/man/man1')}`,
+      `install.sh: removed ${at('share/man')}`,
+      `install.sh: removed ${at('lib')}`,
+    ]);
+    expect(tree(root)).toEqual(before);
+
+    const again = await uninstall(project, env);
+    expect(again).toMatchObject({ code: 0, stdout: '' });
+    expect(said(again)).toEqual([`install.sh: nothing to remove in ${prefix}`]);
+  }, 300_000);
+
+  it('leaves an empty staging root when it created the whole prefix', async () => {
+    const box = sandbox();
+    const project = projectCopy(box.dir);
+    const root = box.path('root');
+    mkdirSync(root);
+    const env = { ...process.env, DESTDIR: root, PREFIX: '/opt/cronguard' };
+    await install(project, env);
+    const removed = await uninstall(project, env);
+    expect(removed).toMatchObject({ code: 0, stdout: '' });
+    const at = (path: string) => join(root, path);
+    expect(said(removed)).toEqual([
+      `install.sh: removed ${at('opt/cronguard/bin/cronguard')}`,
+      `install.sh: removed ${at('opt/cronguard/share/man/man1/cronguard.1')}`,
+      `install.sh: removed ${at('opt/cronguard/lib/cronguard')}`,
+      `install.sh: removed ${at('opt/cronguard/share/man/man1')}`,
+      `install.sh: removed ${at('opt/cronguard/share/man')}`,
+      `install.sh: removed ${at('opt/cronguard/share')}`,
+      `install.sh: removed ${at('opt/cronguard/lib')}`,
+      `install.sh: removed ${at('opt/cronguard/bin')}`,
+      `install.sh: removed ${at('opt/cronguard')}`,
+      `install.sh: removed ${at('opt')}`,
+    ]);
+    expect(tree(root)).toEqual([]);
+  }, 300_000);
+});
