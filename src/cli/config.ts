@@ -1,5 +1,5 @@
 import { constants } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { advisoryKey, parseLockKey } from '../lock/postgres.js';
 import { type DbConfig, resolveDb } from '../pg/config.js';
@@ -85,8 +85,8 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     throw new UsageError('--lock-file applies to the flock backend only');
   }
   if (explicitFile === '') throw new UsageError('--lock-file needs a path');
-  const lockDir = nonEmpty(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');
-  const stateDir = nonEmpty(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
+  const lockDir = absolute(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');
+  const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
   const lockKey =
     lock !== 'postgres' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
@@ -95,7 +95,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     argv: Object.freeze([...argv]),
     display: shell !== undefined ? `/bin/sh -c ${quote(shell)}` : argv.map(quote).join(' '),
     lock,
-    lockPath: explicitFile ?? join(lockDir.dir, `${name}.lock`),
+    lockPath: explicitFile !== undefined ? resolve(explicitFile) : join(lockDir.dir, `${name}.lock`),
     lockDir: explicitFile === undefined ? lockDir.dir : null,
     lockDirDefault: lockDir.isDefault,
     stateDir: stateDir.dir,
@@ -125,9 +125,11 @@ function flagName(key: string): string {
   return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 }
 
-function nonEmpty(resolved: ResolvedDir, what: string): ResolvedDir {
+// Paths are made absolute once: the run row records them for `cronguard locks`, which may
+// run in another directory.
+function absolute(resolved: ResolvedDir, what: string): ResolvedDir {
   if (resolved.dir === '') throw new UsageError(`${resolved.from}: the ${what} directory must not be empty`);
-  return resolved;
+  return { ...resolved, dir: resolve(resolved.dir) };
 }
 
 function parseLock(value: string, db: DbConfig | null): LockBackendName {

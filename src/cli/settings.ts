@@ -1,8 +1,9 @@
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { UsageError } from '../errors.js';
 import { addSecretsOf } from '../util/redact.js';
+import { readRegularFile } from '../util/safe-path.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -43,12 +44,13 @@ export class Settings {
     return new Settings(env, files, notes, warnings);
   }
 
-  // An empty value in a file means "not set", so a user file can unset what /etc sets.
+  // An empty value means "not set", so a user file, or an empty variable, can unset what
+  // a lower level sets.
   get(key: SettingKey, flag?: { readonly value: string | undefined; readonly name: string }): Setting | undefined {
     if (flag?.value !== undefined) return { value: flag.value, from: flag.name };
     const variable = SETTING_ENV[key];
     const fromEnv = this.env[variable];
-    if (fromEnv) return { value: fromEnv, from: `$${variable}` };
+    if (fromEnv !== undefined) return fromEnv === '' ? undefined : { value: fromEnv, from: `$${variable}` };
     for (const file of this.files) {
       const setting = file.get(key);
       if (setting) return setting.value === '' ? undefined : setting;
@@ -58,31 +60,33 @@ export class Settings {
 }
 
 // Reads `key = value` lines; keys are the variables' names, with or without CRONGUARD_, in
-// any case. A file that does not exist is simply not there, unless it was named explicitly.
+// any case; '#' at the start of a line or after a blank starts a comment. A file that does
+// not exist is simply not there, unless it was named explicitly.
 function readConfig(file: string, required: boolean, notes: string[], warnings: string[]): Map<SettingKey, Setting> {
   const settings = new Map<SettingKey, Setting>();
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegularFile(file, 'configuration file');
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (required) throw new UsageError(`cannot read the configuration file ${file} named by $CRONGUARD_CONFIG (${code})`);
-    // A root-only /etc/cronguard.conf is not an error for other users.
-    if (code === 'EACCES') notes.push(`configuration file ${file} is not readable by this user; skipped`);
+    if (required) throw error;
+    const missing = /does not exist/.test((error as Error).message);
+    // A root-only /etc/cronguard.conf is not an error for other users; a directory or a
+    // FIFO where a file should be is noted, not read.
+    if (!missing) notes.push(`${(error as Error).message}; skipped`);
     return settings;
   }
   text.split('\n').forEach((raw, index) => {
-    const line = raw.trim();
+    const line = raw.replace(/^\uFEFF/, '').trim();
     if (line === '' || line.startsWith('#')) return;
     const where = `${file}:${index + 1}`;
     addSecretsOf(line.replace(/^[^=]*?(\w+:\/\/)/, '$1'));
     const match = /^([A-Za-z_]+)\s*=\s*(.*)$/.exec(line);
-    if (!match) throw new UsageError(`${where}: expected 'key = value', got '${line.slice(0, 60)}'`);
+    if (!match) throw new UsageError(`${where}: expected 'key = value'`);
     const key = (match[1] as string).toLowerCase().replace(/^cronguard_/, '');
     if (!(key in SETTING_ENV)) {
       throw new UsageError(`${where}: unknown setting '${match[1]}' (known: ${Object.keys(SETTING_ENV).join(', ')})`);
     }
-    const value = unquote(match[2] as string);
+    const value = valueOf(match[2] as string);
     if (key === 'database_url') addSecretsOf(value);
     settings.set(key as SettingKey, { value, from: where });
   });
@@ -93,13 +97,21 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
   return settings;
 }
 
-function unquote(value: string): string {
-  const m = /^(["'])(.*)\1$/.exec(value);
-  return m ? (m[2] as string) : value;
+// A value without its trailing comment; a quoted value is taken as quoted.
+function valueOf(text: string): string {
+  const quoted = /^(["'])(.*?)\1\s*(#.*)?$/.exec(text);
+  if (quoted) return quoted[2] as string;
+  return text.replace(/(^|\s)#.*$/, '').trim();
 }
 
 function hasPassword(url: string): boolean {
-  return /^[a-z]+:\/\/[^@]*:.*@/i.test(url) || /[?&]password=/i.test(url);
+  let decoded = url;
+  try {
+    decoded = decodeURIComponent(url);
+  } catch {
+    // Malformed %-escapes: look at it as written.
+  }
+  return /^[a-z]+:\/\/[^@]*:.*@/i.test(url) || /[?&]password=/i.test(decoded);
 }
 
 function readableByOthers(file: string): boolean {

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import type { Settings } from '../cli/settings.js';
@@ -76,8 +76,8 @@ export class StoreChoice {
 
   // Opens (creating if needed) the run log, with the contract's exit codes: the shared log
   // when a database is configured, else the embedded one.
-  async open(): Promise<RunStore> {
-    if (this.db) return openPostgresStore(await connectPostgres(this.db, 'cronguard'), this.db.schema);
+  async open(create = true): Promise<RunStore> {
+    if (this.db) return openPostgresStore(await connectPostgres(this.db, 'cronguard'), this.db.schema, create);
     try {
       return await openSqliteStore(this.stateDir);
     } catch (error) {
@@ -92,7 +92,20 @@ export class StoreChoice {
   // For reading commands: null when nothing was ever recorded in the embedded log, rather
   // than creating an empty database as a side effect of looking.
   async openExisting(): Promise<RunStore | null> {
-    if (!this.db && !existsSync(join(this.stateDir, SQLITE_FILE))) return null;
-    return this.open();
+    if (!this.db && !sqliteExists(join(this.stateDir, SQLITE_FILE))) return null;
+    return this.open(false);
+  }
+}
+
+// Whether the embedded log exists; a state dir we may not look into is 77, not "nothing
+// recorded".
+function sqliteExists(file: string): boolean {
+  try {
+    statSync(file);
+    return true;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM') throw new PermissionError(`permission denied on the run log ${file}`);
+    return false;
   }
 }

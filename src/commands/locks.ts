@@ -68,7 +68,7 @@ const localLocks = new LocalLocks();
 function fromRuns(running: readonly RunRow[], advisory: readonly AdvisoryLock[]): HeldLock[] {
   const here = hostname();
   const held: HeldLock[] = [];
-  for (const run of running) {
+  for (const run of newestPerLock(running)) {
     if (run.lock_backend === null || run.lock_backend === 'none' || run.lock_key === null) continue;
     const base = { job: run.job, lock: run.lock_backend, key: run.lock_key, host: run.host, pid: run.pid, run_id: run.id, since: run.started_at };
     if (run.lock_backend === 'postgres') {
@@ -82,6 +82,18 @@ function fromRuns(running: readonly RunRow[], advisory: readonly AdvisoryLock[])
     }
   }
   return held;
+}
+
+// A lock can be held by one run at a time, and a run can only take it once the previous
+// holder let go: of several `running` rows with one lock, only the newest can hold it (the
+// others are wrappers that vanished and were not yet marked abandoned).
+function newestPerLock(running: readonly RunRow[]): RunRow[] {
+  const newest = new Map<string, RunRow>();
+  for (const run of running) {
+    const lock = `${run.lock_backend === 'postgres' ? '' : run.host}\0${run.lock_backend}\0${run.lock_key}`;
+    if ((newest.get(lock)?.id ?? -1) < run.id) newest.set(lock, run);
+  }
+  return [...newest.values()];
 }
 
 // Advisory locks of this schema's jobs with no running row (a --no-log run, a spooled one).

@@ -53,6 +53,7 @@ export async function logs(args: readonly string[], settings: Settings): Promise
   parse(program, args);
   const target = program.args[0] as string;
   const byId = /^\d+$/.test(target);
+  if (byId && !/^\d{1,15}$/.test(target)) throw new UsageError(`'${target}' is too large to be a run id`);
   if (!byId) validateName(target);
   const store = await new StoreChoice(program.opts(), settings).openExisting();
   const run = store ? await (byId ? store.getRun(Number(target)) : store.latestRun(target)) : null;

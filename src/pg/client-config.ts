@@ -1,9 +1,9 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { Writable } from 'node:stream';
 import type { ClientConfig } from 'pg';
 import pgpass from 'pgpass';
-import { fileError, UsageError } from '../errors.js';
+import { readRegularFile } from '../util/safe-path.js';
 import type { Connection } from './config.js';
 
 // The driver's settings for one connection attempt. `tls` says whether this attempt uses TLS
@@ -18,9 +18,15 @@ export function clientConfig(conn: Connection, tls: boolean): ClientConfig {
     // function whose undefined means "no password", though its types do not say so.
     password: conn.password ?? ((() => fromPgpass(conn)) as () => Promise<string>),
     ssl: tls ? tlsOptions(conn) : false,
-    ...(conn.options === undefined ? {} : { options: conn.options }),
+    options: [conn.options, SESSION_OPTIONS].filter(Boolean).join(' '),
   };
 }
+
+// Set on every session, after the user's options so that they win: timestamps in ISO form
+// (the driver parses no other), and bounds so that a table locked by maintenance or a hung
+// statement is cancelled by the server. Cancelled there, a statement cannot commit after
+// cronguard has given up on it and spooled the run (which would record it twice).
+const SESSION_OPTIONS = '-c datestyle=ISO -c lock_timeout=5s -c statement_timeout=20s';
 
 // libpq's meaning of each sslmode: require encrypts without checking the server (unless a
 // root certificate is given), verify-ca checks the chain, verify-full also the host name.
@@ -29,25 +35,16 @@ function tlsOptions(conn: Connection): NonNullable<ClientConfig['ssl']> {
   const verify = conn.sslmode === 'verify-ca' || conn.sslmode === 'verify-full' || (conn.sslmode === 'require' && conn.sslrootcert !== undefined);
   return {
     rejectUnauthorized: verify,
-    ...(verify && rootFile && rootFile !== 'system' ? { ca: readTlsFile(rootFile, 'sslrootcert') } : {}),
+    ...(verify && rootFile && rootFile !== 'system' ? { ca: readRegularFile(rootFile, 'sslrootcert') } : {}),
     ...(verify && conn.sslmode !== 'verify-full' ? { checkServerIdentity: () => undefined } : {}),
-    ...(conn.sslcert ? { cert: readTlsFile(conn.sslcert, 'sslcert') } : {}),
-    ...(conn.sslkey ? { key: readTlsFile(conn.sslkey, 'sslkey') } : {}),
+    ...(conn.sslcert ? { cert: readRegularFile(conn.sslcert, 'sslcert') } : {}),
+    ...(conn.sslkey ? { key: readRegularFile(conn.sslkey, 'sslkey') } : {}),
   };
 }
 
 function defaultRootCert(): string | undefined {
   const file = `${homedir()}/.postgresql/root.crt`;
   return existsSync(file) ? file : undefined;
-}
-
-function readTlsFile(file: string, what: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new UsageError(`${what}: ${file} does not exist`);
-    throw fileError(what, file, error);
-  }
 }
 
 // The password from ~/.pgpass (or $PGPASSFILE), matched as libpq matches it: a socket

@@ -48,19 +48,23 @@ export function resolveDb(url: Setting | undefined, schemaSetting: Setting | und
   const uri = parseUri(url.value, option);
   const param = (name: string, variable: string) => uri.params.get(name) || env[variable] || undefined;
   const user = uri.params.get('user') || uri.user || env.PGUSER || osUser(env);
-  const portText = uri.params.get('port') || uri.port || env.PGPORT || '5432';
+  const fromUrl = uri.params.get('port') || uri.port;
+  const portText = fromUrl || env.PGPORT || '5432';
   if (!/^\d{1,5}$/.test(portText) || Number(portText) < 1 || Number(portText) > 65535) {
-    throw new UsageError(`${option}: port '${portText}' is not a number from 1 to 65535`);
+    // A port in the URL is not echoed: a raw '/' in a password can make a piece of it look
+    // like one.
+    const which = fromUrl ? `the port in ${option}` : `$PGPORT '${portText}'`;
+    throw new UsageError(`${which} is not a number from 1 to 65535`);
   }
   const port = Number(portText);
   const host = uri.params.get('host') || uri.host || env.PGHOST || defaultHost(port);
   const sslmode = (param('sslmode', 'PGSSLMODE') ?? (isLocal(host) ? 'disable' : 'prefer')) as SslMode;
   if (!SSL_MODES.includes(sslmode)) {
-    throw new UsageError(`${option}: sslmode '${sslmode}' is not one of ${SSL_MODES.join(', ')}`);
+    throw new UsageError(`${option}: sslmode '${sslmode}' (or $PGSSLMODE) is not one of ${SSL_MODES.join(', ')}`);
   }
   const timeout = param('connect_timeout', 'PGCONNECT_TIMEOUT');
-  if (timeout !== undefined && !/^\d+$/.test(timeout)) {
-    throw new UsageError(`${option}: connect_timeout '${timeout}' is not a number of seconds`);
+  if (timeout !== undefined && (!/^\d{1,4}$/.test(timeout) || Number(timeout) > 3600)) {
+    throw new UsageError(`${option}: connect_timeout '${timeout}' (or $PGCONNECT_TIMEOUT) is not a number of seconds up to 3600`);
   }
   const connection: Connection = {
     host,
@@ -120,6 +124,12 @@ function isLocal(host: string): boolean {
 }
 
 const NETWORK = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'EPIPE', 'ENOENT']);
+
+// An error the server reported (it carries a SQLSTATE), as opposed to a lost connection.
+export function isServerError(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
+}
 
 // SQLSTATE 42501 (insufficient_privilege) and the class of refused logins (28).
 export function isPrivilegeError(error: unknown): boolean {

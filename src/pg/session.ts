@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { CronguardError } from '../errors.js';
 import { type DbConfig, pgError } from './config.js';
 import { clientConfig, pgpassWarnings } from './client-config.js';
 
@@ -41,6 +42,7 @@ export class PgSession {
       const retry =
         (conn.sslmode === 'prefer' && /does not support SSL/.test((error as Error).message)) ||
         (conn.sslmode === 'allow' && (error as { code?: string }).code === '28000');
+      if (error instanceof CronguardError) throw error;
       if (!retry) throw pgError(withPgpassNote(error), db.display);
     }
     try {

@@ -12,10 +12,19 @@ export interface UriParts {
   params: Map<string, string>;
 }
 
-// Query parameters libpq knows and cronguard honours; the rest are refused, as libpq does.
+// Query parameters libpq knows and cronguard honours.
 export const URI_PARAMS = new Set([
   'host', 'port', 'dbname', 'user', 'password', 'sslmode', 'sslcert', 'sslkey', 'sslrootcert',
-  'connect_timeout', 'options', 'application_name',
+  'connect_timeout', 'options',
+]);
+
+// libpq parameters that change nothing that matters to cronguard (it names its own session,
+// keeps its own keepalives, writes to whichever server it reaches): accepted and ignored, so
+// a URL shared with other tools works. The rest (a service file, GSSAPI, client-side
+// certificate revocation...) are refused rather than silently weakened.
+const IGNORED_PARAMS = new Set([
+  'application_name', 'fallback_application_name', 'keepalives', 'keepalives_idle', 'keepalives_interval',
+  'keepalives_count', 'tcp_user_timeout', 'target_session_attrs', 'load_balance_hosts', 'client_encoding',
 ]);
 
 // postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]
@@ -32,7 +41,12 @@ export function parseUri(uri: string, option: string): UriParts {
       if (pair === '') continue;
       const eq = pair.indexOf('=');
       const key = decode(eq < 0 ? pair : pair.slice(0, eq), option, 'a parameter name');
-      if (!URI_PARAMS.has(key)) throw new UsageError(`${option}: unsupported connection parameter '${key}'`);
+      if (IGNORED_PARAMS.has(key)) continue;
+      if (!URI_PARAMS.has(key)) {
+        // A name that is not a plain word may be part of a password with a raw '?' in it.
+        const shown = /^[a-z_]{1,40}$/.test(key) ? `'${key}'` : 'in the URL (a password with ? / # or @ must be %-encoded)';
+        throw new UsageError(`${option}: unsupported connection parameter ${shown}`);
+      }
       parts.params.set(key, decode(eq < 0 ? '' : pair.slice(eq + 1), option, `parameter ${key}`));
     }
     rest = rest.slice(0, q);

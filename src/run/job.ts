@@ -3,7 +3,7 @@ import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { isatty } from 'node:tty';
 import type { RunConfig } from '../cli/config.js';
-import { CommandNotFoundError, NotExecutableError } from '../errors.js';
+import { CommandNotFoundError, CronguardError, NotExecutableError } from '../errors.js';
 import type { Holder, NewRun } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { judge } from './outcome.js';
@@ -70,7 +70,7 @@ async function startable(config: RunConfig, run: NewRun, say: Messages): Promise
     // It took no lock, so it claims no tick.
     await recorder.unstartable({ ...run, tick: null }, outcome);
     await recorder.close();
-    throw error;
+    throw new CronguardError(summaryLine(config.name, error.message, recorder.runId), error.exitCode);
   }
 }
 

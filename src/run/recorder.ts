@@ -58,7 +58,9 @@ export class RunRecorder {
   async deliverSpool(isAlive: (pid: number) => boolean): Promise<void> {
     const { spool } = this.parts;
     if (!spool || !this.store) return;
-    await this.attempt('deliver spooled runs', (store) => spool.deliver(store, isAlive, hostname()).then(() => {}));
+    await this.attempt('deliver spooled runs', async (store) => {
+      await spool.deliver(store, isAlive, hostname());
+    });
   }
 
   // Under a lock already held: may this run start? The log says no only for the fleet rule;
@@ -91,7 +93,9 @@ export class RunRecorder {
   // An attempt that ended before it could start (126/127): one finished row, no lock taken.
   async unstartable(run: NewRun, outcome: RunOutcome): Promise<void> {
     this.run = run;
-    await this.attempt('record the attempt', (store) => store.importRun(spooled(run, null, outcome)));
+    await this.attempt('record the attempt', async (store) => {
+      this.id = await store.importRun(spooled(run, null, outcome));
+    });
     this.spoolNow(outcome);
   }
 

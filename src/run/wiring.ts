@@ -2,7 +2,7 @@ import type { RunConfig } from '../cli/config.js';
 import type { Lock, LockBackend } from '../lock/backend.js';
 import { retryUntil } from '../lock/backend.js';
 import { openLockBackend } from '../lock/index.js';
-import { pgError } from '../pg/config.js';
+import { isServerError, pgError } from '../pg/config.js';
 import type { PgSession } from '../pg/session.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
 import type { PostgresStore } from '../store/postgres.js';
@@ -71,7 +71,9 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
         await log.recorder.deliverSpool(options.isAlive);
         return { admitted: true, lock: plain.held };
       } catch (error) {
-        if (lockSession.isLost) throw pgError(error, db.display);
+        // Only an error the server sent is the log's; anything else is the connection, and
+        // without it there is no lock (69).
+        if (lockSession.isLost || !isServerError(error)) throw pgError(error, db.display);
         log.recorder.unavailable('record the start', error);
       }
     }

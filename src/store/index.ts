@@ -16,9 +16,9 @@ export async function connectPostgres(db: DbConfig, applicationName: string): Pr
   return PgSession.connect(db, applicationName);
 }
 
-export async function openPostgresStore(session: PgSession, schema: string): Promise<PostgresStore> {
+export async function openPostgresStore(session: PgSession, schema: string, create = true): Promise<PostgresStore> {
   const { PostgresStore } = await import('./postgres.js');
-  return new PostgresStore(session, schema);
+  return new PostgresStore(session, schema, create);
 }
 
 export type { RunStore };

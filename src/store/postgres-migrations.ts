@@ -16,6 +16,9 @@ export async function migratePostgres(session: PgSession, schema: string): Promi
   if ((await appliedVersion(session, s)) >= latest) return latest;
   await session.query('BEGIN');
   try {
+    // A migration may wait for another host's, and may take long on a big log: the session's
+    // bounds (client-config.ts) are for the run path's statements.
+    await session.query('SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0');
     await session.query('SELECT pg_advisory_xact_lock($1::bigint)', [migrationKey(schema).toString()]);
     const [present] = await session.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
     if (!present) await session.query(`CREATE SCHEMA ${s}`);

@@ -1,3 +1,4 @@
+import { NotFoundError } from '../errors.js';
 import type { PgSession } from '../pg/session.js';
 import { migratePostgres, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
 import { statements } from './postgres-sql.js';
@@ -12,15 +13,18 @@ const SCHEMA_MISSING = new Set(['42P01', '3F000', '42703']);
 export class PostgresStore implements RunStore {
   private readonly sql: ReturnType<typeof statements>;
 
+  // `create`: a missing schema is created on first use (runs, migrate); a reader (history,
+  // logs, locks) must not create one as a side effect of looking, say in a mistyped schema.
   constructor(
     readonly session: PgSession,
     private readonly schema: string,
+    private readonly create = true,
   ) {
     this.sql = statements(session.escapeIdentifier(schema));
   }
 
   async admit(run: NewRun, { oneRunPerTick, isAlive }: AdmitOptions): Promise<Admission> {
-    const values = [...runValues(run), oneRunPerTick];
+    const values = [...runValues(run), oneRunPerTick, minuteNow()];
     const [row] = await this.withSchema(() => this.session.query<AdmitRow>(this.sql.admit, values));
     await this.upgradeIfBehind(row?.version);
     if (row?.id === null || row?.id === undefined) return { admitted: false, reason: 'tick', holder: toHolder(row?.holder) };
@@ -32,7 +36,7 @@ export class PostgresStore implements RunStore {
   // Tries the advisory lock and, if it is ours and the fleet rule allows, records the run.
   // When another session holds the lock, counts the skip (countSkip) on its run.
   async lockAndAdmit(run: NewRun, key: bigint, oneRunPerTick: boolean, countSkip: boolean): Promise<Admission> {
-    const values = [...runValues(run), oneRunPerTick, key.toString(), countSkip];
+    const values = [...runValues(run), oneRunPerTick, minuteNow(), key.toString(), countSkip];
     const [row] = await this.withSchema(() => this.session.query<AdmitRow & { got: boolean }>(this.sql.lockAndAdmit, values));
     if (!row?.got) return { admitted: false, reason: 'locked', holder: toHolder(row?.holder) };
     await this.upgradeIfBehind(row.version);
@@ -56,20 +60,23 @@ export class PostgresStore implements RunStore {
     ]);
   }
 
+  // pg_stat_activity hides other roles' session details (backend_start among them) from a
+  // role without pg_read_all_stats, so `since` may be unknown.
   async advisoryLocks(): Promise<AdvisoryLock[]> {
-    const rows = await this.session.query<Omit<AdvisoryLock, 'since'> & { backend_start: Date }>(this.sql.advisoryLocks);
-    return rows.map(({ backend_start, ...r }) => ({ ...r, since: backend_start.toISOString() }));
+    const rows = await this.session.query<Omit<AdvisoryLock, 'since'> & { backend_start: Date | null }>(this.sql.advisoryLocks);
+    return rows.map(({ backend_start, ...r }) => ({ ...r, since: backend_start?.toISOString() ?? null }));
   }
 
-  async importRun(record: SpooledRun): Promise<void> {
+  async importRun(record: SpooledRun): Promise<number> {
     const finish = finishValues(record);
     if (record.id !== null) {
       await this.session.query(this.sql.importUpdate, [record.id, record.childPid, ...finish]);
-      return;
+      return record.id;
     }
     const r = record.run;
     const run = { ...r, startedAt: new Date(r.startedAt), tick: r.tick === null ? null : new Date(r.tick) };
-    await this.withSchema(() => this.session.query(this.sql.importInsert, [...runValues(run), record.childPid, ...finish]));
+    const [row] = await this.withSchema(() => this.session.query<{ id: string }>(this.sql.importInsert, [...runValues(run), record.childPid, ...finish]));
+    return Number(row?.id);
   }
 
   async recordOverlap(job: string, host: string | null = null): Promise<Holder | null> {
@@ -109,6 +116,9 @@ export class PostgresStore implements RunStore {
       return await attempt();
     } catch (error) {
       if (!SCHEMA_MISSING.has((error as { code?: string }).code ?? '')) throw error;
+      if (!this.create) {
+        throw new NotFoundError(`no run log in schema ${this.schema} at ${this.session.db.display} (nothing was recorded there)`);
+      }
       await this.migrate();
       return attempt();
     }
@@ -129,7 +139,7 @@ export interface AdvisoryLock {
   key: string;
   backend_pid: number;
   client: string;
-  since: string;
+  since: string | null;
 }
 
 interface AdmitRow {
@@ -167,6 +177,11 @@ function finishValues({ outcome: o }: SpooledRun): unknown[] {
   if (!o) return ['abandoned', new Date(), null, null, null, null, false, 'wrapper vanished before its run could be recorded'];
   const output = o.output === null ? null : o.output.replaceAll('\0', '');
   return [o.status, new Date(o.finishedAt), o.durationMs, o.exitCode, o.signal, output, o.outputTruncated, o.error];
+}
+
+// This host's current minute: a claimed tick beyond it came from a clock running ahead.
+function minuteNow(): Date {
+  return new Date(Math.floor(Date.now() / 60_000) * 60_000);
 }
 
 // $1 to $11, in the order of RUN_COLUMNS.

@@ -21,7 +21,8 @@ const SQL = {
                 started_at, overlaps, tick, lock_backend, lock_key)
               VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   // A run of another host in this tick or a later one: it served (or overtook) this tick.
-  tickRun: `SELECT id, host, pid, started_at FROM runs WHERE job = ? AND tick >= ? AND host <> ?
+  // One from a minute beyond this host's clock came from a clock running ahead: ignored.
+  tickRun: `SELECT id, host, pid, started_at FROM runs WHERE job = ? AND tick >= ? AND tick <= ? AND host <> ?
             ORDER BY id DESC LIMIT 1`,
   countSkip: `UPDATE runs SET overlaps = overlaps + 1 WHERE id = ?`,
   setChildPid: `UPDATE runs SET child_pid = ? WHERE id = ?`,
@@ -80,7 +81,8 @@ export class SqliteStore implements RunStore {
       const now = run.startedAt.toISOString();
       const tick = run.tick?.toISOString() ?? null;
       if (oneRunPerTick && tick !== null) {
-        const other = db.prepare(SQL.tickRun).get(run.job, tick, run.host) as HolderRow | undefined;
+        const ahead = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 60_000).toISOString();
+        const other = db.prepare(SQL.tickRun).get(run.job, tick, ahead, run.host) as HolderRow | undefined;
         if (other) {
           db.prepare(SQL.countSkip).run(other.id);
           return { admitted: false, reason: 'tick', holder: toHolder(other) };
@@ -121,12 +123,13 @@ export class SqliteStore implements RunStore {
       .immediate();
   }
 
-  async importRun({ run: r, childPid, outcome: o }: SpooledRun): Promise<void> {
-    this.db
+  async importRun({ run: r, childPid, outcome: o }: SpooledRun): Promise<number> {
+    const info = this.db
       .prepare(SQL.importRun)
       .run(r.job, o?.status ?? 'abandoned', r.trigger, r.attempt, r.host, r.pid, r.username, r.command, r.startedAt,
         childPid, o?.finishedAt ?? new Date().toISOString(), o?.durationMs ?? null, o?.exitCode ?? null,
         o?.signal ?? null, o?.output ?? null, o?.outputTruncated ? 1 : 0, o?.error ?? null, r.tick, r.lockBackend, r.lockKey);
+    return Number(info.lastInsertRowid);
   }
 
   async listRuns(filter: RunFilter): Promise<RunRow[]> {

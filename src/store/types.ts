@@ -107,8 +107,9 @@ export interface RunStore {
   // Counts an invocation skipped because the lock was held, on the run that holds it
   // (on `host` only, when the lock is local to a host); returns that run, if known.
   recordOverlap(job: string, host?: string | null): Promise<Holder | null>;
-  // Writes a run recorded while this store was unreachable (see Spool).
-  importRun(record: SpooledRun): Promise<void>;
+  // Writes a run recorded while this store was unreachable (see Spool), or one that never
+  // started; returns its id.
+  importRun(record: SpooledRun): Promise<number>;
   listRuns(filter: RunFilter): Promise<RunRow[]>;
   getRun(id: number): Promise<RunRow | null>;
   latestRun(job: string): Promise<RunRow | null>;

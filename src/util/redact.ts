@@ -17,8 +17,11 @@ export function addSecretsOf(url: string | undefined): void {
   for (const m of url.matchAll(/[?&]password=([^&#\s]*)/gi)) addDecoded(m[1] as string);
 }
 
+// Also its pieces between URL delimiters: a raw '/' or '?' in a password makes a parser see
+// part of it as a port or a path, and an error may show that part alone.
 function addDecoded(raw: string): void {
   addSecret(raw);
+  for (const piece of raw.split(/[/?#:@&=]/)) if (piece.length >= 4) addSecret(piece);
   try {
     addSecret(decodeURIComponent(raw));
   } catch {

@@ -1,6 +1,6 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, realpathSync, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
-import { CantCreateError, fileError, PermissionError } from '../errors.js';
+import { CantCreateError, fileError, PermissionError, UsageError } from '../errors.js';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // Never follow a link planted in place of the file, never block on a FIFO, never become
@@ -70,5 +70,27 @@ function lstatOf(path: string, what: string): Stats {
     return lstatSync(path);
   } catch (error) {
     throw fileError(what, path, error);
+  }
+}
+
+// Reads a small text file a user named (a configuration file, a certificate): a FIFO, a
+// device or a directory is refused rather than read forever, and so is anything over
+// `maxBytes`. A missing file or a wrong type is a usage error; no permission is 77.
+export function readRegularFile(path: string, what: string, maxBytes = 1024 * 1024): string {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM') throw new PermissionError(`${what}: permission denied on ${path}`);
+    throw new UsageError(`${what}: cannot read ${path} (${code === 'ENOENT' ? 'it does not exist' : code})`);
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) throw new UsageError(`${what}: ${path} is not a regular file`);
+    if (stat.size > maxBytes) throw new UsageError(`${what}: ${path} is larger than ${maxBytes} bytes`);
+    return readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
   }
 }

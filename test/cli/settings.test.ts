@@ -1,4 +1,5 @@
-import { chmodSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { Settings } from '../../src/cli/settings.js';
@@ -52,14 +53,56 @@ describe('configuration files', () => {
 
   it.each([
     ['an unknown key', 'colour = red\n', /user\.conf:1: unknown setting 'colour' \(known: database_url, schema, lock_dir, state_dir\)/],
-    ['a line without =', 'state_dir /x\n', /user\.conf:1: expected 'key = value', got 'state_dir \/x'/],
+    ['a line without =', 'state_dir /x\n', /user\.conf:1: expected 'key = value'$/],
   ])('refuses %s with a usage error naming the file and line', (_what, text, message) => {
     expect(() => files(text, null)).toThrow(UsageError);
     expect(() => files(text, null)).toThrow(message);
   });
 
   it('refuses a $CRONGUARD_CONFIG that does not exist', () => {
-    expect(() => Settings.load({ CRONGUARD_CONFIG: '/nonexistent/cronguard.conf' })).toThrow(/cannot read the configuration file \/nonexistent/);
+    expect(() => Settings.load({ CRONGUARD_CONFIG: '/nonexistent/cronguard.conf' })).toThrow(
+      /^configuration file: cannot read \/nonexistent\/cronguard\.conf \(it does not exist\)$/,
+    );
+  });
+});
+
+describe('configuration files that are not plain files', () => {
+  it.each([
+    ['a FIFO', async (path: string) => new Promise((resolve) => spawn('mkfifo', [path]).on('exit', resolve))],
+    ['a directory', async (path: string) => mkdirSync(path)],
+  ])('%s named by $CRONGUARD_CONFIG: 64 at once, for a run and a subcommand', async (_what, make) => {
+    const box = sandbox();
+    const path = box.path('conf');
+    await make(path);
+    for (const args of [['-n', 'x', '--', 'touch', box.path('ran')], ['history']]) {
+      const result = await cronguard(args, { ...box.env, CRONGUARD_CONFIG: path });
+      expect(result.code).toBe(64);
+      expect(result.stderr).toMatch(new RegExp(`configuration file: ${path} is not a regular file`));
+    }
+    expect(existsSync(box.path('ran'))).toBe(false);
+  });
+
+  it('refuses /dev/zero instead of reading it forever', () => {
+    expect(() => Settings.load({ CRONGUARD_CONFIG: '/dev/zero' })).toThrow(/is not a regular file/);
+  });
+
+  it('skips a FIFO at the user path with a note, without blocking', () => {
+    const box = sandbox();
+    mkdirSync(box.path('xdg/cronguard'), { recursive: true });
+    spawnSync('mkfifo', [box.path('xdg/cronguard/config')]);
+    const settings = Settings.load({ XDG_CONFIG_HOME: box.path('xdg') }, box.path('none'));
+    expect(settings.notes).toEqual([`configuration file: ${box.path('xdg/cronguard/config')} is not a regular file; skipped`]);
+  });
+
+  it('strips trailing comments, as in the README\'s example', () => {
+    const { settings } = files('database_url = postgres://cron@db.internal/ops   # /etc/cronguard.conf\nschema = "a#b" # quoted\n', null);
+    expect(settings.get('database_url')?.value).toBe('postgres://cron@db.internal/ops');
+    expect(settings.get('schema')?.value).toBe('a#b');
+  });
+
+  it('lets an empty variable unset what a file sets', () => {
+    const { settings } = files('database_url = postgres://fleet/ops\n', null, { CRONGUARD_DATABASE_URL: '' });
+    expect(settings.get('database_url')).toBeUndefined();
   });
 });
 
@@ -89,10 +132,12 @@ describe('the database is explicit', () => {
   });
 
   it.each([
-    ['a port that is not a number', 'postgres://h:abc/d', /port 'abc' is not a number from 1 to 65535/],
-    ['a port out of range', 'postgres://h/d?port=70000', /port '70000' is not a number/],
-    ['an unknown sslmode', 'postgres://h/d?sslmode=sometimes', /sslmode 'sometimes' is not one of disable, allow/],
-    ['an unknown parameter', 'postgres://h/d?target_session_attrs=any', /unsupported connection parameter 'target_session_attrs'/],
+    ['a port that is not a number', 'postgres://h:abc/d', /the port in database URL \(\$CRONGUARD_DATABASE_URL\) is not a number from 1 to 65535/],
+    ['a port out of range', 'postgres://h/d?port=70000', /the port in .* is not a number/],
+    ['an unknown sslmode', 'postgres://h/d?sslmode=sometimes', /sslmode 'sometimes' \(or \$PGSSLMODE\) is not one of disable, allow/],
+    ['an unsupported parameter', 'postgres://h/d?service=ops', /unsupported connection parameter 'service'/],
+    ['a password with a raw ?', 'postgres://u:S3cret?PW@h/d', /unsupported connection parameter in the URL \(a password with \? \/ # or @ must be %-encoded\)/],
+    ['a connect_timeout too long for a timer', 'postgres://h/d?connect_timeout=3000000', /connect_timeout '3000000' .* up to 3600/],
     ['a malformed escape', 'postgres://u:%zz@h/d', /the password has a malformed %-escape/],
     ['another scheme', 'mysql://h/d', /expected a URL starting with postgres:\/\//],
   ])('refuses %s as a usage error', (_what, text, message) => {

@@ -50,7 +50,7 @@ describe('bad input', () => {
   it('a nonexistent command exits 127 without taking the lock, and is recorded as failed', async () => {
     const box = sandbox();
     const result = await cronguard(['-n', 'j', '--', 'no-such-command-xyz'], box.env);
-    expect(result).toMatchObject({ code: 127, stdout: '', stderr: 'cronguard: command not found: no-such-command-xyz\n' });
+    expect(result).toMatchObject({ code: 127, stdout: '', stderr: 'cronguard: j: command not found: no-such-command-xyz (run 1; cronguard logs 1)\n' });
     expect(runs(box.stateDir)).toEqual([
       expect.objectContaining({ job: 'j', status: 'failed', exit_code: 127, error: 'command not found: no-such-command-xyz', tick: null, duration_ms: 0 }),
     ]);
@@ -61,7 +61,7 @@ describe('bad input', () => {
     const box = sandbox();
     const result = await cronguard(['-n', 'j', '--', `${import.meta.dirname}/../fixtures/not-executable.sh`], box.env);
     expect(result.code).toBe(126);
-    expect(result.stderr).toMatch(/^cronguard: cannot execute .*not-executable.sh: permission denied\n$/);
+    expect(result.stderr).toMatch(/^cronguard: j: cannot execute .*not-executable.sh: permission denied \(run 1; cronguard logs 1\)\n$/);
     expect(runs(box.stateDir)).toEqual([expect.objectContaining({ status: 'failed', exit_code: 126, error: expect.stringMatching(/permission denied/) })]);
     expect(existsSync(box.lockDir)).toBe(false);
   });

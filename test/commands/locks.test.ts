@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, lines, ROOT, runs, sandbox, start, waitFor } from '../helpers.js';
 
 // Starts `cronguard ARGS -- hold.sh` and waits until the command runs; release() lets it end.
 async function holding(args: string[], env: NodeJS.ProcessEnv, dir: string) {
@@ -62,6 +62,15 @@ describe('cronguard locks (flock)', () => {
     expect(held).toEqual([
       expect.objectContaining({ job: 'quiet', lock: 'flock', run_id: null, holder_pid: unlogged.run.child.pid, verified: true }),
     ]);
+  });
+
+  it('records lock paths given relative to the working directory as absolute ones', async () => {
+    const box = sandbox();
+    const held = await holding(['-n', 'rel', '--lock-file', 'relative.lock'], box.env, box.dir);
+    // `locks` runs from another directory (the repository), as an operator's shell would.
+    const listed = await locksOf({ ...box.env, CRONGUARD_TEST_SANDBOX: ROOT });
+    await held.release();
+    expect(listed).toEqual([expect.objectContaining({ job: 'rel', key: box.path('relative.lock'), verified: true })]);
   });
 
   it('no longer lists a lock once its run ended', async () => {

@@ -75,6 +75,29 @@ describe('one run per tick across a fleet', () => {
     ]);
   });
 
+  it('a host whose clock runs far ahead does not silence the others', async () => {
+    const box = pgSandbox();
+    const job = box.job('ahead');
+    const now = new Date(Math.floor(Date.now() / 60_000) * 60_000);
+    const later = (minutes: number) => new Date(now.getTime() + minutes * 60_000 + 1000).toISOString();
+    await onHost('fast-clock', later(60 * 24 * 180), ['-n', job, '--', 'true'], box.env).done;
+    await onHost('host-a', later(0), ['-n', job, '--', 'true'], box.env).done;
+    await onHost('host-b', later(0), ['-n', job, '--', 'true'], box.env).done;
+    await onHost('host-b', later(1), ['-n', job, '--', 'true'], box.env).done;
+    // The fast host ran on its own bogus minute; the fleet still runs once per real minute.
+    expect((await pgRuns(box.schema)).map((r) => r.host)).toEqual(['fast-clock', 'host-a', 'host-b']);
+  });
+
+  it('a minute overtaken by a later one that ran elsewhere does not run, and its skip is counted there', async () => {
+    const box = pgSandbox();
+    const job = box.job('overtaken');
+    await onHost('host-a', at('03:02:01'), ['-n', job, '--', 'true'], box.env).done;
+    const late = await onHost('host-b', at('03:01:59'), ['-v', '-n', job, '--', 'true'], box.env).done;
+    expect(late.code).toBe(0);
+    expect(late.stderr).toMatch(/already ran this minute on host host-a/);
+    expect(await pgRuns(box.schema)).toEqual([expect.objectContaining({ host: 'host-a', overlaps: 1 })]);
+  });
+
   it.each([
     ['the postgres lock', []],
     ['local flocks with the shared log', ['-l', 'flock']],

@@ -102,6 +102,20 @@ describe('least-privilege roles, as the README sets them up', () => {
     expect(lines(log).filter((l) => l.startsWith('start'))).toHaveLength(1);
   });
 
+  it('the dashboard role lists locks held by the cron role, whose session details it may not see', async () => {
+    const { box, names, as } = await roles();
+    const job = box.job('seen');
+    const log = box.path('record');
+    const barrier = box.path('go');
+    const held = start(['-n', job, '--', fixture('hold.sh'), log, barrier], as(names.cron));
+    await waitFor(() => lines(log).length > 0, 'the job to start');
+    const result = await cronguard(['locks', '--json'], as(names.dash));
+    writeFileSync(barrier, '');
+    await held.done;
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(result.stdout)).toEqual([expect.objectContaining({ job, lock: 'postgres', verified: true })]);
+  });
+
   it.each([
     [['history']],
     [['logs', 'x']],
