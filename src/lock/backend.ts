@@ -16,6 +16,8 @@ export interface Lock {
 export interface AcquireOptions {
   // 0: one attempt; otherwise keep trying until this many milliseconds have passed.
   readonly waitMs: number;
+  // Stops the waiting (a signal to cronguard): the wait ends by throwing abort's reason.
+  readonly abort?: AbortSignal;
 }
 
 // One lock backend: returns the held lock, or null when another holder has it.
@@ -30,15 +32,16 @@ const MAX_DELAY_MS = 250;
 
 // Retries a non-blocking acquisition until it succeeds or `waitMs` runs out. Polling (rather
 // than a blocking call on a worker thread) keeps the deadline exact and the process killable.
-export async function retryUntil<T>(attempt: () => Promise<T | null> | T | null, waitMs: number): Promise<T | null> {
+export async function retryUntil<T>(attempt: () => Promise<T | null> | T | null, waitMs: number, abort?: AbortSignal): Promise<T | null> {
   const deadline = Date.now() + waitMs;
   let delay = FIRST_DELAY_MS;
   for (;;) {
+    abort?.throwIfAborted();
     const held = await attempt();
     if (held !== null) return held;
     const left = deadline - Date.now();
     if (left <= 0) return null;
-    await sleep(Math.min(delay, left));
+    await sleep(Math.min(delay, left), abort);
     delay = Math.min(delay * 2, MAX_DELAY_MS);
   }
 }

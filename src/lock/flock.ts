@@ -40,5 +40,5 @@ export function flockBackend(path: string, inLockDir: boolean): LockBackend {
     // description and must keep the lock, as with util-linux flock.
     release: async () => closeSync(fd),
   });
-  return { description: `flock ${path}`, acquire: ({ waitMs }) => retryUntil(tryOnce, waitMs) };
+  return { description: `flock ${path}`, acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort) };
 }

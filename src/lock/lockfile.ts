@@ -48,5 +48,5 @@ export function lockfileBackend(dir: string, name: string): LockBackend {
       },
     };
   };
-  return { description: `lockfile ${lockPath} (stale after ${STALE_MS / 1000}s)`, acquire: ({ waitMs }) => retryUntil(tryOnce, waitMs) };
+  return { description: `lockfile ${lockPath} (stale after ${STALE_MS / 1000}s)`, acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort) };
 }

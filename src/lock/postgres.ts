@@ -37,7 +37,7 @@ export function postgresBackend(session: PgSession, key: bigint): PostgresLockBa
     description: `postgres advisory lock ${key} on ${session.db.display}`,
     held,
     tryOnce,
-    acquire: ({ waitMs }) => retryUntil(tryOnce, waitMs),
+    acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort),
   };
 }
 

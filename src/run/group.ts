@@ -28,15 +28,16 @@ export class ProcessGroup {
     }
   }
 
-  // Sends the kill signal to every member, then SIGKILL to whatever is left after kill-after.
-  stop(): void {
+  // Sends the kill signal to every member, then SIGKILL to whatever is left after kill-after
+  // (or a shorter grace, when waiting is unsafe).
+  stop(graceMs = this.killAfterMs): void {
     if (this.stopping) return;
     this.stopping = true;
     this.signal(this.killSignal);
     this.killTimer = setLongTimeout(() => {
       this.escalated = true;
       this.signal('SIGKILL');
-    }, this.killAfterMs);
+    }, graceMs);
   }
 
   // Once the group has been stopped, waits until no member is left, so a timeout or lock
@@ -57,22 +58,30 @@ export class ProcessGroup {
   // kill(-pgid, 0) also succeeds for zombies, which linger when the machine's init is slow
   // to reap orphans; on Linux, /proc tells the living from the dead.
   private hasLiveMembers(): boolean {
-    if (!this.signal(0)) return false;
+    return this.signal(0) && this.liveMembers() !== null;
+  }
+
+  // The group's living members as "pid 123 (sleep)", or null when there are none; an empty
+  // list when /proc cannot be read (members may live, unnamed).
+  liveMembers(): string[] | null {
+    if (!this.signal(0)) return null;
     let pids: string[];
     try {
       pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
     } catch {
-      return true;
+      return [];
     }
-    return pids.some((pid) => {
+    const members = pids.flatMap((pid) => {
       let stat: string;
       try {
         stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       } catch {
-        return false;
+        return [];
       }
       const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return Number(pgrp) === this.pgid && state !== 'Z' && state !== 'X';
+      const live = Number(pgrp) === this.pgid && state !== 'Z' && state !== 'X';
+      return live ? [`pid ${pid} (${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))})`] : [];
     });
+    return members.length > 0 ? members : null;
   }
 }

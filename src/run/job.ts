@@ -1,5 +1,5 @@
-import { accessSync, constants, statSync } from 'node:fs';
-import { hostname, userInfo } from 'node:os';
+import { accessSync, constants as fs, statSync } from 'node:fs';
+import { constants, hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { isatty } from 'node:tty';
 import type { RunConfig } from '../cli/config.js';
@@ -7,8 +7,8 @@ import { CommandNotFoundError, CronguardError, NotExecutableError } from '../err
 import type { Holder, NewRun } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { judge } from './outcome.js';
-import { supervise } from './supervisor.js';
-import { type Admission, openGate, openRecorder } from './wiring.js';
+import { FORWARDED, supervise } from './supervisor.js';
+import { type Admission, type Gate, openGate, openRecorder } from './wiring.js';
 
 // One invocation of `cronguard run`: admit (lock, fleet rule, record), supervise, record,
 // release. Returns the exit code; throws only typed errors for problems found before
@@ -30,33 +30,69 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     lockKey: lockKeyOf(config),
   };
   const file = await startable(config, run, say);
-  const gate = await openGate(config, run, { oneRunPerTick: !manual && !config.everyTick, isAlive }, say);
+  // Until the command runs, a signal stops cronguard cleanly: it ends a wait for the lock,
+  // runs nothing, and exits 128+N with one line. Then the supervisor forwards signals.
+  const stop = new AbortController();
+  const onSignal = (signal: NodeJS.Signals) => stop.abort(new Interrupted(config.name, signal));
+  for (const signal of FORWARDED) process.on(signal, onSignal);
   let admission: Admission | null = null;
+  let gate: Awaited<ReturnType<typeof openGate>> | null = null;
   try {
-    admission = await gate.admit();
+    gate = await openGate(config, run, { oneRunPerTick: !manual && !config.everyTick, isAlive }, say);
+    admission = await gate.admit(stop.signal);
+    for (const signal of FORWARDED) process.off(signal, onSignal);
     if (!admission.admitted) return await skipped(config, admission, gate.description, say);
+    if (stop.signal.aborted) return await abandonAdmitted(gate, stop.signal.reason as Interrupted);
     const { lock } = admission;
     say.verbose(`${config.name}: holding ${gate.description}`);
-    const child = supervise({ ...config, file, inheritFd: lock.inheritFd, pdeathsig: lock.commandDiesWithWrapper });
+    const child = supervise({ ...config, file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper });
     let lostLock: string | null = null;
     lock.onLost((reason) => {
       lostLock = reason;
-      if (config.onLockLoss === 'terminate') child.terminate(reason);
+      // Another instance may take the lock any moment now: the grace before SIGKILL is
+      // short, whatever --kill-after says.
+      if (config.onLockLoss === 'terminate') child.terminate(reason, Math.min(config.killAfterMs, LOCK_LOSS_GRACE_MS));
       else say.warn(`${config.name}: lock lost (${reason}); the command continues (--on-lock-loss continue)`);
     });
     if (child.pid !== null) await gate.recorder.childStarted(child.pid);
-    const verdict = judge(await child.result, { ...config, lockLostWhileRunning: lostLock }, new Date());
+    const result = await child.result;
+    const verdict = judge(result, { ...config, lockLostWhileRunning: lostLock }, new Date());
     await gate.recorder.finish(verdict.outcome);
-    if (verdict.summary) say.warn(summaryLine(config.name, verdict.summary, gate.recorder.runId));
+    if (verdict.summary) {
+      if (result.endsMidLine) process.stderr.write('\n');
+      say.warn(summaryLine(config.name, verdict.summary, gate.recorder.runId));
+    }
     say.verbose(`${config.name}: ${verdict.outcome.status}, exit ${verdict.exitCode}`);
     return verdict.exitCode;
   } finally {
+    for (const signal of FORWARDED) process.off(signal, onSignal);
     if (admission?.admitted) await admission.lock.release();
-    const trips = gate.roundTrips();
+    const trips = gate?.roundTrips() ?? 0;
     if (trips > 0) say.verbose(`${config.name}: ${trips} PostgreSQL round trip${trips === 1 ? '' : 's'} after connecting`);
-    await gate.close();
+    await gate?.close();
   }
 }
+
+// A signal that came while the lock and the record were being taken: the run is recorded
+// as killed before it started, and nothing runs.
+async function abandonAdmitted(gate: Gate, interrupted: Interrupted): Promise<never> {
+  const outcome = { status: 'killed', finishedAt: new Date(), durationMs: 0, exitCode: null, signal: interrupted.signal, output: null, outputTruncated: false, error: interrupted.message } as const;
+  await gate.recorder.finish(outcome);
+  throw interrupted;
+}
+
+// cronguard got a signal before the command started.
+export class Interrupted extends CronguardError {
+  constructor(
+    name: string,
+    readonly signal: NodeJS.Signals,
+  ) {
+    super(`${name}: stopped by ${signal} before the command started; nothing ran`, 128 + ((constants.signals as Record<string, number>)[signal] ?? 0));
+  }
+}
+
+// How long a command whose lock was lost gets between the kill signal and SIGKILL.
+export const LOCK_LOSS_GRACE_MS = 2000;
 
 // The program to run, found before any lock is taken. One that cannot start still leaves a
 // `failed` row, so a misconfigured job shows up in history and to `check`.
@@ -172,7 +208,7 @@ function unusable(file: string): string | null {
     return code === 'ENOENT' || code === 'ENOTDIR' ? 'missing' : 'permission denied';
   }
   try {
-    accessSync(file, constants.X_OK);
+    accessSync(file, fs.X_OK);
     return null;
   } catch {
     return 'permission denied';

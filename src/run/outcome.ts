@@ -24,9 +24,12 @@ export interface Ending {
 export function judge(result: ChildResult, ending: Ending, finishedAt: Date): Verdict {
   const verdict = judgeChild(result, ending, finishedAt);
   const lost = ending.lockLostWhileRunning;
-  if (lost === null || result.terminatedBecause !== null) return verdict;
-  const note = `lock lost while running (${lost}); the command was allowed to continue`;
-  const error = verdict.outcome.error ? `${verdict.outcome.error}; ${note}` : note;
+  const notes = [
+    lost !== null && result.terminatedBecause === null ? `lock lost while running (${lost}); the command was allowed to continue` : null,
+    result.outputNote,
+  ].filter((n): n is string => n !== null);
+  if (notes.length === 0) return verdict;
+  const error = [verdict.outcome.error, ...notes].filter(Boolean).join('; ');
   return { ...verdict, outcome: { ...verdict.outcome, error } };
 }
 

@@ -31,9 +31,11 @@ export class QuietBuffer {
     writeSync(this.spillFd as number, chunk);
   }
 
-  // Writes everything held to `write(stream, chunk)` in the order it arrived.
-  replay(write: (stream: StreamId, chunk: Buffer) => void): void {
-    for (const { stream, chunk } of this.memory) write(stream, chunk);
+  // Writes everything held to `write(stream, chunk)` in the order it arrived, waiting for
+  // each write: the spill file is read back a record at a time, so a replay of any size
+  // needs no more memory than one chunk.
+  async replay(write: (stream: StreamId, chunk: Buffer) => Promise<void>): Promise<void> {
+    for (const { stream, chunk } of this.memory) await write(stream, chunk);
     if (this.spillFd === null) return;
     const fd = this.spillFd;
     const header = Buffer.alloc(5);
@@ -42,7 +44,7 @@ export class QuietBuffer {
       const length = header.readUInt32BE(1);
       const chunk = Buffer.alloc(length);
       readSync(fd, chunk, 0, length, position + 5);
-      write(header.readUInt8(0) as StreamId, chunk);
+      await write(header.readUInt8(0) as StreamId, chunk);
       position += 5 + length;
     }
   }

@@ -1,9 +1,9 @@
 import { type StdioOptions, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import type { Readable } from 'node:stream';
-import { setLongTimeout, sleep } from '../util/io.js';
+import { setLongTimeout } from '../util/io.js';
 import { ProcessGroup } from './group.js';
-import { QuietBuffer, type StreamId, TailBuffer } from './output.js';
+import { QuietBuffer, TailBuffer } from './output.js';
+import { Relay } from './relay.js';
+import { Watchdog } from './watchdog.js';
 
 export interface SuperviseOptions {
   readonly file: string;
@@ -14,9 +14,8 @@ export interface SuperviseOptions {
   readonly killAfterMs: number;
   readonly quiet: boolean;
   readonly captureBytes: number;
-  // Kill the command if cronguard dies (Linux parent-death signal, via util-linux setpriv),
-  // for locks that die with the wrapper.
-  readonly pdeathsig: boolean;
+  // The lock dies with cronguard, so the command's group must too (see Watchdog).
+  readonly dieWithWrapper: boolean;
 }
 
 // What became of the command, success or not, in one shape (as execa's result).
@@ -32,19 +31,20 @@ export interface ChildResult {
   readonly durationMs: number;
   readonly output: string | null;
   readonly outputTruncated: boolean;
+  // Why output was not drained to its end, for the run log; null when it was.
+  readonly outputNote: string | null;
+  // cronguard's stderr was left mid-line, so its own next line must start a new one.
+  readonly endsMidLine: boolean;
 }
 
 export interface Supervision {
   readonly pid: number | null;
   // Stops the command's whole process group (signal, then SIGKILL), e.g. on lock loss.
-  terminate(reason: string): void;
+  terminate(reason: string, graceMs?: number): void;
   readonly result: Promise<ChildResult>;
 }
 
-const FORWARDED: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'];
-// After the command exits, output still in flight gets this long to arrive; a background
-// process that keeps the pipe open must not keep cronguard waiting.
-const DRAIN_MS = 200;
+export const FORWARDED: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'];
 
 // Runs the command in its own process group, passing its output through live while keeping
 // a tail for the run log, forwarding signals, and enforcing the timeout on the whole tree.
@@ -53,6 +53,7 @@ export function supervise(options: SuperviseOptions): Supervision {
   const capture = options.captureBytes > 0 || options.quiet;
   const stdio: StdioOptions = ['inherit', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit'];
   if (options.inheritFd !== null) stdio.push(options.inheritFd);
+  const watchdog = options.dieWithWrapper ? Watchdog.start() : null;
   // Handlers go in before the child exists: a signal that arrives while the command starts
   // must reach it, not kill cronguard and orphan it. Until the spawn returns, the group
   // is unknown and the signal is delivered right after.
@@ -63,60 +64,36 @@ export function supervise(options: SuperviseOptions): Supervision {
     group?.signal(signal);
   };
   for (const signal of FORWARDED) process.on(signal, forward);
-  const stdout = process.stdout;
-  const stderr = process.stderr;
   // detached: the command leads a new process group, so signals and the timeout reach
   // everything it starts, and a terminal's ^C reaches it only through cronguard.
-  const [file, args, argv0] = withParentDeathSignal(options);
-  const child = spawn(file, args, { argv0, stdio, detached: true });
+  const child = spawn(options.file, options.argv.slice(1), { argv0: options.argv[0], stdio, detached: true });
+  if (child.pid !== undefined) watchdog?.watch(child.pid);
   const processGroup = new ProcessGroup(child.pid ?? null, options.killSignal, options.killAfterMs);
   group = processGroup;
   if (forwardedSignal) processGroup.signal(forwardedSignal);
   const tail = new TailBuffer(options.captureBytes);
   const quiet = options.quiet ? new QuietBuffer() : null;
-  const route = (id: StreamId, source: Readable | null, out: NodeJS.WriteStream) => {
-    // A reader that went away (EPIPE) must not stall the command: keep capturing, stop
-    // writing. A slow reader slows the command down rather than growing our memory.
-    let broken = false;
-    out.on('error', () => {
-      broken = true;
-      source?.resume();
-    });
-    source?.on('data', (chunk: Buffer) => {
-      tail.push(chunk);
-      if (quiet) quiet.push(id, chunk);
-      else if (!broken && !out.write(chunk)) {
-        source.pause();
-        out.once('drain', () => source.resume());
-      }
-    });
-  };
-  route(1, child.stdout, stdout);
-  route(2, child.stderr, stderr);
+  const relay = new Relay(tail, quiet);
+  relay.pipe(1, child.stdout, process.stdout);
+  relay.pipe(2, child.stderr, process.stderr);
 
   let terminatedBecause: string | null = null;
-  const timer =
-    options.timeoutMs === null ? null : setLongTimeout(() => processGroup.stop(), options.timeoutMs);
+  const deadline = options.timeoutMs === null ? null : Date.now() + options.timeoutMs;
+  const timer = options.timeoutMs === null ? null : setLongTimeout(() => processGroup.stop(), options.timeoutMs);
 
   const result = new Promise<ChildResult>((resolve) => {
     let settled = false;
-    const settle = async (
-      exitCode: number | null,
-      signal: NodeJS.Signals | null,
-      spawnError: NodeJS.ErrnoException | null,
-    ) => {
+    const settle = async (exitCode: number | null, signal: NodeJS.Signals | null, spawnError: NodeJS.ErrnoException | null) => {
       if (settled) return;
       settled = true;
       timer?.clear();
-      await Promise.race([new Promise((r) => child.once('close', r)), sleep(DRAIN_MS)]);
-      child.stdout?.destroy();
-      child.stderr?.destroy();
+      // A stopped group is waited out first: once its members are gone, so are their pipes.
       await processGroup.waitUntilGone();
+      const outputNote = await relay.drain(deadline, processGroup);
+      watchdog?.release();
       for (const s of FORWARDED) process.off(s, forward);
       const durationMs = Math.round(performance.now() - started);
-      if (quiet && (exitCode !== 0 || processGroup.stopping)) {
-        quiet.replay((id, chunk) => (id === 1 ? stdout : stderr).write(chunk));
-      }
+      if (quiet && (exitCode !== 0 || processGroup.stopping || spawnError)) await quiet.replay((id, chunk) => relay.write(id, chunk));
       quiet?.dispose();
       resolve({
         pid: child.pid ?? null,
@@ -130,6 +107,8 @@ export function supervise(options: SuperviseOptions): Supervision {
         durationMs,
         output: tail.text(),
         outputTruncated: tail.truncated,
+        outputNote,
+        endsMidLine: relay.endsMidLine(),
       });
     };
     // Without a pid the spawn itself failed, and no 'exit' may follow.
@@ -141,19 +120,10 @@ export function supervise(options: SuperviseOptions): Supervision {
 
   return {
     pid: child.pid ?? null,
-    terminate(reason) {
+    terminate(reason, graceMs) {
       terminatedBecause ??= reason;
-      processGroup.stop();
+      processGroup.stop(graceMs);
     },
     result,
   };
-}
-
-// setpriv sets PR_SET_PDEATHSIG and then execs the command, which keeps its pid. SIGKILL, not
-// TERM: a command that ignored TERM would go on running next to the instance that replaces it.
-function withParentDeathSignal(options: SuperviseOptions): [string, string[], string | undefined] {
-  const args = options.argv.slice(1);
-  const setpriv = options.pdeathsig ? ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p)) : undefined;
-  if (!setpriv) return [options.file, args, options.argv[0]];
-  return [setpriv, ['--pdeathsig', 'KILL', '--', options.file, ...args], undefined];
 }

@@ -19,8 +19,9 @@ export interface Gate {
   readonly recorder: RunRecorder;
   // Which lock this is and where it lives, for --verbose.
   readonly description: string;
-  // Takes the lock and records the start, or says why this invocation may not run.
-  admit(): Promise<Admission>;
+  // Takes the lock and records the start, or says why this invocation may not run. An
+  // aborted `abort` ends a wait for the lock by throwing its reason.
+  admit(abort: AbortSignal): Promise<Admission>;
   // Round trips to PostgreSQL so far, for --verbose (0 without a database).
   roundTrips(): number;
   close(): Promise<void>;
@@ -80,8 +81,8 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
     const lock = await plain.tryOnce();
     return lock && gate.admitHeld(lock);
   };
-  const admit = async (): Promise<Admission> =>
-    (await retryUntil(attempt, config.waitMs)) ?? { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null) };
+  const admit = async (abort: AbortSignal): Promise<Admission> =>
+    (await retryUntil(attempt, config.waitMs, abort)) ?? { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null) };
   return { ...gate, admit, close };
 }
 
@@ -104,8 +105,8 @@ function localGate(backend: LockBackend, recorder: RunRecorder, run: NewRun, con
     recorder,
     description: backend.description,
     admitHeld,
-    admit: async () => {
-      const lock = await backend.acquire({ waitMs: config.waitMs });
+    admit: async (abort) => {
+      const lock = await backend.acquire({ waitMs: config.waitMs, abort });
       if (lock) return admitHeld(lock);
       const host = config.lock === 'postgres' ? null : run.host;
       return { admitted: false, reason: 'locked', holder: await recorder.overlap(config.name, host) };

@@ -31,8 +31,15 @@ export function flushed(stream: NodeJS.WriteStream): Promise<void> {
 
 // A promise timer. Deliberately not node:timers/promises, whose load is a measurable part of
 // cronguard's start-up.
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+// With `abort`, it ends early when that is aborted.
+export function sleep(ms: number, abort?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    abort?.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
 
 // setTimeout fires after 1 ms (with a warning) past about 24.8 days; longer delays are

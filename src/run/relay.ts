@@ -1,0 +1,116 @@
+import { fstatSync } from 'node:fs';
+import type { Readable } from 'node:stream';
+import { sleep } from '../util/io.js';
+import type { ProcessGroup } from './group.js';
+import type { QuietBuffer, StreamId, TailBuffer } from './output.js';
+
+const POLL_MS = 100;
+// Silence on the pipes for this long, with no reader holding us back, before looking at who
+// still has them open: members of the command's group...
+const IDLE_MS = 200;
+// ...or, when the group is gone, a process that left it (setsid) and kept the output.
+const IDLE_OUTSIDE_MS = 1000;
+
+interface Source {
+  readonly stream: Readable;
+  ended: boolean;
+  // Waiting for a slow reader to take what was written.
+  blocked: boolean;
+}
+
+// Passes the command's output through to cronguard's own stdout and stderr while it runs,
+// keeping the tail for the run log (and all of it for -q). A slow reader slows the command
+// down rather than growing our memory; one that went away (EPIPE) stops the writing, not
+// the command. When the command exits, everything it wrote is drained; only descendants
+// that keep a pipe open are not waited for.
+export class Relay {
+  private readonly sources: Source[] = [];
+  private lastData = 0;
+  private readonly lastByte = new Map<string, number>();
+
+  constructor(
+    private readonly tail: TailBuffer,
+    private readonly quiet: QuietBuffer | null,
+  ) {}
+
+  pipe(id: StreamId, stream: Readable | null, out: NodeJS.WriteStream): void {
+    if (!stream) return;
+    const source: Source = { stream, ended: false, blocked: false };
+    this.sources.push(source);
+    let broken = false;
+    out.on('error', () => {
+      broken = true;
+      source.blocked = false;
+      stream.resume();
+    });
+    stream.on('end', () => (source.ended = true));
+    stream.on('close', () => (source.ended = true));
+    stream.on('data', (chunk: Buffer) => {
+      this.lastData = Date.now();
+      this.tail.push(chunk);
+      if (this.quiet) return this.quiet.push(id, chunk);
+      if (broken) return;
+      this.noteWritten(id, chunk);
+      const flowing = out.write(chunk);
+      // Node writes to a pipe synchronously on Linux: a slow reader holds us inside write(),
+      // and that time is not silence from the command.
+      this.lastData = Date.now();
+      if (!flowing) {
+        source.blocked = true;
+        stream.pause();
+        out.once('drain', () => {
+          source.blocked = false;
+          stream.resume();
+        });
+      }
+    });
+  }
+
+  // Writes a -q replay's chunk, waiting for the reader when it is slow.
+  async write(id: StreamId, chunk: Buffer): Promise<void> {
+    this.noteWritten(id, chunk);
+    const out = id === 1 ? process.stdout : process.stderr;
+    if (!out.write(chunk) && !out.destroyed) await new Promise((resolve) => out.once('drain', resolve).once('error', resolve));
+  }
+
+  // After the command exited: reads until both pipes end. Returns a note for the run log
+  // when processes that outlived the command still held a pipe, and it stopped there.
+  async drain(deadline: number | null, group: ProcessGroup): Promise<string | null> {
+    for (;;) {
+      if (this.sources.every((s) => s.ended)) return null;
+      await sleep(POLL_MS);
+      if (deadline !== null && Date.now() > deadline) return this.cut('the timeout expired while output was still arriving');
+      const idle = Date.now() - this.lastData;
+      if (this.sources.some((s) => s.blocked) || idle < IDLE_MS) continue;
+      const members = group.liveMembers();
+      if (members !== null) return this.cut(`${members.join(', ') || 'its process group'} kept its output open after the command exited; not waited for`);
+      if (idle >= IDLE_OUTSIDE_MS) return this.cut('a process outside its group kept its output open after the command exited; not waited for');
+    }
+  }
+
+  // Whether cronguard's stderr (the stream its summary line goes to) was left in the middle
+  // of a line, counting stdout when both are the same file, as in cron's mail.
+  endsMidLine(): boolean {
+    const last = this.lastByte.get(sinkOf(2));
+    return last !== undefined && last !== 0x0a;
+  }
+
+  private noteWritten(id: StreamId, chunk: Buffer): void {
+    if (chunk.length > 0) this.lastByte.set(sinkOf(id), chunk[chunk.length - 1] as number);
+  }
+
+  private cut(note: string): string {
+    for (const source of this.sources) source.stream.destroy();
+    return note;
+  }
+}
+
+// Which file one of our output streams goes to: the same key for both when they share it.
+function sinkOf(fd: number): string {
+  try {
+    const { dev, ino } = fstatSync(fd);
+    return `${dev}:${ino}`;
+  } catch {
+    return `fd${fd}`;
+  }
+}
