@@ -86,7 +86,7 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
     if (!(key in SETTING_ENV)) {
       throw new UsageError(`${where}: unknown setting '${match[1]}' (known: ${Object.keys(SETTING_ENV).join(', ')})`);
     }
-    const value = valueOf(match[2] as string);
+    const value = settingValue(match[2] as string);
     if (key === 'database_url') addSecretsOf(value);
     settings.set(key as SettingKey, { value, from: where });
   });
@@ -98,7 +98,7 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
 }
 
 // A value without its trailing comment; a quoted value is taken as quoted.
-function valueOf(text: string): string {
+function settingValue(text: string): string {
   const quoted = /^(["'])(.*?)\1\s*(#.*)?$/.exec(text);
   if (quoted) return quoted[2] as string;
   return text.replace(/(^|\s)#.*$/, '').trim();
