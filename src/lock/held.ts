@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { STALE_MS } from './lockfile.js';
+import { epochPath, highestEpoch, isFresh } from './lockfile.js';
 
 export interface LocalLock {
   readonly job: string;
@@ -14,9 +14,9 @@ export interface LocalLock {
 export class LocalLocks {
   private flocks: Map<string, number> | null = null;
 
-  // The pid holding a flock on `path` (null for a fresh lockfile), or undefined: not held.
+  // The pid holding the lock at `path` (null when that cannot be told), or undefined: not held.
   holder(backend: string, path: string): number | null | undefined {
-    if (backend === 'lockfile') return isFresh(path) ? null : undefined;
+    if (backend === 'lockfile') return leaseHolder(path);
     if (backend !== 'flock') return undefined;
     try {
       const { dev, ino } = statSync(path, { bigint: true });
@@ -64,10 +64,15 @@ export class LocalLocks {
   }
 }
 
-function isFresh(path: string): boolean {
+// A lockfile lease is held when its highest epoch is fresh; the epoch names its holder.
+function leaseHolder(container: string): number | null | undefined {
   try {
-    return Date.now() - statSync(path).mtimeMs < STALE_MS;
+    const epoch = highestEpoch(container);
+    const path = epochPath(container, epoch);
+    if (epoch === 0 || !isFresh(path)) return undefined;
+    const pid = Number(readFileSync(path, 'utf8').split(' ')[1]);
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
   } catch {
-    return false;
+    return undefined;
   }
 }

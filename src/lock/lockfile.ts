@@ -1,52 +1,109 @@
-import { lock as properLock } from 'proper-lockfile';
-import { describe, fileError } from '../errors.js';
+import { closeSync, lutimesSync, mkdirSync, readdirSync, rmSync, statSync, writeSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { fileError } from '../errors.js';
+import { createExclusive } from '../util/safe-path.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
-// proper-lockfile's lock is a directory whose mtime the holder refreshes; a lock not
-// refreshed for STALE_MS is considered abandoned and may be taken over. Unlike flock, it dies
-// with the wrapper, not with the command, so the command gets a parent-death signal; what
-// the command started in the background is not covered and may outlive the lock. That is
-// the price of working on network filesystems where flock(2) is unreliable.
+// A lease for file systems where flock(2) cannot be trusted (NFS): the holder refreshes it
+// every UPDATE_MS; one not refreshed for STALE_MS was abandoned and may be taken over.
 export const STALE_MS = 10_000;
 const UPDATE_MS = 2_000;
 
+// The lock is a directory of numbered epoch files; the highest one is the lease. Taking the
+// lock means creating the next epoch with O_EXCL, which exactly one of any number of racing
+// waiters can do, so a stale lease is taken over atomically (proper-lockfile removed and
+// re-created it, and several waiters could each do so). Epochs are never removed on release
+// (the lease is made stale instead), so their number only grows, and a winner checks that
+// nothing overtook it. Like any lease, it dies with the wrapper: the command gets a watchdog
+// (the supervisor), and a holder that stalls for STALE_MS loses the lock (exit 75).
 export function lockfileBackend(dir: string, name: string): LockBackend {
-  const target = `${dir}/${name}`;
-  const lockPath = `${target}.lockdir`;
+  const container = `${dir}/${name}.lockdir`;
+  const tryOnce = (): Lock | null => {
+    makeContainer(container);
+    const latest = highestEpoch(container);
+    if (latest > 0 && isFresh(epochPath(container, latest))) return null;
+    const mine = latest + 1;
+    const fd = createExclusive(container, epochName(mine), 'lock file');
+    if (fd === null) return null;
+    writeSync(fd, `${hostname()} ${process.pid}\n`);
+    closeSync(fd);
+    if (highestEpoch(container) !== mine) return null;
+    for (let old = latest; old > 0 && old > latest - 5; old--) rmSync(epochPath(container, old), { force: true });
+    return hold(container, mine);
+  };
+  return { description: `lockfile ${container} (stale after ${STALE_MS / 1000}s)`, acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort) };
+}
+
+function hold(container: string, epoch: number): Lock {
+  const path = epochPath(container, epoch);
   let lostHandler: ((reason: string) => void) | null = null;
   let lost: string | null = null;
-
-  const tryOnce = async (): Promise<Lock | null> => {
-    let release: () => Promise<void>;
+  const refresh = setInterval(() => {
     try {
-      release = await properLock(target, {
-        lockfilePath: lockPath,
-        realpath: false,
-        stale: STALE_MS,
-        update: UPDATE_MS,
-        retries: 0,
-        onCompromised: (error: Error) => {
-          lost = `lockfile ${lockPath} was compromised: ${describe(error)}`;
-          lostHandler?.(lost);
-        },
-      });
+      const highest = highestEpoch(container);
+      if (highest !== epoch) throw new Error(`epoch ${highest} overtook ours (${epoch})`);
+      const now = new Date();
+      lutimesSync(path, now, now);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ELOCKED') return null;
-      throw fileError('lock directory', lockPath, error);
+      clearInterval(refresh);
+      lost = `lockfile ${container} was taken over: ${(error as Error).message}`;
+      lostHandler?.(lost);
     }
-    return {
-      inheritFd: null,
-      commandDiesWithWrapper: true,
-      onLost(handler) {
-        lostHandler = handler;
-        if (lost) handler(lost);
-      },
-      release: async () => {
-        if (lost) return;
-        // A lock directory that cannot be removed goes stale after STALE_MS anyway.
-        await release().catch(() => {});
-      },
-    };
+  }, UPDATE_MS);
+  refresh.unref();
+  return {
+    inheritFd: null,
+    commandDiesWithWrapper: true,
+    onLost(handler) {
+      lostHandler = handler;
+      if (lost) handler(lost);
+    },
+    release: async () => {
+      clearInterval(refresh);
+      // Stale at once: the next waiter takes the next epoch. Removing it would let the
+      // highest epoch go down, and a slow waiter reuse a number. If that fails, the lease
+      // goes stale after STALE_MS all the same.
+      if (lost) return;
+      try {
+        lutimesSync(path, new Date(0), new Date(0));
+      } catch {
+        // See above: stale soon anyway.
+      }
+    },
   };
-  return { description: `lockfile ${lockPath} (stale after ${STALE_MS / 1000}s)`, acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort) };
+}
+
+function makeContainer(container: string): void {
+  try {
+    mkdirSync(container, 0o777);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw fileError('lock directory', container, error);
+  }
+}
+
+// The highest epoch in the container; 0 when there is none yet.
+export function highestEpoch(container: string): number {
+  let names: string[];
+  try {
+    names = readdirSync(container);
+  } catch (error) {
+    throw fileError('lock directory', container, error);
+  }
+  return names.reduce((max, name) => Math.max(max, /^epoch-(\d+)$/.exec(name) ? Number(name.slice(6)) : 0), 0);
+}
+
+export function epochPath(container: string, epoch: number): string {
+  return `${container}/${epochName(epoch)}`;
+}
+
+function epochName(epoch: number): string {
+  return `epoch-${epoch}`;
+}
+
+export function isFresh(path: string): boolean {
+  try {
+    return Date.now() - statSync(path).mtimeMs < STALE_MS;
+  } catch {
+    return false;
+  }
 }

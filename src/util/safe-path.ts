@@ -25,6 +25,17 @@ export function openInDirectory(dir: string, name: string, flags: number, what: 
   }
 }
 
+// Creates `name` inside `dir` (as openInDirectory) only if it does not exist yet; null if it
+// does. O_EXCL makes this the one atomic test-and-set a plain file system offers.
+export function createExclusive(dir: string, name: string, what: string): number | null {
+  try {
+    return openInDirectory(dir, name, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, what);
+  } catch (error) {
+    if ((error as { cause?: NodeJS.ErrnoException }).cause?.code === 'EEXIST') return null;
+    throw error;
+  }
+}
+
 // Opens a file by its path, refusing a symlink in its last component and anything that is
 // not a regular file (a FIFO would hang us in open(2) without O_NONBLOCK).
 export function openRegular(path: string, flags: number, what: string, shown = path, mode = 0o644): number {
@@ -32,7 +43,7 @@ export function openRegular(path: string, flags: number, what: string, shown = p
   try {
     fd = openSync(path, flags | FILE_FLAGS, mode);
   } catch (error) {
-    throw fileError(what, shown, error);
+    throw Object.assign(fileError(what, shown, error), { cause: error });
   }
   if (!fstatSync(fd).isFile()) {
     closeSync(fd);

@@ -1,6 +1,7 @@
-import { existsSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { LocalLocks } from '../../src/lock/held.js';
 import { fixture, isAlive, lines, release, runs, sandbox, serialRuns, start, startMany, waitFor } from '../helpers.js';
 
 
@@ -17,8 +18,38 @@ describe('lockfile backend', () => {
     for (const result of await many.done) expect(result).toMatchObject({ code: 0, stdout: '', stderr: '' });
     expect(serialRuns(log)).toBe(1);
     expect(runs(box.stateDir)).toMatchObject([{ status: 'succeeded', overlaps: 7 }]);
-    expect(existsSync(join(box.lockDir, 'lf.lockdir'))).toBe(false);
+    // Released: the lease is stale at once (the directory of epochs stays, as lock files do).
+    expect(new LocalLocks().holder('lockfile', join(box.lockDir, 'lf.lockdir'))).toBeUndefined();
   });
+
+  it.each([1, 2, 3])('of 24 waiters that find a stale lease at the same moment, one at a time runs (round %i)', async () => {
+    const box = sandbox();
+    const log = box.path('record');
+    // A lease its holder stopped refreshing long ago, as a SIGKILLed wrapper leaves it.
+    const container = join(box.lockDir, 'race.lockdir');
+    mkdirSync(container, { recursive: true });
+    writeFileSync(join(container, 'epoch-7'), 'elsewhere 1\n');
+    utimesSync(join(container, 'epoch-7'), new Date(0), new Date(0));
+    const all = await startMany(24, ['-l', 'lockfile', '-w', '10m', '-n', 'race', '--', fixture('record.sh'), log], box.env).done;
+    for (const result of all) expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(serialRuns(log)).toBe(24);
+    expect(runs(box.stateDir)).toHaveLength(24);
+  });
+
+  it('when the holder\'s wrapper is SIGKILLed, the waiters take over its lease one at a time once it is stale', async () => {
+    const box = sandbox();
+    const log = box.path('record');
+    const holder = start(['-l', 'lockfile', '-n', 'taken', '--', fixture('hold.sh'), log, box.path('never')], box.env);
+    await waitFor(() => lines(log).length === 1, 'the holder to start');
+    const waiters = startMany(12, ['-l', 'lockfile', '-w', '10m', '-n', 'taken', '--', fixture('record.sh'), log], box.env);
+    holder.child.kill('SIGKILL');
+    await holder.done;
+    for (const result of await waiters.done) expect(result).toMatchObject({ code: 0, stderr: '' });
+    // The killed holder's command was ended by its watchdog: a start without an end.
+    const marks = lines(log);
+    expect(marks[0]).toMatch(/^start /);
+    expect(serialRuns(box.path('record'), 1)).toBe(12);
+  }, 120_000);
 
   it('terminates the command and exits 75 when the lock is compromised', async () => {
     const box = sandbox();
@@ -28,7 +59,7 @@ describe('lockfile backend', () => {
     rmSync(join(box.lockDir, 'lost.lockdir'), { recursive: true });
     const result = await run.done;
     expect(result.code).toBe(75);
-    expect(result.stderr).toMatch(/lost: lock lost: lockfile .*lost\.lockdir was compromised.*; command terminated/);
+    expect(result.stderr).toMatch(/lost: lock lost: lockfile .*lost\.lockdir was taken over: .*; command terminated/);
     for (const pid of lines(pids).map(Number)) expect(isAlive(pid)).toBe(false);
     expect(runs(box.stateDir)[0]).toMatchObject({ status: 'lock_lost' });
     expect(runs(box.stateDir)[0]?.error).toMatch(/lock lost/);
