@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -147,3 +147,10 @@ export function lines(file: string): string[] {
 // Root ignores file permissions, so permission tests run the binary as nobody.
 export const asNobody: readonly string[] =
   process.geteuid?.() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : [];
+
+// The run records spooled in a state dir (one directory per database and schema).
+export function spooled(stateDir: string): string[] {
+  const root = join(stateDir, 'spool');
+  if (!existsSync(root)) return [];
+  return readdirSync(root).flatMap((target) => readdirSync(join(root, target)).filter((f) => f.endsWith('.json')));
+}

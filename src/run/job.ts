@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { isatty } from 'node:tty';
 import type { RunConfig } from '../cli/config.js';
 import { CommandNotFoundError, CronguardError, NotExecutableError } from '../errors.js';
-import type { Holder, NewRun } from '../store/types.js';
+import type { Holder, NewRun, RunningRow } from '../store/types.js';
+import { isSameProcess, newRunKey, processStart } from '../util/process-id.js';
 import type { Messages } from '../util/io.js';
 import { judge } from './outcome.js';
 import { FORWARDED, supervise } from './supervisor.js';
@@ -16,6 +17,7 @@ import { type Admission, type Gate, openGate, openRecorder } from './wiring.js';
 export async function runJob(config: RunConfig, say: Messages): Promise<number> {
   const manual = isatty(0);
   const invokedAt = new Date();
+  const lockKey = lockKeyOf(config);
   const run: NewRun = {
     job: config.name,
     trigger: manual ? 'manual' : 'cron',
@@ -24,11 +26,20 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     pid: process.pid,
     username: currentUser(),
     command: config.display,
+    // Until the lock is taken; the gate stamps the moment it is.
     startedAt: invokedAt,
+    invokedAt,
     tick: manual ? null : minuteOf(invokedAt),
     lockBackend: config.lock,
-    lockKey: lockKeyOf(config),
+    lockKey,
+    runKey: newRunKey(),
+    wrapperStart: processStart(process.pid),
   };
+  // Holding a local lock proves that whatever held this same lock before has ended, pid
+  // reused or not; other rows are gone when their wrapper process is.
+  const sameLock = config.lock === 'flock' || config.lock === 'lockfile';
+  const isGone = (row: RunningRow) =>
+    (sameLock && row.lock_backend === config.lock && row.lock_key === lockKey) || !isSameProcess(row.pid, row.wrapper_start);
   const file = await startable(config, run, say);
   // Until the command runs, a signal stops cronguard cleanly: it ends a wait for the lock,
   // runs nothing, and exits 128+N with one line. Then the supervisor forwards signals.
@@ -38,7 +49,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   let admission: Admission | null = null;
   let gate: Awaited<ReturnType<typeof openGate>> | null = null;
   try {
-    gate = await openGate(config, run, { oneRunPerTick: !manual && !config.everyTick, isAlive }, say);
+    gate = await openGate(config, run, { oneRunPerTick: !manual && !config.everyTick, isGone }, say);
     admission = await gate.admit(stop.signal);
     for (const signal of FORWARDED) process.off(signal, onSignal);
     if (!admission.admitted) return await skipped(config, admission, gate.description, say);
@@ -157,15 +168,6 @@ function lockKeyOf(config: RunConfig): string | null {
       return String(config.lockKey);
     case 'none':
       return null;
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

@@ -55,11 +55,11 @@ export class RunRecorder {
     this.id = id;
   }
 
-  async deliverSpool(isAlive: (pid: number) => boolean): Promise<void> {
+  async deliverSpool(): Promise<void> {
     const { spool } = this.parts;
     if (!spool || !this.store) return;
     await this.attempt('deliver spooled runs', async (store) => {
-      await spool.deliver(store, isAlive, hostname());
+      await spool.deliver(store, hostname());
     });
   }
 
@@ -99,10 +99,10 @@ export class RunRecorder {
     this.spoolNow(outcome);
   }
 
-  async overlap(job: string, host: string | null): Promise<Holder | null> {
+  async overlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null> {
     let holder: Holder | null = null;
     await this.attempt('count the skipped run', async (store) => {
-      holder = await store.recordOverlap(job, host);
+      holder = await store.recordOverlap(job, host, holderPid);
     });
     return holder;
   }
@@ -157,7 +157,7 @@ export class RunRecorder {
 function spooled(run: NewRun, id: number | null, outcome: RunOutcome | null, childPid: number | null = null): SpooledRun {
   return {
     id,
-    run: { ...run, startedAt: run.startedAt.toISOString(), tick: run.tick?.toISOString() ?? null },
+    run: { ...run, startedAt: run.startedAt.toISOString(), invokedAt: run.invokedAt.toISOString(), tick: run.tick?.toISOString() ?? null },
     childPid,
     outcome: outcome && { ...outcome, finishedAt: outcome.finishedAt.toISOString() },
   };

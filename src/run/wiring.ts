@@ -6,7 +6,7 @@ import { isServerError, pgError } from '../pg/config.js';
 import type { PgSession } from '../pg/session.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
 import type { PostgresStore } from '../store/postgres.js';
-import type { Holder, NewRun, RunStore } from '../store/types.js';
+import type { AdmitOptions, Holder, NewRun, RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { RunRecorder } from './recorder.js';
 
@@ -27,10 +27,7 @@ export interface Gate {
   close(): Promise<void>;
 }
 
-export interface GateOptions {
-  readonly oneRunPerTick: boolean;
-  readonly isAlive: (pid: number) => boolean;
-}
+export type GateOptions = AdmitOptions;
 
 // The run log alone, for an attempt that never takes a lock (126/127).
 export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
@@ -66,10 +63,11 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   const attempt = async (): Promise<Admission | null> => {
     if (log.recorder.writable) {
       try {
-        const admission = await combined.lockAndAdmit(run, key, options.oneRunPerTick, config.waitMs === 0);
+        const stamped = atLock(run);
+        const admission = await combined.lockAndAdmit(stamped, key, options.oneRunPerTick, config.waitMs === 0);
         if (!admission.admitted) return admission.reason === 'tick' || config.waitMs === 0 ? admission : null;
-        log.recorder.adopt(run, admission.runId);
-        await log.recorder.deliverSpool(options.isAlive);
+        log.recorder.adopt(stamped, admission.runId);
+        await log.recorder.deliverSpool();
         return { admitted: true, lock: plain.held };
       } catch (error) {
         // Only an error the server sent is the log's; anything else is the connection, and
@@ -82,7 +80,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
     return lock && gate.admitHeld(lock);
   };
   const admit = async (abort: AbortSignal): Promise<Admission> =>
-    (await retryUntil(attempt, config.waitMs, abort)) ?? { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null) };
+    (await retryUntil(attempt, config.waitMs, abort)) ?? { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) };
   return { ...gate, admit, close };
 }
 
@@ -95,8 +93,8 @@ interface LocalGate extends Gate {
 // the log is elsewhere or failed).
 function localGate(backend: LockBackend, recorder: RunRecorder, run: NewRun, config: RunConfig, options: GateOptions, roundTrips: () => number): LocalGate {
   const admitHeld = async (lock: Lock): Promise<Admission> => {
-    await recorder.deliverSpool(options.isAlive);
-    const verdict = await recorder.admit(run, options);
+    await recorder.deliverSpool();
+    const verdict = await recorder.admit(atLock(run), options);
     if (verdict.admitted) return { admitted: true, lock };
     await lock.release();
     return verdict;
@@ -108,12 +106,26 @@ function localGate(backend: LockBackend, recorder: RunRecorder, run: NewRun, con
     admit: async (abort) => {
       const lock = await backend.acquire({ waitMs: config.waitMs, abort });
       if (lock) return admitHeld(lock);
-      const host = config.lock === 'postgres' ? null : run.host;
-      return { admitted: false, reason: 'locked', holder: await recorder.overlap(config.name, host) };
+      const local = config.lock === 'flock' || config.lock === 'lockfile';
+      const holderPid = local ? await lockHolder(config) : null;
+      return { admitted: false, reason: 'locked', holder: await recorder.overlap(config.name, local ? run.host : null, holderPid) };
     },
     roundTrips,
     close: () => recorder.close(),
   };
+}
+
+// The run as recorded: it started when it got the lock.
+function atLock(run: NewRun): NewRun {
+  return { ...run, startedAt: new Date() };
+}
+
+// The pid that took a local lock (from /proc/locks, or the lease), so a skip is counted on
+// its run even when only what that run left behind still holds the lock.
+async function lockHolder(config: RunConfig): Promise<number | null> {
+  const { LocalLocks } = await import('../lock/held.js');
+  const path = config.lock === 'flock' ? config.lockPath : `${config.lockDir}/${config.name}.lockdir`;
+  return new LocalLocks().holder(config.lock, path) ?? null;
 }
 
 async function sqliteLog(config: RunConfig, say: Messages): Promise<RunRecorder> {
@@ -145,7 +157,9 @@ async function postgresLog(config: RunConfig, say: Messages, session: PgSession 
   const recorder = new RunRecorder(
     {
       store,
-      spool: new Spool(config.stateDir),
+      // The database and schema, whoever connects to them: a record one role spooled is
+      // delivered by the next run that may write.
+      spool: new Spool(config.stateDir, `${db.connection.host}:${db.connection.port}/${db.connection.database}/${db.schema}`),
       reopen: async () => openPostgresStore(await connect(), db.schema),
       openError,
       where: `${db.display} (schema ${db.schema})`,

@@ -1,9 +1,10 @@
 import { NotFoundError } from '../errors.js';
 import type { PgSession } from '../pg/session.js';
+import type { QueryResultRow } from 'pg';
 import { migratePostgres, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
-import { statements } from './postgres-sql.js';
-import type { SpooledRun } from './spool.js';
-import type { Admission, AdmitOptions, Holder, NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
+import { type Statement, statements } from './postgres-sql.js';
+import { outcomeOf, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
+import type { Admission, AdmitOptions, Holder, NewRun, RunFilter, RunningRow, RunOutcome, RunRow, RunStore } from './types.js';
 
 // Errors that mean the schema is missing or older than this code: migrate and try again.
 const SCHEMA_MISSING = new Set(['42P01', '3F000', '42703']);
@@ -23,81 +24,67 @@ export class PostgresStore implements RunStore {
     this.sql = statements(session.escapeIdentifier(schema));
   }
 
-  async admit(run: NewRun, { oneRunPerTick, isAlive }: AdmitOptions): Promise<Admission> {
-    const values = [...runValues(run), oneRunPerTick, minuteNow()];
-    const [row] = await this.withSchema(() => this.session.query<AdmitRow>(this.sql.admit, values));
+  async admit(run: NewRun, { oneRunPerTick, isGone }: AdmitOptions): Promise<Admission> {
+    const values = { ...runValues(run), fleet: oneRunPerTick, now: minuteNow() };
+    const [row] = await this.withSchema(() => this.run<AdmitRow>(this.sql.admit, values));
     await this.upgradeIfBehind(row?.version);
     if (row?.id === null || row?.id === undefined) return { admitted: false, reason: 'tick', holder: toHolder(row?.holder) };
-    const dead = (row.running ?? []).filter((r) => !isAlive(r.pid)).map((r) => String(r.id));
-    if (dead.length > 0) await this.session.query(this.sql.abandon, [dead]);
+    const gone = (row.running ?? []).filter(isGone).map((r) => String(r.id));
+    if (gone.length > 0) await this.run(this.sql.abandon, { ids: gone });
     return { admitted: true, runId: Number(row.id) };
   }
 
   // Tries the advisory lock and, if it is ours and the fleet rule allows, records the run.
   // When another session holds the lock, counts the skip (countSkip) on its run.
   async lockAndAdmit(run: NewRun, key: bigint, oneRunPerTick: boolean, countSkip: boolean): Promise<Admission> {
-    const values = [...runValues(run), oneRunPerTick, minuteNow(), key.toString(), countSkip];
-    const [row] = await this.withSchema(() => this.session.query<AdmitRow & { got: boolean }>(this.sql.lockAndAdmit, values));
+    const values = { ...runValues(run), fleet: oneRunPerTick, now: minuteNow(), key: key.toString(), count_skip: countSkip };
+    const [row] = await this.withSchema(() => this.run<AdmitRow & { got: boolean }>(this.sql.lockAndAdmit, values));
     if (!row?.got) return { admitted: false, reason: 'locked', holder: toHolder(row?.holder) };
     await this.upgradeIfBehind(row.version);
     if (row.id === null) return { admitted: false, reason: 'tick', holder: toHolder(row.holder) };
     return { admitted: true, runId: Number(row.id) };
   }
 
-  async unlock(key: bigint): Promise<void> {
-    await this.session.query(this.sql.unlock, [key.toString()]);
-  }
-
   async setChildPid(id: number, childPid: number): Promise<void> {
-    await this.session.query(this.sql.setChildPid, [id, childPid]);
+    await this.run(this.sql.setChildPid, { id, child_pid: childPid });
   }
 
   async finishRun(id: number, o: RunOutcome): Promise<void> {
-    // PostgreSQL text cannot hold NUL bytes.
-    const output = o.output === null ? null : o.output.replaceAll('\0', '');
-    await this.session.query(this.sql.finish, [
-      id, o.status, o.finishedAt, o.durationMs, o.exitCode, o.signal, output, o.outputTruncated, o.error,
-    ]);
+    await this.run(this.sql.finish, { id, ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) });
   }
 
   // pg_stat_activity hides other roles' session details (backend_start among them) from a
   // role without pg_read_all_stats, so `since` may be unknown.
   async advisoryLocks(): Promise<AdvisoryLock[]> {
-    const rows = await this.session.query<Omit<AdvisoryLock, 'since'> & { backend_start: Date | null }>(this.sql.advisoryLocks);
+    const rows = await this.run<Omit<AdvisoryLock, 'since'> & { backend_start: Date | null }>(this.sql.advisoryLocks, {});
     return rows.map(({ backend_start, ...r }) => ({ ...r, since: backend_start?.toISOString() ?? null }));
   }
 
   async importRun(record: SpooledRun): Promise<number> {
-    const finish = finishValues(record);
-    if (record.id !== null) {
-      await this.session.query(this.sql.importUpdate, [record.id, record.childPid, ...finish]);
-      return record.id;
-    }
-    const r = record.run;
-    const run = { ...r, startedAt: new Date(r.startedAt), tick: r.tick === null ? null : new Date(r.tick) };
-    const [row] = await this.withSchema(() => this.session.query<{ id: string }>(this.sql.importInsert, [...runValues(run), record.childPid, ...finish]));
+    const values = { ...runValues(runOf(record)), child_pid: record.childPid, ...outcomeValues(outcomeOf(record)) };
+    const [row] = await this.withSchema(() => this.run<{ id: string }>(this.sql.importRun, values));
     return Number(row?.id);
   }
 
-  async recordOverlap(job: string, host: string | null = null): Promise<Holder | null> {
-    const [row] = await this.withSchema(() => this.session.query<HolderRow>(this.sql.overlap, [job, host]));
+  async recordOverlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null> {
+    const [row] = await this.withSchema(() => this.run<HolderRow>(this.sql.overlap, { job, host, holder_pid: holderPid }));
     return toHolder(row);
   }
 
   async listRuns(filter: RunFilter): Promise<RunRow[]> {
     const rows = await this.withSchema(() =>
-      this.session.query<PgRow>(this.sql.list, [filter.job ?? null, filter.status ?? null, filter.limit]),
+      this.run<PgRow>(this.sql.list, { job: filter.job ?? null, status: filter.status ?? null, limit: filter.limit }),
     );
     return rows.map(toRunRow);
   }
 
   async getRun(id: number): Promise<RunRow | null> {
-    const [row] = await this.withSchema(() => this.session.query<PgRow>(this.sql.get, [id]));
+    const [row] = await this.withSchema(() => this.run<PgRow>(this.sql.get, { id }));
     return row ? toRunRow(row) : null;
   }
 
   async latestRun(job: string): Promise<RunRow | null> {
-    const [row] = await this.withSchema(() => this.session.query<PgRow>(this.sql.latest, [job]));
+    const [row] = await this.withSchema(() => this.run<PgRow>(this.sql.latest, { job }));
     return row ? toRunRow(row) : null;
   }
 
@@ -107,6 +94,10 @@ export class PostgresStore implements RunStore {
 
   async close(): Promise<void> {
     await this.session.close();
+  }
+
+  private run<R extends QueryResultRow>(statement: Statement, values: Record<string, unknown>): Promise<R[]> {
+    return this.session.query<R>(statement.text, statement.names.map((name) => values[name]));
   }
 
   // The hot path does not check the schema first: a statement that fails because the
@@ -144,7 +135,7 @@ export interface AdvisoryLock {
 
 interface AdmitRow {
   id: string | null;
-  running?: { id: number; pid: number }[];
+  running?: RunningRow[];
   holder: HolderRow | null;
   version: number | null;
 }
@@ -163,30 +154,36 @@ function toHolder(row: HolderRow | null | undefined): Holder | null {
   return { runId: Number(row.id), host: row.host, pid: row.pid, startedAt };
 }
 
-type PgRow = Omit<RunRow, 'id' | 'started_at' | 'finished_at' | 'duration_ms' | 'request_id' | 'tick'> & {
+type PgRow = Omit<RunRow, 'id' | 'started_at' | 'finished_at' | 'duration_ms' | 'request_id' | 'tick' | 'invoked_at'> & {
   id: string;
   started_at: Date;
   finished_at: Date | null;
   tick: Date | null;
+  invoked_at: Date | null;
   duration_ms: string | null;
   request_id: string | null;
 };
-
-// status .. error of a spooled run; one that never finished is recorded abandoned.
-function finishValues({ outcome: o }: SpooledRun): unknown[] {
-  if (!o) return ['abandoned', new Date(), null, null, null, null, false, 'wrapper vanished before its run could be recorded'];
-  const output = o.output === null ? null : o.output.replaceAll('\0', '');
-  return [o.status, new Date(o.finishedAt), o.durationMs, o.exitCode, o.signal, output, o.outputTruncated, o.error];
-}
 
 // This host's current minute: a claimed tick beyond it came from a clock running ahead.
 function minuteNow(): Date {
   return new Date(Math.floor(Date.now() / 60_000) * 60_000);
 }
 
-// $1 to $11, in the order of RUN_COLUMNS.
-function runValues(run: NewRun): unknown[] {
-  return [run.job, run.host, run.trigger, run.attempt, run.pid, run.username, run.command, run.startedAt, run.tick, run.lockBackend, run.lockKey];
+function runValues(run: NewRun): Record<string, unknown> {
+  return {
+    job: run.job, host: run.host, trigger: run.trigger, attempt: run.attempt, pid: run.pid, username: run.username,
+    command: run.command, started_at: run.startedAt, tick: run.tick, lock_backend: run.lockBackend, lock_key: run.lockKey,
+    run_key: run.runKey, invoked_at: run.invokedAt, wrapper_start: run.wrapperStart,
+  };
+}
+
+function outcomeValues(o: StoredOutcome): Record<string, unknown> {
+  return {
+    status: o.status, finished_at: new Date(o.finishedAt), duration_ms: o.durationMs, exit_code: o.exitCode, signal: o.signal,
+    // PostgreSQL text cannot hold NUL bytes.
+    output: o.output === null ? null : o.output.replaceAll('\0', ''),
+    output_truncated: o.outputTruncated, error: o.error,
+  };
 }
 
 function toRunRow(row: PgRow): RunRow {
@@ -196,6 +193,7 @@ function toRunRow(row: PgRow): RunRow {
     started_at: row.started_at.toISOString(),
     finished_at: row.finished_at?.toISOString() ?? null,
     tick: row.tick?.toISOString() ?? null,
+    invoked_at: row.invoked_at?.toISOString() ?? null,
     duration_ms: row.duration_ms === null ? null : Number(row.duration_ms),
     request_id: row.request_id === null ? null : Number(row.request_id),
   };

@@ -1,62 +1,111 @@
-import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { mkdirp } from '../util/io.js';
-import type { NewRun, RunOutcome, RunStore } from './types.js';
+import { isSameProcess, processStart } from '../util/process-id.js';
+import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
+import type { NewRun, RunOutcome, RunStatus, RunStore } from './types.js';
 
-// A run whose record could not reach PostgreSQL. `id` is set when its start did get there.
+// A run whose record could not reach PostgreSQL, as JSON. Its run key makes delivery an
+// upsert: one row, whether or not its start got through.
 export interface SpooledRun {
+  // The database and schema it belongs to (see Spool).
+  target?: string;
   id: number | null;
-  run: Omit<NewRun, 'startedAt' | 'tick'> & { startedAt: string; tick: string | null };
+  run: Omit<NewRun, 'startedAt' | 'invokedAt' | 'tick'> & { startedAt: string; invokedAt: string; tick: string | null };
   childPid: number | null;
   outcome: (Omit<RunOutcome, 'finishedAt'> & { finishedAt: string }) | null;
 }
 
+// How a spooled run ended, as a store writes it.
+export type StoredOutcome = Omit<RunOutcome, 'status' | 'finishedAt' | 'durationMs'> & {
+  status: RunStatus;
+  finishedAt: string;
+  durationMs: number | null;
+};
+
+// A spooled run's outcome; one that never reported an end was abandoned by its wrapper.
+export function outcomeOf(record: SpooledRun): StoredOutcome {
+  return (
+    record.outcome ?? {
+      status: 'abandoned',
+      finishedAt: new Date().toISOString(),
+      durationMs: null,
+      exitCode: null,
+      signal: null,
+      output: null,
+      outputTruncated: false,
+      error: 'wrapper vanished before its run could be recorded',
+    }
+  );
+}
+
+// The run of a spooled record, with its times as dates again.
+export function runOf(record: SpooledRun): NewRun {
+  const r = record.run;
+  return { ...r, startedAt: new Date(r.startedAt), invokedAt: new Date(r.invokedAt), tick: r.tick === null ? null : new Date(r.tick) };
+}
+
 // Run records kept on local disk while the shared run log is unreachable, one JSON file per
-// run, delivered by the next invocation that can connect. Nothing is lost: a file is
-// removed only after its row is in the database.
+// run, delivered by the next invocation that can connect. Nothing is lost: a file is removed
+// only after its row is in the database. Each database and schema has a directory of its
+// own, so a record is never delivered into another schema.
 export class Spool {
   readonly dir: string;
-  private file: string | null = null;
 
-  constructor(stateDir: string) {
-    this.dir = join(stateDir, 'spool');
+  constructor(
+    private readonly stateDir: string,
+    private readonly target: string,
+  ) {
+    this.dir = join(stateDir, 'spool', fnv1a(target));
   }
 
   write(record: SpooledRun): void {
     mkdirp(this.dir, 0o700);
-    this.file ??= join(this.dir, `${Date.parse(record.run.startedAt)}-${record.run.pid}.json`);
-    const temp = `${this.file}.tmp`;
-    writeFileSync(temp, JSON.stringify(record), { mode: 0o600 });
-    renameSync(temp, this.file);
+    checkPrivateDirectory(this.stateDir, 'state directory');
+    const file = join(this.dir, `${record.run.runKey.replace(/[^A-Za-z0-9._-]/g, '_')}.json`);
+    const temp = `${file}.tmp`;
+    rmSync(temp, { force: true });
+    const fd = openRegular(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', temp, 0o600);
+    try {
+      writeSync(fd, JSON.stringify({ ...record, target: this.target }));
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temp, file);
   }
 
   // Moves every finished (or orphaned) record into the store. A record is claimed by
-  // renaming it first, so two invocations delivering at once never insert it twice.
-  async deliver(store: RunStore, isAlive: (pid: number) => boolean, host: string): Promise<number> {
+  // renaming it to a name that says who delivers it, so two invocations delivering at once
+  // never both take it, and one whose deliverer died before it was done is taken again.
+  async deliver(store: RunStore, host: string): Promise<number> {
     let names: string[];
     try {
-      names = readdirSync(this.dir).filter((n) => n.endsWith('.json'));
+      names = readdirSync(this.dir);
     } catch {
       return 0;
     }
+    const me = `.delivering-${process.pid}-${(processStart(process.pid) ?? 'unknown').replace('/', '_')}`;
     let delivered = 0;
     for (const name of names) {
+      const base = /^(.*\.json)(?:\.delivering-(\d+)-(.+))?$/.exec(name);
+      if (!base || (base[2] !== undefined && isSameProcess(Number(base[2]), (base[3] as string).replace('_', '/')))) continue;
       const path = join(this.dir, name);
-      const claimed = `${path}.delivering-${process.pid}`;
+      const claimed = join(this.dir, `${base[1]}${me}`);
       try {
         renameSync(path, claimed);
       } catch {
         continue;
       }
       const record = JSON.parse(readFileSync(claimed, 'utf8')) as SpooledRun;
-      if (!record.outcome && record.run.host === host && isAlive(record.run.pid)) {
-        renameSync(claimed, path);
+      const unfinishedHere = !record.outcome && record.run.host === host && isSameProcess(record.run.pid, record.run.wrapperStart);
+      if (record.target !== this.target || unfinishedHere) {
+        renameSync(claimed, join(this.dir, base[1] as string));
         continue;
       }
       try {
         await store.importRun(record);
       } catch (error) {
-        renameSync(claimed, path);
+        renameSync(claimed, join(this.dir, base[1] as string));
         throw error;
       }
       rmSync(claimed);
@@ -64,4 +113,12 @@ export class Spool {
     }
     return delivered;
   }
+}
+
+// A short, stable directory name for a database and schema (FNV-1a, 32 bits): no crypto on
+// the run path for it.
+function fnv1a(text: string): string {
+  let hash = 0x811c9dc5;
+  for (const byte of Buffer.from(text)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return hash.toString(16).padStart(8, '0');
 }

@@ -40,6 +40,11 @@ export interface RunRow {
   tick: string | null;
   lock_backend: string | null;
   lock_key: string | null;
+  // One key per run, made up by the client (see newRunKey); when the invocation began
+  // (started_at is when it got the lock); the wrapper's boot id and start time.
+  run_key: string | null;
+  invoked_at: string | null;
+  wrapper_start: string | null;
 }
 
 export interface NewRun {
@@ -50,12 +55,25 @@ export interface NewRun {
   readonly pid: number;
   readonly username: string | null;
   readonly command: string;
+  // When it got the lock; invokedAt is when the invocation began.
   readonly startedAt: Date;
+  readonly invokedAt: Date;
   // The host-local minute the invocation started in; null for a manual run, which belongs
   // to no tick.
   readonly tick: Date | null;
   readonly lockBackend: string;
   readonly lockKey: string | null;
+  readonly runKey: string;
+  readonly wrapperStart: string | null;
+}
+
+// A `running` row of this host, as admit sees it when deciding whether its wrapper is gone.
+export interface RunningRow {
+  readonly id: number;
+  readonly pid: number;
+  readonly wrapper_start: string | null;
+  readonly lock_backend: string | null;
+  readonly lock_key: string | null;
 }
 
 // Who holds what kept an invocation from running: the lock's holder, or the run that
@@ -75,8 +93,9 @@ export type Admission =
 export interface AdmitOptions {
   // Apply the fleet rule: skip when another host already ran this job in the run's tick.
   readonly oneRunPerTick: boolean;
-  // Whether this host's `running` rows of the job whose wrapper is gone may be abandoned.
-  readonly isAlive: (pid: number) => boolean;
+  // Whether the wrapper of one of this host's `running` rows of the job is gone, so the
+  // row may be marked abandoned.
+  readonly isGone: (row: RunningRow) => boolean;
 }
 
 export interface RunOutcome {
@@ -105,8 +124,9 @@ export interface RunStore {
   setChildPid(id: number, childPid: number): Promise<void>;
   finishRun(id: number, outcome: RunOutcome): Promise<void>;
   // Counts an invocation skipped because the lock was held, on the run that holds it
-  // (on `host` only, when the lock is local to a host); returns that run, if known.
-  recordOverlap(job: string, host?: string | null): Promise<Holder | null>;
+  // (on `host` only, when the lock is local to a host; `holderPid`: the pid that took a
+  // local lock, whose run's leftovers may hold it still); returns that run, if known.
+  recordOverlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null>;
   // Writes a run recorded while this store was unreachable (see Spool), or one that never
   // started; returns its id.
   importRun(record: SpooledRun): Promise<number>;

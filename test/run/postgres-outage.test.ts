@@ -1,7 +1,6 @@
-import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cronguard, fixture, isAlive, lines, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, isAlive, lines, spooled, start, waitFor } from '../helpers.js';
 import { type PgProxy, pgRuns, pgSandbox, proxy } from '../pg-helpers.js';
 
 
@@ -26,16 +25,16 @@ describe('postgres outages', () => {
     expect(locked.stderr).toMatch(/^cronguard: cannot reach PostgreSQL at postgres@127\.0\.0\.1:\d+\/\w+: ECONNREFUSED\n$/);
     expect(existsSync(box.path('ran'))).toBe(false);
 
-    const spooled = await cronguard(['-l', 'flock', '-n', job, '--', 'echo', 'while down'], env);
-    expect(spooled.code).toBe(0);
-    expect(spooled.stdout).toBe('while down\n');
-    expect(spooled.stderr).toMatch(/unavailable .* records go to .*spool/);
-    expect(readdirSync(join(box.stateDir, 'spool'))).toHaveLength(1);
+    const down = await cronguard(['-l', 'flock', '-n', job, '--', 'echo', 'while down'], env);
+    expect(down.code).toBe(0);
+    expect(down.stdout).toBe('while down\n');
+    expect(down.stderr).toMatch(/unavailable .* records go to .*spool/);
+    expect(spooled(box.stateDir)).toHaveLength(1);
 
     await current.start();
     const after = await cronguard(['-l', 'flock', '-n', job, '--', 'echo', 'back up'], env);
     expect(after).toMatchObject({ code: 0, stderr: '' });
-    expect(readdirSync(join(box.stateDir, 'spool'))).toEqual([]);
+    expect(spooled(box.stateDir)).toEqual([]);
     expect((await pgRuns(box.schema)).map((r) => [r.status, r.output])).toEqual([
       ['succeeded', 'while down\n'],
       ['succeeded', 'back up\n'],
@@ -56,6 +55,6 @@ describe('postgres outages', () => {
     expect(result.stderr).toMatch(/lock lost: .*(stopped answering|heartbeat)/);
     for (const pid of lines(pids).map(Number)) expect(isAlive(pid)).toBe(false);
     // The outcome could not reach the database through the frozen network: it is spooled.
-    expect(readdirSync(join(box.stateDir, 'spool'))).toHaveLength(1);
+    expect(spooled(box.stateDir)).toHaveLength(1);
   });
 });

@@ -1,9 +1,8 @@
-import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres-migrations.js';
-import { cronguard, fixture, lines, release, sandbox, start, waitFor } from '../helpers.js';
-import { backendOf, databaseUrl, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
+import { cronguard, fixture, lines, release, sandbox, spooled, start, waitFor } from '../helpers.js';
+import { backendOf, databaseUrl, pgRuns, pgSandbox, proxy, sql } from '../pg-helpers.js';
 
 // A URL where no server listens: what a stopped server looks like to a client.
 const STOPPED = 'postgres://postgres:pw@127.0.0.1:9/postgres';
@@ -82,21 +81,24 @@ describe('database unavailable', () => {
   it('with -l flock runs the job, spools its record, and a later run delivers it', async () => {
     const box = pgSandbox();
     const job = box.job('spool');
-    const down = { ...box.env, CRONGUARD_DATABASE_URL: STOPPED };
-    const result = await cronguard(['-l', 'flock', '-n', job, '--', 'sh', '-c', 'echo offline; exit 2'], down);
+    const server = await proxy();
+    const env = { ...box.env, CRONGUARD_DATABASE_URL: server.url };
+    await server.stop();
+    const result = await cronguard(['-l', 'flock', '-n', job, '--', 'sh', '-c', 'echo offline; exit 2'], env);
     expect(result.code).toBe(2);
     expect(result.stdout).toBe('offline\n');
     const [warning, summary, ...rest] = result.stderr.trim().split('\n');
-    expect(warning).toMatch(/run log postgres@127\.0\.0\.1:9\/postgres .* unavailable .*; records go to .*spool until it can be written$/);
+    expect(warning).toMatch(/run log postgres@127\.0\.0\.1:\d+\/postgres .* unavailable .*; records go to .*spool\/\w+ until it can be written$/);
     // Spooled: the run has no id yet to point at.
     expect(summary).toMatch(new RegExp(`^cronguard: ${job}: failed with exit 2 after [0-9.]+m?s$`));
     expect(rest).toEqual([]);
-    const spool = join(box.stateDir, 'spool');
-    expect(readdirSync(spool)).toHaveLength(1);
+    expect(spooled(box.stateDir)).toHaveLength(1);
 
-    const later = await cronguard(['-l', 'flock', '-n', job, '--', 'true'], box.env);
+    await server.start();
+    const later = await cronguard(['-l', 'flock', '-n', job, '--', 'true'], env);
+    await server.close();
     expect(later).toMatchObject({ code: 0, stderr: '' });
-    expect(readdirSync(spool)).toEqual([]);
+    expect(spooled(box.stateDir)).toEqual([]);
     const rows = await pgRuns(box.schema);
     expect(rows.map((r) => [r.status, r.exit_code, r.output])).toEqual([
       ['failed', 2, 'offline\n'],

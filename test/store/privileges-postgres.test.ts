@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cronguard, fixture, lines, ROOT, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, lines, ROOT, spooled, start, waitFor } from '../helpers.js';
 import { databaseUrl, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 // The README's least-privilege SQL, run as written, with this test's names: roles are
@@ -45,7 +45,6 @@ async function roles() {
   return { box, names, as };
 }
 
-const spooled = (stateDir: string) => (existsSync(join(stateDir, 'spool')) ? readdirSync(join(stateDir, 'spool')) : []);
 
 describe('least-privilege roles, as the README sets them up', () => {
   it('the cron role records runs under either lock, and may run migrate on a current schema', async () => {

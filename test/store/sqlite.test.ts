@@ -3,10 +3,11 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { SQLITE_MIGRATIONS } from '../../src/store/sqlite-migrations.js';
-import type { NewRun } from '../../src/store/types.js';
+import type { NewRun, RunningRow } from '../../src/store/types.js';
 import { asNobody, cronguard, runs, sandbox, start } from '../helpers.js';
 
 
+let keys = 0;
 const newRun = (over: Partial<NewRun> = {}): NewRun => ({
   job: 'j',
   trigger: 'cron',
@@ -16,13 +17,16 @@ const newRun = (over: Partial<NewRun> = {}): NewRun => ({
   username: 'u',
   command: 'true',
   startedAt: new Date('2026-01-01T00:00:00Z'),
+  invokedAt: new Date('2026-01-01T00:00:00Z'),
   tick: null,
   lockBackend: 'flock',
   lockKey: '/l/j.lock',
+  runKey: `key-${++keys}`,
+  wrapperStart: null,
   ...over,
 });
-const admit = async (store: SqliteStore, run: NewRun, isAlive: (pid: number) => boolean = () => true): Promise<number> => {
-  const admission = await store.admit(run, { oneRunPerTick: true, isAlive });
+const admit = async (store: SqliteStore, run: NewRun, isGone: (row: RunningRow) => boolean = () => false): Promise<number> => {
+  const admission = await store.admit(run, { oneRunPerTick: true, isGone });
   if (!admission.admitted) throw new Error(`not admitted: ${admission.reason}`);
   return admission.runId;
 };
@@ -45,7 +49,7 @@ describe('SqliteStore', () => {
     const alive = await admit(store, newRun({ pid: 1002 }));
     const otherHost = await admit(store, newRun({ pid: 1003, host: 'elsewhere' }));
     const otherJob = await admit(store, newRun({ pid: 1004, job: 'k' }));
-    await admit(store, newRun({ pid: 1005 }), (pid) => pid !== 1001);
+    await admit(store, newRun({ pid: 1005 }), (row) => row.pid === 1001);
     const status = async (id: number) => (await store.getRun(id))?.status;
     expect(await status(dead)).toBe('abandoned');
     expect(await status(alive)).toBe('running');
@@ -57,11 +61,11 @@ describe('SqliteStore', () => {
   it('counts overlaps on the running row, or keeps them for the run about to insert it', async () => {
     const box = sandbox();
     const store = SqliteStore.open(box.stateDir);
-    await store.recordOverlap('j');
-    await store.recordOverlap('j');
+    await store.recordOverlap('j', 'h', null);
+    await store.recordOverlap('j', 'h', null);
     const id = await admit(store, newRun());
     expect((await store.getRun(id))?.overlaps).toBe(2);
-    await store.recordOverlap('j');
+    await store.recordOverlap('j', 'h', null);
     expect((await store.getRun(id))?.overlaps).toBe(3);
     await store.finishRun(id, {
       status: 'succeeded',
@@ -73,8 +77,28 @@ describe('SqliteStore', () => {
       outputTruncated: false,
       error: null,
     });
-    const next = await admit(store, newRun());
+    // Leftovers of that run still hold the lock: a skip found by their wrapper's pid.
+    await store.recordOverlap('j', 'h', 111);
+    expect((await store.getRun(id))?.overlaps).toBe(4);
+    const next = await admit(store, newRun({ pid: 222 }));
     expect((await store.getRun(next))?.overlaps).toBe(0);
+    await store.close();
+  });
+
+  it('writes a record delivered twice, or after its start got through, as one row', async () => {
+    const box = sandbox();
+    const store = SqliteStore.open(box.stateDir);
+    const run = newRun();
+    const started = await admit(store, run);
+    const record = {
+      id: null,
+      run: { ...run, startedAt: run.startedAt.toISOString(), invokedAt: run.invokedAt.toISOString(), tick: null },
+      childPid: 5,
+      outcome: { status: 'failed', finishedAt: new Date().toISOString(), durationMs: 7, exitCode: 2, signal: null, output: 'o', outputTruncated: false, error: null },
+    } as const;
+    expect(await store.importRun(record)).toBe(started);
+    expect(await store.importRun(record)).toBe(started);
+    expect(await store.listRuns({ limit: 10 })).toEqual([expect.objectContaining({ id: started, status: 'failed', exit_code: 2, child_pid: 5 })]);
     await store.close();
   });
 
