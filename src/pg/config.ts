@@ -39,6 +39,8 @@ export interface DbConfig {
 export const DEFAULT_SCHEMA = 'cronguard';
 const SCHEMA = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+// How long a run retries a server with no free connection slot (or -w, if longer).
+export const BUSY_RETRY_MS = 5000;
 
 // Only an explicit URL (--db, $CRONGUARD_DATABASE_URL or the configuration file) turns the
 // PostgreSQL mode on; PG* variables alone, there for pg_dump or psql, never do.

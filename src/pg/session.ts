@@ -1,7 +1,6 @@
 import pg from 'pg';
-import { CronguardError } from '../errors.js';
-import { type DbConfig, pgError } from './config.js';
-import { clientConfig, pgpassWarnings } from './client-config.js';
+import type { DbConfig } from './config.js';
+import { clientConfig } from './client-config.js';
 
 // How often the lock connection proves it is alive, and how long an answer may take.
 export const HEARTBEAT_MS = 2000;
@@ -32,27 +31,8 @@ export class PgSession {
     client.on('end', () => this.markLost('the server closed the connection'));
   }
 
-  static async connect(db: DbConfig, applicationName: string): Promise<PgSession> {
-    const conn = db.connection;
-    // 'prefer' tries TLS first and 'allow' plain first; each falls back to the other once.
-    const first = conn.sslmode === 'allow' || conn.sslmode === 'disable' ? 'plain' : 'tls';
-    try {
-      return await PgSession.open(db, applicationName, first === 'tls');
-    } catch (error) {
-      const retry =
-        (conn.sslmode === 'prefer' && /does not support SSL/.test((error as Error).message)) ||
-        (conn.sslmode === 'allow' && (error as { code?: string }).code === '28000');
-      if (error instanceof CronguardError) throw error;
-      if (!retry) throw pgError(withPgpassNote(error), db.display);
-    }
-    try {
-      return await PgSession.open(db, applicationName, first === 'plain');
-    } catch (error) {
-      throw pgError(withPgpassNote(error), db.display);
-    }
-  }
-
-  private static async open(db: DbConfig, applicationName: string, tls: boolean): Promise<PgSession> {
+  // One connection attempt; see connect.ts for TLS fallbacks and retries.
+  static async open(db: DbConfig, applicationName: string, tls: boolean): Promise<PgSession> {
     const client = new pg.Client({
       ...clientConfig(db.connection, tls),
       application_name: applicationName.slice(0, 63),
@@ -126,10 +106,4 @@ export class PgSession {
     if (this.heartbeat) clearInterval(this.heartbeat);
     for (const handler of this.lostHandlers) handler(reason);
   }
-}
-
-// A refused login is easier to fix when it says why ~/.pgpass was not used.
-function withPgpassNote(error: unknown): unknown {
-  if (pgpassWarnings.length === 0 || !(error instanceof Error)) return error;
-  return Object.assign(new Error(`${error.message} (${pgpassWarnings.join('; ')})`), { code: (error as { code?: string }).code });
 }

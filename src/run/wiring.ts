@@ -2,7 +2,8 @@ import type { RunConfig } from '../cli/config.js';
 import type { Lock, LockBackend } from '../lock/backend.js';
 import { retryUntil } from '../lock/backend.js';
 import { openLockBackend } from '../lock/index.js';
-import { isServerError, pgError } from '../pg/config.js';
+import { BUSY_RETRY_MS, isServerError, pgError } from '../pg/config.js';
+import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
 import type { PostgresStore } from '../store/postgres.js';
@@ -43,7 +44,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   }
   const db = config.db as NonNullable<RunConfig['db']>;
   // The lock needs its connection: without it nothing runs (69). The log alone can wait.
-  const lockSession = config.lock === 'postgres' ? await connectPostgres(db, `cronguard:${config.name}`) : null;
+  const lockSession = config.lock === 'postgres' ? await connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say)) : null;
   const log = config.log === 'postgres' ? await postgresLog(config, say, lockSession) : { recorder: await sqliteLog(config, say), store: null };
   const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as PgSession[];
   const roundTrips = () => sessions().reduce((n, s) => n + s.roundTrips, 0);
@@ -115,6 +116,15 @@ function localGate(backend: LockBackend, recorder: RunRecorder, run: NewRun, con
   };
 }
 
+// A busy server (no free connection slot) is retried for a few seconds, or for as long as
+// -w lets the run wait.
+function connectOptions(config: RunConfig, say: Messages): ConnectOptions {
+  return {
+    retryForMs: Math.max(BUSY_RETRY_MS, config.waitMs),
+    onRetry: (retry, delayMs, reason) => say.verbose(`${config.name}: PostgreSQL is busy (${reason}); retry ${retry} in ${delayMs}ms`),
+  };
+}
+
 // The run as recorded: it started when it got the lock.
 function atLock(run: NewRun): NewRun {
   return { ...run, startedAt: new Date() };
@@ -146,7 +156,7 @@ async function sqliteLog(config: RunConfig, say: Messages): Promise<RunRecorder>
 async function postgresLog(config: RunConfig, say: Messages, session: PgSession | null): Promise<{ recorder: RunRecorder; store: PostgresStore | null }> {
   const db = config.db as NonNullable<RunConfig['db']>;
   const { Spool } = await import('../store/spool.js');
-  const connect = () => connectPostgres(db, `cronguard:${config.name}`);
+  const connect = () => connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say));
   let store: PostgresStore | null = null;
   let openError: unknown = null;
   try {

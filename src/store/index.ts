@@ -1,4 +1,5 @@
 import type { DbConfig } from '../pg/config.js';
+import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import type { PostgresStore } from './postgres.js';
 import type { RunStore } from './types.js';
@@ -11,9 +12,9 @@ export async function openSqliteStore(stateDir: string): Promise<RunStore> {
 }
 
 // A dedicated PostgreSQL session named after the job, so it shows in pg_stat_activity.
-export async function connectPostgres(db: DbConfig, applicationName: string): Promise<PgSession> {
-  const { PgSession } = await import('../pg/session.js');
-  return PgSession.connect(db, applicationName);
+export async function connectPostgres(db: DbConfig, applicationName: string, options?: ConnectOptions): Promise<PgSession> {
+  const { connect, BUSY_RETRY_MS } = await import('../pg/connect.js');
+  return connect(db, applicationName, options ?? { retryForMs: BUSY_RETRY_MS });
 }
 
 export async function openPostgresStore(session: PgSession, schema: string, create = true): Promise<PostgresStore> {
