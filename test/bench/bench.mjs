@@ -51,8 +51,8 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-async function peakRss(argv) {
-  const child = spawn(argv[0], argv.slice(1), { env, stdio: 'inherit' });
+async function peakRss(argv, stdio = 'inherit') {
+  const child = spawn(argv[0], argv.slice(1), { env, stdio });
   let peak = 0;
   const poll = setInterval(() => {
     try {
@@ -78,6 +78,8 @@ async function bench() {
   }
   const base = median(samples[0]);
   const rss = await peakRss([launcher, '-n', 'rss', '--', 'sleep', '1']);
+  // -q holds a failing job's output and replays it: 1 GB must not need 1 GB of memory.
+  const quietGb = await peakRss([launcher, '-q', '-n', 'big', '--', 'sh', '-c', 'head -c 1073741824 /dev/zero; exit 1'], 'ignore');
 
   console.log(`\ncronguard bench: ${rounds} alternating rounds, node ${process.version}\n`);
   console.log('| command | median ms | ratio to node -e 0 |');
@@ -88,12 +90,13 @@ async function bench() {
   });
   if (pgReachable) {
     const verbose = spawnSync(launcher, ['-v', '-n', 'b', '--db', databaseUrl, '--schema', schema, '--', 'true'], { env });
-    const trips = /(\d+) PostgreSQL round trips/.exec(verbose.stderr.toString())?.[1] ?? '?';
+    const trips = /(\d+) PostgreSQL round trips?/.exec(verbose.stderr.toString())?.[1] ?? '?';
     console.log(`\npostgres mode: ${trips} round trips after connecting (${databaseUrl.replace(/:[^:@/]*@/, ':***@')}); goal ratio <= 1.6`);
   } else {
     console.log(`\npostgres mode skipped: nothing answers at ${databaseUrl}`);
   }
   console.log(`\npeak RSS of cronguard -n rss -- sleep 1: ${rss.toFixed(1)} MiB (goal <= 64 MiB)`);
+  console.log(`peak RSS of cronguard -q replaying 1 GB of a failed job's output: ${quietGb.toFixed(1)} MiB (goal < 100 MiB)`);
   console.log('goal: cronguard -n b -- true <= 1.30 x node -e 0');
 }
 

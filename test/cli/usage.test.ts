@@ -16,6 +16,11 @@ describe('bad input', () => {
     ['unknown lock', ['-l', 'etcd'], 64, /unknown lock backend/],
     ['bad signal', ['--kill-signal', 'FOO'], 64, /unknown signal/],
     ['reserved subcommand', [], 64, /not available in this version/],
+    ['an empty lock dir', ['--lock-dir', ''], 64, /--lock-dir: the lock directory must not be empty/],
+    ['an empty state dir', ['--state-dir', ''], 64, /--state-dir: the state directory must not be empty/],
+    ['a timeout that rounds to no time', ['-t', '0.4ms'], 64, /--timeout: '0.4ms' is shorter than the smallest duration, 1ms/],
+    ['a duration beyond ten years', ['-w', '4000d'], 64, /--wait: '4000d' is longer than 3650d/],
+    ['a port that is not a number', ['--db', 'postgres://u@127.0.0.1:abc/d'], 64, /the port in --db is not a number/],
   ];
 
   it.each(cases)('%s', async (_what, options, code, message) => {
@@ -31,6 +36,19 @@ describe('bad input', () => {
     expect(result.stderr).not.toMatch(/\n\s+at /);
     expect(existsSync(marker)).toBe(false);
     expect(runs(box.stateDir)).toEqual([]);
+  });
+
+  it('an empty command', async () => {
+    const result = await cronguard(['-n', 'x', '--', ''], sandbox().env);
+    expect(result).toMatchObject({ code: 64, stdout: '', stderr: 'cronguard: the command is an empty string (see cronguard --help)\n' });
+  });
+
+  it('PGPORT that is not a number: 64, not a run that never settles (and exits 0)', async () => {
+    const box = sandbox();
+    const result = await cronguard(['--db', 'postgres://u@127.0.0.1/d', '-n', 'x', '--', 'touch', box.path('ran')], { ...box.env, PGPORT: 'abc' });
+    expect(result).toMatchObject({ code: 64, stdout: '' });
+    expect(result.stderr).toMatch(/^cronguard: \$PGPORT 'abc' is not a number from 1 to 65535/);
+    expect(existsSync(box.path('ran'))).toBe(false);
   });
 
   it('no command', async () => {

@@ -29,4 +29,17 @@ describe('subcommands that read the shared log', () => {
     await live.done;
     expect(listed.map((l: { job: string }) => l.job)).toEqual([box.job('new')]);
   });
+
+  it('locks shows a job name longer than application_name holds in full, from its run row', async () => {
+    const box = pgSandbox();
+    const job = box.job(`a-rather-long-job-name-${'x'.repeat(60)}`);
+    const log = box.path('record');
+    const barrier = box.path('go');
+    const held = start(['-n', job, '--', fixture('hold.sh'), log, barrier], box.env);
+    await waitFor(() => lines(log).length > 0, 'the job to start');
+    const listed = JSON.parse((await cronguard(['locks', '--json'], box.env)).stdout);
+    release(barrier);
+    await held.done;
+    expect(listed).toEqual([expect.objectContaining({ job, lock: 'postgres', verified: true })]);
+  });
 });
