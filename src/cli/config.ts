@@ -7,6 +7,7 @@ import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
 import type { ParsedRun } from './options.js';
+import { scheduling } from './schedule.js';
 import type { SettingKey, Settings } from './settings.js';
 
 export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'none';
@@ -38,6 +39,18 @@ export interface RunConfig {
   readonly captureBytes: number;
   // Fleet rule off: run even when another host already ran this job in this minute.
   readonly everyTick: boolean;
+  readonly minIntervalMs: number | null;
+  readonly onRequest: boolean;
+  readonly batch: boolean;
+  readonly batchMax: number | null;
+  readonly retries: number;
+  readonly retryDelayMs: number;
+  readonly retryOnTimeout: boolean;
+  // --every with --for: start every everyMs until forMs has passed; --on-request --for:
+  // serve requests until then. null: one run.
+  readonly everyMs: number | null;
+  readonly forMs: number | null;
+  readonly jitterMs: number;
   readonly verbose: boolean;
   // Where each location setting came from, for -v.
   readonly sources: readonly string[];
@@ -111,6 +124,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     quiet: options.quiet === true,
     captureBytes: parseBytes(str('capture')),
     everyTick: options.everyTick === true,
+    ...scheduling(str, options),
     verbose: options.verbose === true,
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',

@@ -31,6 +31,16 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'quiet', long: 'quiet', short: 'q', help: "print the command's output only if it fails" },
   { key: 'capture', long: 'capture', value: 'BYTES', help: 'keep the last BYTES of output in the run log (default 65536, 0: none)' },
   { key: 'everyTick', long: 'every-tick', help: 'shared log: run even if another host ran this job in this minute' },
+  { key: 'minInterval', long: 'min-interval', value: 'DURATION', help: 'skip unless the last run started at least DURATION ago (a request overrides)' },
+  { key: 'onRequest', long: 'on-request', help: 'run only for "run now" requests (with --min-interval: for either)' },
+  { key: 'batch', long: 'batch', help: 'one run for all due requests, their arguments appended to the command' },
+  { key: 'batchMax', long: 'batch-max', value: 'N', help: 'at most N requests in one --batch run; the rest wait' },
+  { key: 'retries', long: 'retries', value: 'N', help: 're-run a failed attempt up to N more times, holding the lock' },
+  { key: 'retryDelay', long: 'retry-delay', value: 'DURATION', help: 'before the first retry; doubling, at most 1h (default 10s)' },
+  { key: 'retryOnTimeout', long: 'retry-on-timeout', help: 'retry an attempt that timed out too' },
+  { key: 'every', long: 'every', value: 'DURATION', help: 'holding the lock, start the command every DURATION (needs --for)' },
+  { key: 'for', long: 'for', value: 'DURATION', help: 'keep the lock this long for --every or --on-request, serving requests at once' },
+  { key: 'jitter', long: 'jitter', value: 'DURATION', help: 'wait a random time up to DURATION before trying the lock' },
   { key: 'verbose', long: 'verbose', short: 'v', help: 'explain decisions on stderr' },
   { key: 'help', long: 'help', short: 'h', help: 'show this help' },
   { key: 'version', long: 'version', short: 'V', help: 'show the version' },
@@ -112,8 +122,12 @@ Options:
 ${rows.join('\n')}
 
 Subcommands (cronguard help SUBCOMMAND for their options):
+  status [NAME]      each job: running, idle or paused; last result; requests
   history [NAME]     recent runs, newest first
   logs RUN_ID|NAME   captured output of a run
+  request NAME       ask for a run now (or --at TIME); --wait, --cancel ID
+  requests [NAME]    pending and recent requests
+  disable NAME       pause a job (--reason TEXT); enable NAME resumes it
   locks              locks held right now and by whom
   migrate            create or upgrade the run-log schema
 

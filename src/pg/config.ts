@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
-import { userInfo } from 'node:os';
 import type { Setting } from '../cli/settings.js';
 import { type CronguardError, PermissionError, UnavailableError, UsageError } from '../errors.js';
+import { userName } from '../util/user.js';
 import { parseUri } from './url.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -49,7 +49,8 @@ export function resolveDb(url: Setting | undefined, schemaSetting: Setting | und
   const option = url.from.startsWith('--') ? url.from : `database URL (${url.from})`;
   const uri = parseUri(url.value, option);
   const param = (name: string, variable: string) => uri.params.get(name) || env[variable] || undefined;
-  const user = uri.params.get('user') || uri.user || env.PGUSER || osUser(env);
+  // libpq's default is the operating-system user, not $USER (which cron does not set).
+  const user = uri.params.get('user') || uri.user || env.PGUSER || userName();
   const fromUrl = uri.params.get('port') || uri.port;
   const portText = fromUrl || env.PGPORT || '5432';
   if (!/^\d{1,5}$/.test(portText) || Number(portText) < 1 || Number(portText) > 65535) {
@@ -100,15 +101,6 @@ export function resolveSchema(setting: Setting | undefined): string {
     throw new UsageError(`${option}: '${schema}' is a PostgreSQL system schema; choose another name`);
   }
   return schema;
-}
-
-// libpq's user default is the operating-system user, not $USER (which cron does not set).
-function osUser(env: Env): string {
-  try {
-    return userInfo().username;
-  } catch {
-    return env.LOGNAME || env.USER || 'postgres';
-  }
 }
 
 // libpq's default host is the local socket; Debian puts it in /var/run/postgresql.

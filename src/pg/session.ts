@@ -58,6 +58,14 @@ export class PgSession {
     return (await Promise.race([this.client.query<R>(text, values), this.inFlightLost])).rows;
   }
 
+  // NOTIFY on `channel` calls `onNotify` with the payload, from now on.
+  async listen(channel: string, onNotify: (payload: string) => void): Promise<void> {
+    this.client.on('notification', (message) => {
+      if (message.channel === channel) onNotify(message.payload ?? '');
+    });
+    await this.query(`LISTEN ${this.escapeIdentifier(channel)}`);
+  }
+
   escapeIdentifier(name: string): string {
     return this.client.escapeIdentifier(name);
   }

@@ -2,7 +2,8 @@ import { hostname } from 'node:os';
 import { describe } from '../errors.js';
 import { isPrivilegeError } from '../pg/config.js';
 import type { Spool, SpooledRun } from '../store/spool.js';
-import type { AdmitOptions, Holder, NewRun, RunOutcome, RunStore } from '../store/types.js';
+import type { ClaimedRequest } from '../store/requests.js';
+import type { Admission, AdmitOptions, Holder, NewRun, RunOutcome, RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 
 export interface RecorderParts {
@@ -16,8 +17,9 @@ export interface RecorderParts {
   readonly where: string;
 }
 
-// What the log says about one invocation: go ahead, or why not.
-export type Verdict = { readonly admitted: true } | { readonly admitted: false; readonly reason: 'tick'; readonly holder: Holder | null };
+// What the log says about one invocation: go ahead (serving these requests), or why not.
+export type Verdict = { readonly admitted: true; readonly requests: readonly ClaimedRequest[] } | Refused;
+export type Refused = Extract<Admission, { admitted: false }>;
 
 // The run path's view of the run log. A run log that cannot be written must never stop or
 // change the job: the first failure prints one warning, then the record goes to the spool
@@ -50,9 +52,10 @@ export class RunRecorder {
   }
 
   // The run was already admitted and recorded by the statement that took the lock.
-  adopt(run: NewRun, id: number): void {
+  adopt(run: NewRun, id: number | null): void {
     this.run = run;
     this.id = id;
+    this.childPid = null;
   }
 
   async deliverSpool(): Promise<void> {
@@ -63,36 +66,69 @@ export class RunRecorder {
     });
   }
 
-  // Under a lock already held: may this run start? The log says no only for the fleet rule;
-  // a log that cannot answer says yes.
+  // Under a lock already held: may this run start, and which requests does it serve? A log
+  // that cannot answer says yes, to none.
   async admit(run: NewRun, options: AdmitOptions): Promise<Verdict> {
-    this.run = run;
-    let verdict: Verdict = { admitted: true };
+    this.adopt(run, null);
+    let verdict: Verdict = { admitted: true, requests: [] };
     await this.attempt('record the start', async (store) => {
       const admission = await store.admit(run, options);
-      if (admission.admitted) this.id = admission.runId;
-      else verdict = { admitted: false, reason: 'tick', holder: admission.holder };
+      if (admission.admitted) {
+        this.id = admission.runId;
+        verdict = { admitted: true, requests: admission.requests };
+      } else verdict = admission;
     });
     if (verdict.admitted) this.spoolNow(null);
     return verdict;
   }
 
-  async childStarted(childPid: number): Promise<void> {
+  // The command started, with this command line (requests' arguments included).
+  async childStarted(childPid: number, command: string): Promise<void> {
     this.childPid = childPid;
-    await this.attempt('record the child pid', (store) => (this.id === null ? Promise.resolve() : store.setChildPid(this.id, childPid)));
+    if (this.run) this.run = { ...this.run, command };
+    await this.attempt('record the child pid', (store) => (this.id === null ? Promise.resolve() : store.setChildPid(this.id, childPid, command)));
     this.spoolNow(null);
   }
 
-  async finish(outcome: RunOutcome): Promise<void> {
+  // The attempt's outcome; on the last attempt (`final`) its requests end with it.
+  async finish(outcome: RunOutcome, final: boolean): Promise<void> {
     await this.attempt('record the outcome', async (store) => {
-      if (this.id !== null) await store.finishRun(this.id, outcome);
+      if (this.id !== null) await store.finishRun(this.id, outcome, final);
     }, true);
     this.spoolNow(outcome);
   }
 
+  // The next attempt of the same run: a row of its own, which the requests follow.
+  async retry(run: NewRun): Promise<void> {
+    const previous = this.id;
+    this.adopt(run, null);
+    await this.attempt('record the retry', async (store) => {
+      if (previous !== null) this.id = await store.startRetry(previous, run);
+    });
+    this.spoolNow(null);
+  }
+
+  // For a loop waiting for work: whether a request is due (false when the log is out of
+  // reach), and a way to be woken the moment one is made (when the store can notify).
+  async hasDueRequest(job: string): Promise<boolean> {
+    let due = false;
+    await this.attempt('look for requests', async (store) => {
+      due = await store.hasDueRequest(job);
+    });
+    return due;
+  }
+
+  async onRequest(job: string, wake: () => void): Promise<boolean> {
+    let listening = false;
+    await this.attempt('listen for requests', async (store) => {
+      if (store.listenForRequests) listening = (await store.listenForRequests(job, wake), true);
+    });
+    return listening;
+  }
+
   // An attempt that ended before it could start (126/127): one finished row, no lock taken.
   async unstartable(run: NewRun, outcome: RunOutcome): Promise<void> {
-    this.run = run;
+    this.adopt(run, null);
     await this.attempt('record the attempt', async (store) => {
       this.id = await store.importRun(spooled(run, null, outcome));
     });

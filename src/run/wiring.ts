@@ -7,14 +7,16 @@ import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
 import type { PostgresStore } from '../store/postgres.js';
-import type { AdmitOptions, Holder, NewRun, RunStore } from '../store/types.js';
+import type { ClaimedRequest } from '../store/requests.js';
+import type { AdmitOptions, NewRun, RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
-import { RunRecorder } from './recorder.js';
+import { type Refused, RunRecorder, type Verdict } from './recorder.js';
 
-// Whether an invocation may run, and if so the lock it holds.
+// Whether an invocation may run, and if so the lock it holds and the requests it serves. A
+// loop (--for) that found nothing due yet holds the lock (`held`) to wait for work.
 export type Admission =
-  | { readonly admitted: true; readonly lock: Lock }
-  | { readonly admitted: false; readonly reason: 'locked' | 'tick'; readonly holder: Holder | null };
+  | { readonly admitted: true; readonly lock: Lock; readonly requests: readonly ClaimedRequest[] }
+  | (Refused & { readonly held?: Lock });
 
 export interface Gate {
   readonly recorder: RunRecorder;
@@ -23,6 +25,8 @@ export interface Gate {
   // Takes the lock and records the start, or says why this invocation may not run. An
   // aborted `abort` ends a wait for the lock by throwing its reason.
   admit(abort: AbortSignal): Promise<Admission>;
+  // The next run (--every, --for) while the lock is still held: the log's admission alone.
+  readmit(run: NewRun): Promise<Verdict>;
   // Round trips to PostgreSQL so far, for --verbose (0 without a database).
   roundTrips(): number;
   close(): Promise<void>;
@@ -65,11 +69,14 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
     if (log.recorder.writable) {
       try {
         const stamped = atLock(run);
-        const admission = await combined.lockAndAdmit(stamped, key, options.oneRunPerTick, config.waitMs === 0);
-        if (!admission.admitted) return admission.reason === 'tick' || config.waitMs === 0 ? admission : null;
+        const admission = await combined.lockAndAdmit(stamped, key, options, config.waitMs === 0);
+        if (!admission.admitted) {
+          if (keeps(options, admission)) return { ...admission, held: plain.held };
+          return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;
+        }
         log.recorder.adopt(stamped, admission.runId);
         await log.recorder.deliverSpool();
-        return { admitted: true, lock: plain.held };
+        return { admitted: true, lock: plain.held, requests: admission.requests };
       } catch (error) {
         // Only an error the server sent is the log's; anything else is the connection, and
         // without it there is no lock (69).
@@ -96,7 +103,8 @@ function localGate(backend: LockBackend, recorder: RunRecorder, run: NewRun, con
   const admitHeld = async (lock: Lock): Promise<Admission> => {
     await recorder.deliverSpool();
     const verdict = await recorder.admit(atLock(run), options);
-    if (verdict.admitted) return { admitted: true, lock };
+    if (verdict.admitted) return { ...verdict, lock };
+    if (keeps(options, verdict)) return { ...verdict, held: lock };
     await lock.release();
     return verdict;
   };
@@ -104,6 +112,7 @@ function localGate(backend: LockBackend, recorder: RunRecorder, run: NewRun, con
     recorder,
     description: backend.description,
     admitHeld,
+    readmit: (next) => recorder.admit(atLock(next), options),
     admit: async (abort) => {
       const lock = await backend.acquire({ waitMs: config.waitMs, abort });
       if (lock) return admitHeld(lock);
@@ -123,6 +132,11 @@ function connectOptions(config: RunConfig, say: Messages): ConnectOptions {
     retryForMs: Math.max(BUSY_RETRY_MS, config.waitMs),
     onRetry: (retry, delayMs, reason) => say.verbose(`${config.name}: PostgreSQL is busy (${reason}); retry ${retry} in ${delayMs}ms`),
   };
+}
+
+// A loop keeps the lock while nothing is due yet, and waits for work.
+function keeps(options: AdmitOptions, refusal: Refused): boolean {
+  return options.keepLock && (refusal.reason === 'idle' || refusal.reason === 'interval');
 }
 
 // The run as recorded: it started when it got the lock.

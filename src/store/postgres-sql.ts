@@ -24,89 +24,35 @@ const RUN_VALUES = `:job, :host, :trigger, :attempt, :pid, :username, :command, 
                     :lock_key, :run_key, :invoked_at, :wrapper_start`;
 const FINISH = 'status = :status, finished_at = :finished_at, duration_ms = :duration_ms, exit_code = :exit_code, signal = :signal, output = :output, output_truncated = :output_truncated, error = :error';
 
-// The fleet rule (:fleet: apply it; :now: the claimer's current minute): claim the run's
-// tick on the job's row. The upsert locks that row, so of two hosts claiming one tick at once
-// exactly one wins. Ticks only move forward: a waiter (-w) of a minute that another host has
-// served, or that a later minute has overtaken, does not run. The same host may always claim
-// again (a script that runs a job twice a minute runs it twice; one host is left to its
-// lock). A claimed tick later than the claimer's own clock allows came from a host whose
-// clock runs ahead, and must not silence the fleet until real time catches up.
-const AHEAD = `:now::timestamptz + interval '1 minute'`;
-const claimTick = (S: string, when: string) => `
-  claim AS (INSERT INTO ${S}.jobs AS j (name, tick, tick_host) SELECT :job, :tick::timestamptz, :host
-            WHERE ${when} AND :fleet AND :tick::timestamptz IS NOT NULL
-            ON CONFLICT (name) DO UPDATE
-            SET tick = CASE WHEN j.tick > ${AHEAD} THEN excluded.tick ELSE greatest(j.tick, excluded.tick) END,
-                tick_host = excluded.tick_host
-            WHERE j.tick IS NULL OR excluded.tick > j.tick OR j.tick_host = excluded.tick_host OR j.tick > ${AHEAD}
-            RETURNING 1)`;
-const TICK_FREE = `(NOT (:fleet AND :tick::timestamptz IS NOT NULL) OR EXISTS (SELECT 1 FROM claim))`;
-// Counts the skip on the run of another host that served (or overtook) the tick, and names
-// it for -v. When that run's row is not visible yet (its statement is still committing),
-// the skip is parked on the job instead (see finish).
-const tickSkip = (S: string, when: string) => `
-  tick_skip AS (UPDATE ${S}.runs SET "overlaps" = "overlaps" + 1
-                WHERE id = (SELECT id FROM ${S}.runs
-                            WHERE job = :job AND tick >= :tick::timestamptz AND tick <= ${AHEAD} AND host <> :host
-                            ORDER BY id DESC LIMIT 1) AND ${when}
-                RETURNING id, host, pid, started_at)`;
-const parkSkip = (S: string, when: string) => `
-  parked AS (INSERT INTO ${S}.jobs (name, pending_overlaps) SELECT :job, 1 WHERE ${when}
-             ON CONFLICT (name) DO UPDATE SET pending_overlaps = ${S}.jobs.pending_overlaps + 1
-             RETURNING 1)`;
-
 export function statements(S: string) {
   return {
-    // Local lock + shared log: admit and insert, returning this host's other running rows
-    // (whether their wrappers are gone is decided here, then `abandon`).
-    admit: named(`WITH ${claimTick(S, 'true')},
-                 ok AS (SELECT ${TICK_FREE} AS run),
-                 ${tickSkip(S, 'NOT (SELECT run FROM ok)')},
-                 ${parkSkip(S, 'NOT (SELECT run FROM ok) AND NOT EXISTS (SELECT 1 FROM tick_skip)')},
-                 running AS (SELECT id, pid, wrapper_start, lock_backend, lock_key FROM ${S}.runs
-                             WHERE job = :job AND host = :host AND status = 'running' AND (SELECT run FROM ok)),
-                 ins AS (INSERT INTO ${S}.runs (status, ${RUN_COLUMNS}) SELECT 'running', ${RUN_VALUES}
-                         WHERE (SELECT run FROM ok) RETURNING id)
-            SELECT (SELECT id FROM ins) AS id,
-                   (SELECT coalesce(json_agg(row_to_json(r)), '[]') FROM running r) AS running,
-                   (SELECT row_to_json(t) FROM tick_skip t) AS holder,
-                   (SELECT count(*) FROM parked) AS parked,
-                   (SELECT max(version) FROM ${S}.schema_migrations) AS version`),
-    // The postgres lock (:key), the fleet rule and the record in one round trip. Holding the
-    // cluster-wide lock proves every other `running` row that held this same lock stale. A
-    // lock taken for a tick already served elsewhere is given back at once. :count_skip:
-    // count a skip for a held lock (a -w waiter counts only when it gives up).
-    lockAndAdmit: named(`WITH l AS (SELECT pg_try_advisory_lock(:key::bigint) AS got),
-                 ${claimTick(S, '(SELECT got FROM l)')},
-                 ok AS (SELECT (SELECT got FROM l) AND ${TICK_FREE} AS run),
-                 abandoned AS (UPDATE ${S}.runs SET status = 'abandoned', finished_at = now(), error = ${ABANDONED}
-                               WHERE job = :job AND status = 'running' AND (SELECT run FROM ok)
-                                 AND (lock_backend IS NULL OR (lock_backend = 'postgres' AND lock_key = :lock_key))
-                               RETURNING id),
-                 ins AS (INSERT INTO ${S}.runs (status, ${RUN_COLUMNS}) SELECT 'running', ${RUN_VALUES}
-                         WHERE (SELECT run FROM ok) RETURNING id),
-                 unlocked AS (SELECT pg_advisory_unlock(:key::bigint) WHERE (SELECT got FROM l) AND NOT (SELECT run FROM ok)),
-                 ${tickSkip(S, '(SELECT got FROM l) AND NOT (SELECT run FROM ok)')},
-                 holder AS (SELECT id, host, pid, started_at FROM ${S}.runs
-                            WHERE job = :job AND status = 'running' AND NOT (SELECT got FROM l) ORDER BY id DESC LIMIT 1),
-                 overlap AS (UPDATE ${S}.runs SET "overlaps" = "overlaps" + 1
-                             WHERE id = (SELECT id FROM holder) AND :count_skip RETURNING id),
-                 ${parkSkip(S, `((NOT (SELECT got FROM l) AND :count_skip AND NOT EXISTS (SELECT 1 FROM overlap))
-                                 OR ((SELECT got FROM l) AND NOT (SELECT run FROM ok) AND NOT EXISTS (SELECT 1 FROM tick_skip)))`)}
-            SELECT (SELECT got FROM l) AS got, (SELECT id FROM ins) AS id,
-                   (SELECT count(*) FROM abandoned) + (SELECT count(*) FROM parked) + (SELECT count(*) FROM unlocked) AS touched,
-                   coalesce((SELECT row_to_json(t) FROM tick_skip t), (SELECT row_to_json(h) FROM holder h)) AS holder,
-                   (SELECT max(version) FROM ${S}.schema_migrations) AS version`),
-    abandon: named(`UPDATE ${S}.runs SET status = 'abandoned', finished_at = now(), error = ${ABANDONED}
-                    WHERE id = ANY(:ids::bigint[]) AND status = 'running'`),
-    setChildPid: named(`UPDATE ${S}.runs SET child_pid = :child_pid WHERE id = :id`),
-    // Skips that could not see this run's row yet were parked on the job; fold them in.
+    // The admission of one run (migration 0005): one round trip, under the postgres lock
+    // (when :p has a key) or a local one.
+    admit: named(`SELECT ${S}.admit(:p::jsonb) AS r`),
+    // Rows of this host whose wrapper is gone; their requests failed with them.
+    abandon: named(`WITH gone AS (UPDATE ${S}.runs SET status = 'abandoned', finished_at = now(), error = ${ABANDONED}
+                                  WHERE id = ANY(:ids::bigint[]) AND status = 'running' RETURNING id)
+                    UPDATE ${S}.requests SET status = 'failed', finished_at = now()
+                    WHERE run_id IN (SELECT id FROM gone) AND status = 'running'`),
+    setChildPid: named(`UPDATE ${S}.runs SET child_pid = :child_pid, command = :command WHERE id = :id`),
+    // Skips that could not see this run's row yet were parked on the job; fold them in. On
+    // the last attempt (:final) its requests end with it, and waiters (request --wait) hear.
     finish: named(`WITH claimed AS (UPDATE ${S}.jobs j SET pending_overlaps = 0 FROM ${S}.jobs old
                               WHERE j.name = (SELECT job FROM ${S}.runs WHERE id = :id) AND old.name = j.name
                                 AND old.pending_overlaps > 0
-                              RETURNING old.pending_overlaps AS n)
-             UPDATE ${S}.runs SET ${FINISH}, "overlaps" = "overlaps" + coalesce((SELECT n FROM claimed), 0)
-             WHERE id = :id`),
+                              RETURNING old.pending_overlaps AS n),
+                   done AS (UPDATE ${S}.runs SET ${FINISH}, "overlaps" = "overlaps" + coalesce((SELECT n FROM claimed), 0)
+                            WHERE id = :id RETURNING id),
+                   ended AS (UPDATE ${S}.requests SET status = :request_status, finished_at = :finished_at, exit_code = :exit_code
+                             WHERE run_id = :id AND status = 'running' AND :final RETURNING id)
+             SELECT count(pg_notify('cronguard_requests_done', :schema || ':' || id)) AS n FROM ended`),
+    // A retry: a new row for the same run, which its requests follow.
+    retry: named(`WITH ins AS (INSERT INTO ${S}.runs (status, request_id, ${RUN_COLUMNS})
+                                SELECT 'running', (SELECT min(id) FROM ${S}.requests WHERE run_id = :previous), ${RUN_VALUES}
+                                RETURNING id),
+                       moved AS (UPDATE ${S}.requests SET run_id = (SELECT id FROM ins), attempts = attempts + 1
+                                 WHERE run_id = :previous AND status = 'running')
+                  SELECT id FROM ins`),
     // A skip for a held lock, counted on the run that holds it: the running row (on :host
     // only, for a local lock), else the latest run whose wrapper (:holder_pid, from
     // /proc/locks) took the lock and left something running that holds it still.
@@ -137,6 +83,34 @@ export function statements(S: string) {
                     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
                       AND a.application_name LIKE 'cronguard:%'`),
+    addRequest: named(`SELECT ${S}.request(:job, :args::text[], :not_before, :requested_by) AS id`),
+    cancelRequest: named(`UPDATE ${S}.requests SET status = 'cancelled', finished_at = now()
+                          WHERE id = :id AND status = 'pending' RETURNING id`),
+    getRequest: named(`SELECT * FROM ${S}.requests WHERE id = :id`),
+    listRequests: named(`SELECT * FROM ${S}.requests WHERE (:job::text IS NULL OR job = :job) ORDER BY id DESC LIMIT :limit`),
+    hasDueRequest: named(`SELECT 1 FROM ${S}.requests WHERE job = :job AND status = 'pending' AND not_before <= now() LIMIT 1`),
+    pause: named(`INSERT INTO ${S}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by)
+                  VALUES (:job, true, :reason, :since, :by)
+                  ON CONFLICT (name) DO UPDATE SET disabled = true, disabled_reason = :reason, disabled_at = :since, disabled_by = :by`),
+    resume: named(`UPDATE ${S}.jobs SET disabled = false, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL
+                   WHERE name = :job`),
+    // One row per job the log knows of: what runs now, how it last ended, what waits for it.
+    jobStatus: named(`WITH names AS (SELECT DISTINCT job AS name FROM ${S}.runs UNION SELECT name FROM ${S}.jobs
+                                     UNION SELECT DISTINCT job FROM ${S}.requests)
+                      SELECT n.name AS job, j.disabled, j.disabled_reason, j.disabled_at AS disabled_since, j.disabled_by,
+                             r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
+                             l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code,
+                             l.started_at AS last_started_at, l.finished_at AS last_finished_at,
+                             (SELECT max(started_at) FROM ${S}.runs s WHERE s.job = n.name AND s.status = 'succeeded') AS last_success_at,
+                             (SELECT count(*) FROM ${S}.requests q WHERE q.job = n.name AND q.status = 'pending')::int AS pending_requests
+                      FROM names n
+                      LEFT JOIN ${S}.jobs j ON j.name = n.name
+                      LEFT JOIN LATERAL (SELECT id, started_at, host, pid FROM ${S}.runs
+                                         WHERE job = n.name AND status = 'running' ORDER BY id DESC LIMIT 1) r ON true
+                      LEFT JOIN LATERAL (SELECT id, status, exit_code, started_at, finished_at FROM ${S}.runs
+                                         WHERE job = n.name AND status <> 'running' ORDER BY id DESC LIMIT 1) l ON true
+                      WHERE :job::text IS NULL OR n.name = :job
+                      ORDER BY n.name`),
     list: named(`SELECT * FROM ${S}.runs WHERE (:job::text IS NULL OR job = :job) AND (:status::text IS NULL OR status = :status)
                  ORDER BY id DESC LIMIT :limit`),
     get: named(`SELECT * FROM ${S}.runs WHERE id = :id`),

@@ -4,10 +4,13 @@ import type { QueryResultRow } from 'pg';
 import { migratePostgres, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
 import { type Statement, statements } from './postgres-sql.js';
 import { outcomeOf, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
-import type { Admission, AdmitOptions, Holder, NewRun, RunFilter, RunningRow, RunOutcome, RunRow, RunStore } from './types.js';
+import type { JobStatus, Paused } from './jobs.js';
+import { type Cancellation, type ClaimedRequest, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
+import type { Admission, AdmitOptions, Holder, NewRun, Refusal, RunFilter, RunningRow, RunOutcome, RunRow, RunStore } from './types.js';
 
-// Errors that mean the schema is missing or older than this code: migrate and try again.
-const SCHEMA_MISSING = new Set(['42P01', '3F000', '42703']);
+// Errors that mean the schema is missing or older than this code (a table, a schema, a
+// column, a function): migrate and try again.
+const SCHEMA_MISSING = new Set(['42P01', '3F000', '42703', '42883']);
 
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
@@ -24,33 +27,92 @@ export class PostgresStore implements RunStore {
     this.sql = statements(session.escapeIdentifier(schema));
   }
 
-  async admit(run: NewRun, { oneRunPerTick, isGone }: AdmitOptions): Promise<Admission> {
-    const values = { ...runValues(run), fleet: oneRunPerTick, now: minuteNow() };
-    const [row] = await this.withSchema(() => this.run<AdmitRow>(this.sql.admit, values));
-    await this.upgradeIfBehind(row?.version);
-    if (row?.id === null || row?.id === undefined) return { admitted: false, reason: 'tick', holder: toHolder(row?.holder) };
-    const gone = (row.running ?? []).filter(isGone).map((r) => String(r.id));
+  async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
+    return this.admission(run, options, null, false);
+  }
+
+  // Tries the advisory lock and, if it is ours and the rules allow, records the run, in one
+  // round trip. When another session holds the lock, counts the skip (countSkip) on its run.
+  async lockAndAdmit(run: NewRun, key: bigint, options: AdmitOptions, countSkip: boolean): Promise<Admission> {
+    return this.admission(run, options, key, countSkip);
+  }
+
+  private async admission(run: NewRun, options: AdmitOptions, key: bigint | null, countSkip: boolean): Promise<Admission> {
+    const p = {
+      ...runJson(run),
+      ...(key === null ? {} : { key: key.toString(), count_skip: countSkip }),
+      fleet: options.oneRunPerTick,
+      now: minuteNow().toISOString(),
+      min_interval_ms: options.minIntervalMs,
+      on_request: options.onRequest,
+      batch: options.batch,
+      batch_max: options.batchMax,
+      manual: options.manual,
+      keep_lock: options.keepLock,
+    };
+    const [row] = await this.withSchema(() => this.run<{ r: AdmitResult }>(this.sql.admit, { p: JSON.stringify(p) }));
+    const r = row?.r as AdmitResult;
+    await this.upgradeIfBehind(r.version);
+    if (!r.admitted) {
+      return { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined };
+    }
+    const gone = (r.running ?? []).filter(options.isGone).map((g) => String(g.id));
     if (gone.length > 0) await this.run(this.sql.abandon, { ids: gone });
-    return { admitted: true, runId: Number(row.id) };
+    return { admitted: true, runId: Number(r.id), requests: r.requests };
   }
 
-  // Tries the advisory lock and, if it is ours and the fleet rule allows, records the run.
-  // When another session holds the lock, counts the skip (countSkip) on its run.
-  async lockAndAdmit(run: NewRun, key: bigint, oneRunPerTick: boolean, countSkip: boolean): Promise<Admission> {
-    const values = { ...runValues(run), fleet: oneRunPerTick, now: minuteNow(), key: key.toString(), count_skip: countSkip };
-    const [row] = await this.withSchema(() => this.run<AdmitRow & { got: boolean }>(this.sql.lockAndAdmit, values));
-    if (!row?.got) return { admitted: false, reason: 'locked', holder: toHolder(row?.holder) };
-    await this.upgradeIfBehind(row.version);
-    if (row.id === null) return { admitted: false, reason: 'tick', holder: toHolder(row.holder) };
-    return { admitted: true, runId: Number(row.id) };
+  async setChildPid(id: number, childPid: number, command: string): Promise<void> {
+    await this.run(this.sql.setChildPid, { id, child_pid: childPid, command });
   }
 
-  async setChildPid(id: number, childPid: number): Promise<void> {
-    await this.run(this.sql.setChildPid, { id, child_pid: childPid });
+  async finishRun(id: number, o: RunOutcome, final: boolean): Promise<void> {
+    const values = { id, final, schema: this.schema, request_status: requestStatusOf(o.status) };
+    await this.run(this.sql.finish, { ...values, ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) });
   }
 
-  async finishRun(id: number, o: RunOutcome): Promise<void> {
-    await this.run(this.sql.finish, { id, ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) });
+  async startRetry(previous: number, run: NewRun): Promise<number> {
+    const [row] = await this.run<{ id: string }>(this.sql.retry, { ...runValues(run), previous });
+    return Number(row?.id);
+  }
+
+  async addRequest(r: NewRequest): Promise<number> {
+    const values = { job: r.job, args: r.args, not_before: r.notBefore, requested_by: r.requestedBy };
+    const [row] = await this.withSchema(() => this.run<{ id: string }>(this.sql.addRequest, values));
+    return Number(row?.id);
+  }
+
+  async cancelRequest(id: number): Promise<Cancellation> {
+    const [row] = await this.withSchema(() => this.run(this.sql.cancelRequest, { id }));
+    if (row) return 'cancelled';
+    return ((await this.getRequest(id))?.status ?? 'missing') as Cancellation;
+  }
+
+  async getRequest(id: number): Promise<RequestRow | null> {
+    const [row] = await this.withSchema(() => this.run<PgRequest>(this.sql.getRequest, { id }));
+    return row ? toRequestRow(row) : null;
+  }
+
+  async listenForRequests(job: string, wake: () => void): Promise<void> {
+    await this.session.listen('cronguard_requests', (payload) => {
+      if (payload === `${this.schema}:${job}`) wake();
+    });
+  }
+
+  async listRequests(job: string | null, limit: number): Promise<RequestRow[]> {
+    return (await this.withSchema(() => this.run<PgRequest>(this.sql.listRequests, { job, limit }))).map(toRequestRow);
+  }
+
+  async hasDueRequest(job: string): Promise<boolean> {
+    return (await this.run(this.sql.hasDueRequest, { job })).length > 0;
+  }
+
+  async setPaused(job: string, paused: Paused | null): Promise<void> {
+    await this.withSchema(() => this.run(paused ? this.sql.pause : this.sql.resume, { job, ...paused }));
+  }
+
+  async jobStatus(job: string | null): Promise<JobStatus[]> {
+    const rows = await this.withSchema(() => this.run<PgJobStatus>(this.sql.jobStatus, { job }));
+    return rows.map(toJobStatus);
   }
 
   // pg_stat_activity hides other roles' session details (backend_start among them) from a
@@ -133,10 +195,16 @@ export interface AdvisoryLock {
   since: string | null;
 }
 
-interface AdmitRow {
-  id: string | null;
+// What the admit() function returns (migration 0005).
+interface AdmitResult {
+  admitted: boolean;
+  reason: Refusal;
+  id?: number;
+  requests: ClaimedRequest[];
   running?: RunningRow[];
-  holder: HolderRow | null;
+  holder?: HolderRow | null;
+  disabled?: Paused | null;
+  last_started_at?: string | null;
   version: number | null;
 }
 
@@ -169,6 +237,16 @@ function minuteNow(): Date {
   return new Date(Math.floor(Date.now() / 60_000) * 60_000);
 }
 
+// The run as admit() reads it: JSON, times as ISO text.
+function runJson(run: NewRun): Record<string, unknown> {
+  return {
+    ...runValues(run),
+    started_at: run.startedAt.toISOString(),
+    invoked_at: run.invokedAt.toISOString(),
+    tick: run.tick?.toISOString() ?? null,
+  };
+}
+
 function runValues(run: NewRun): Record<string, unknown> {
   return {
     job: run.job, host: run.host, trigger: run.trigger, attempt: run.attempt, pid: run.pid, username: run.username,
@@ -196,5 +274,48 @@ function toRunRow(row: PgRow): RunRow {
     invoked_at: row.invoked_at?.toISOString() ?? null,
     duration_ms: row.duration_ms === null ? null : Number(row.duration_ms),
     request_id: row.request_id === null ? null : Number(row.request_id),
+  };
+}
+
+type PgRequest = Omit<RequestRow, 'id' | 'run_id' | 'requested_at' | 'not_before' | 'claimed_at' | 'finished_at'> & {
+  id: string;
+  run_id: string | null;
+  requested_at: Date;
+  not_before: Date;
+  claimed_at: Date | null;
+  finished_at: Date | null;
+};
+
+function toRequestRow(r: PgRequest): RequestRow {
+  return {
+    ...r,
+    id: Number(r.id),
+    run_id: r.run_id === null ? null : Number(r.run_id),
+    requested_at: r.requested_at.toISOString(),
+    not_before: r.not_before.toISOString(),
+    claimed_at: r.claimed_at?.toISOString() ?? null,
+    finished_at: r.finished_at?.toISOString() ?? null,
+  };
+}
+
+type PgJobStatus = Omit<JobStatus, 'state' | 'running_run_id' | 'last_run_id' | DateField> & {
+  disabled: boolean | null;
+  running_run_id: string | null;
+  last_run_id: string | null;
+} & { [K in DateField]: Date | null };
+type DateField = 'running_since' | 'disabled_since' | 'last_started_at' | 'last_finished_at' | 'last_success_at';
+
+function toJobStatus({ disabled, ...r }: PgJobStatus): JobStatus {
+  const iso = (d: Date | null) => d?.toISOString() ?? null;
+  return {
+    ...r,
+    state: disabled ? 'disabled' : r.running_run_id !== null ? 'running' : 'idle',
+    running_run_id: r.running_run_id === null ? null : Number(r.running_run_id),
+    last_run_id: r.last_run_id === null ? null : Number(r.last_run_id),
+    running_since: iso(r.running_since),
+    disabled_since: iso(r.disabled_since),
+    last_started_at: iso(r.last_started_at),
+    last_finished_at: iso(r.last_finished_at),
+    last_success_at: iso(r.last_success_at),
   };
 }

@@ -5,81 +5,16 @@ import Database from 'better-sqlite3';
 import { mkdirp } from '../util/io.js';
 import { SQLITE_FILE } from '../util/paths.js';
 import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
+import type { JobStatus, Paused } from './jobs.js';
+import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
 import { outcomeOf, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
+import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
 import { migrateSqlite } from './sqlite-migrations.js';
-import type { Admission, AdmitOptions, Holder, NewRun, RunFilter, RunningRow, RunOutcome, RunRow, RunStore } from './types.js';
-
-
-const RUN_COLUMNS = 'job, host, trigger, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start';
-const RUN_VALUES = '@job, @host, @trigger, @attempt, @pid, @username, @command, @started_at, @tick, @lock_backend, @lock_key, @run_key, @invoked_at, @wrapper_start';
-const OUTCOME = 'status, finished_at, duration_ms, exit_code, signal, output, output_truncated, error';
-
-// Every SQLite statement of the run log lives here, parameterised.
-const SQL = {
-  runningHere: `SELECT id, pid, wrapper_start, lock_backend, lock_key FROM runs WHERE job = ? AND host = ? AND status = 'running'`,
-  abandon: `UPDATE runs SET status = 'abandoned', finished_at = ?,
-              error = 'wrapper (pid ' || pid || ') vanished without recording an outcome'
-            WHERE id = ? AND status = 'running'`,
-  pendingOverlaps: `SELECT pending_overlaps AS n FROM jobs WHERE name = ?`,
-  resetOverlaps: `UPDATE jobs SET pending_overlaps = 0 WHERE name = ?`,
-  insertRun: `INSERT INTO runs (status, overlaps, ${RUN_COLUMNS}) VALUES ('running', @overlaps, ${RUN_VALUES})`,
-  // A run of another host in this tick or a later one: it served (or overtook) this tick.
-  // One from a minute beyond this host's clock came from a clock running ahead: ignored.
-  tickRun: `SELECT id, host, pid, started_at FROM runs WHERE job = ? AND tick >= ? AND tick <= ? AND host <> ?
-            ORDER BY id DESC LIMIT 1`,
-  countSkip: `UPDATE runs SET overlaps = overlaps + 1 WHERE id = ?`,
-  setChildPid: `UPDATE runs SET child_pid = ? WHERE id = ?`,
-  finishRun: `UPDATE runs SET status = @status, finished_at = @finished_at, duration_ms = @duration_ms, exit_code = @exit_code,
-                signal = @signal, output = @output, output_truncated = @output_truncated, error = @error
-              WHERE id = @id`,
-  // A skip, on the running row, else on the latest run whose wrapper (the pid that took the
-  // lock, from /proc/locks) left something running that holds the lock still.
-  overlap: `UPDATE runs SET overlaps = overlaps + 1
-            WHERE id = coalesce((SELECT max(id) FROM runs WHERE job = @job AND status = 'running'),
-                                (SELECT max(id) FROM runs WHERE job = @job AND pid = @holder_pid))
-            RETURNING id, host, pid, started_at`,
-  overlapPending: `INSERT INTO jobs (name, pending_overlaps) VALUES (?, 1)
-                   ON CONFLICT (name) DO UPDATE SET pending_overlaps = pending_overlaps + 1`,
-  // One row per run key, however often a record is written.
-  importRun: `INSERT INTO runs (${RUN_COLUMNS}, child_pid, ${OUTCOME})
-              VALUES (${RUN_VALUES}, @child_pid, @status, @finished_at, @duration_ms, @exit_code, @signal, @output,
-                @output_truncated, @error)
-              ON CONFLICT (run_key) DO UPDATE SET child_pid = coalesce(excluded.child_pid, child_pid), status = excluded.status,
-                finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, exit_code = excluded.exit_code,
-                signal = excluded.signal, output = excluded.output, output_truncated = excluded.output_truncated,
-                error = excluded.error
-              RETURNING id`,
-  listRuns: `SELECT * FROM runs
-             WHERE (@job IS NULL OR job = @job) AND (@status IS NULL OR status = @status)
-             ORDER BY id DESC LIMIT @limit`,
-  getRun: `SELECT * FROM runs WHERE id = ?`,
-  latestRun: `SELECT * FROM runs WHERE job = ? ORDER BY id DESC LIMIT 1`,
-} as const;
-
-// A new run's named parameters, in both stores' column names.
-export function runParams(run: NewRun): Record<string, unknown> {
-  return {
-    job: run.job, host: run.host, trigger: run.trigger, attempt: run.attempt, pid: run.pid, username: run.username,
-    command: run.command, started_at: run.startedAt.toISOString(), tick: run.tick?.toISOString() ?? null,
-    lock_backend: run.lockBackend, lock_key: run.lockKey, run_key: run.runKey, invoked_at: run.invokedAt.toISOString(),
-    wrapper_start: run.wrapperStart,
-  };
-}
-
-// An outcome's named parameters, as SQLite stores them.
-function outcomeParams(o: StoredOutcome): Record<string, unknown> {
-  return {
-    status: o.status, finished_at: o.finishedAt, duration_ms: o.durationMs, exit_code: o.exitCode, signal: o.signal,
-    output: o.output, output_truncated: o.outputTruncated ? 1 : 0, error: o.error,
-  };
-}
+import { SQL } from './sqlite-sql.js';
+import type { Admission, AdmitOptions, Holder, NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
 
 type Row = Omit<RunRow, 'output_truncated'> & { output_truncated: number };
-type HolderRow = { id: number; host: string; pid: number; started_at: string };
-
-function toHolder(row: HolderRow): Holder {
-  return { runId: row.id, host: row.host, pid: row.pid, startedAt: row.started_at };
-}
+type RequestRecord = Omit<RequestRow, 'args'> & { args: string };
 
 // The embedded run log: one SQLite file in WAL mode, private to the user (0600).
 export class SqliteStore implements RunStore {
@@ -104,36 +39,33 @@ export class SqliteStore implements RunStore {
     return new SqliteStore(db);
   }
 
-  async admit(run: NewRun, { oneRunPerTick, isGone }: AdmitOptions): Promise<Admission> {
+  async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
+    return admitIn(this.db, run, options, runParams);
+  }
+
+  async setChildPid(id: number, childPid: number, command: string): Promise<void> {
+    this.db.prepare(SQL.setChildPid).run(childPid, command, id);
+  }
+
+  async finishRun(id: number, o: RunOutcome, final: boolean): Promise<void> {
     const { db } = this;
-    const admit = db.transaction((): Admission => {
-      const tick = run.tick?.toISOString() ?? null;
-      if (oneRunPerTick && tick !== null) {
-        const ahead = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 60_000).toISOString();
-        const other = db.prepare(SQL.tickRun).get(run.job, tick, ahead, run.host) as HolderRow | undefined;
-        if (other) {
-          db.prepare(SQL.countSkip).run(other.id);
-          return { admitted: false, reason: 'tick', holder: toHolder(other) };
-        }
-      }
-      const now = run.startedAt.toISOString();
-      for (const row of db.prepare(SQL.runningHere).all(run.job, run.host) as RunningRow[]) {
-        if (isGone(row)) db.prepare(SQL.abandon).run(now, row.id);
-      }
-      const pending = (db.prepare(SQL.pendingOverlaps).get(run.job) as { n: number } | undefined)?.n ?? 0;
-      if (pending > 0) db.prepare(SQL.resetOverlaps).run(run.job);
-      const info = db.prepare(SQL.insertRun).run({ ...runParams(run), overlaps: pending });
-      return { admitted: true, runId: Number(info.lastInsertRowid) };
-    });
-    return admit.immediate();
+    const finishedAt = o.finishedAt.toISOString();
+    db.transaction(() => {
+      db.prepare(SQL.finishRun).run({ id, ...outcomeParams({ ...o, finishedAt }) });
+      if (final) db.prepare(SQL.finishRequests).run({ id, status: requestStatusOf(o.status), finished_at: finishedAt, exit_code: o.exitCode });
+    }).immediate();
   }
 
-  async setChildPid(id: number, childPid: number): Promise<void> {
-    this.db.prepare(SQL.setChildPid).run(childPid, id);
-  }
-
-  async finishRun(id: number, o: RunOutcome): Promise<void> {
-    this.db.prepare(SQL.finishRun).run({ id, ...outcomeParams({ ...o, finishedAt: o.finishedAt.toISOString() }) });
+  async startRetry(previous: number, run: NewRun): Promise<number> {
+    const { db } = this;
+    return db
+      .transaction(() => {
+        const request = (db.prepare(SQL.firstRequestOf).get(previous) as { id: number | null }).id;
+        const id = Number(db.prepare(SQL.insertRun).run({ ...runParams(run), overlaps: 0, request_id: request }).lastInsertRowid);
+        db.prepare(SQL.retryRequests).run({ run_id: id, previous });
+        return id;
+      })
+      .immediate();
   }
 
   async recordOverlap(job: string, _host: string | null, holderPid: number | null): Promise<Holder | null> {
@@ -153,9 +85,7 @@ export class SqliteStore implements RunStore {
   }
 
   async listRuns(filter: RunFilter): Promise<RunRow[]> {
-    const rows = this.db
-      .prepare(SQL.listRuns)
-      .all({ job: filter.job ?? null, status: filter.status ?? null, limit: filter.limit }) as Row[];
+    const rows = this.db.prepare(SQL.listRuns).all({ job: filter.job ?? null, status: filter.status ?? null, limit: filter.limit }) as Row[];
     return rows.map(toRunRow);
   }
 
@@ -169,6 +99,39 @@ export class SqliteStore implements RunStore {
     return row ? toRunRow(row) : null;
   }
 
+  async addRequest(r: NewRequest): Promise<number> {
+    const params = { job: r.job, args: JSON.stringify(r.args), not_before: r.notBefore.toISOString(), requested_by: r.requestedBy };
+    return (this.db.prepare(SQL.addRequest).get(params) as { id: number }).id;
+  }
+
+  async cancelRequest(id: number): Promise<Cancellation> {
+    if (this.db.prepare(SQL.cancelRequest).get({ id, now: new Date().toISOString() })) return 'cancelled';
+    return ((await this.getRequest(id))?.status ?? 'missing') as Cancellation;
+  }
+
+  async getRequest(id: number): Promise<RequestRow | null> {
+    const row = this.db.prepare(SQL.getRequest).get(id) as RequestRecord | undefined;
+    return row ? toRequestRow(row) : null;
+  }
+
+  async listRequests(job: string | null, limit: number): Promise<RequestRow[]> {
+    return (this.db.prepare(SQL.listRequests).all({ job, limit }) as RequestRecord[]).map(toRequestRow);
+  }
+
+  async hasDueRequest(job: string): Promise<boolean> {
+    return this.db.prepare(SQL.hasDueRequest).get(job, new Date().toISOString()) !== undefined;
+  }
+
+  async setPaused(job: string, paused: Paused | null): Promise<void> {
+    if (paused) this.db.prepare(SQL.pause).run({ job, reason: paused.reason, since: paused.since, by: paused.by });
+    else this.db.prepare(SQL.resume).run(job);
+  }
+
+  async jobStatus(job: string | null): Promise<JobStatus[]> {
+    const rows = this.db.prepare(SQL.jobStatus).all({ job }) as (Omit<JobStatus, 'state'> & { disabled: number | null })[];
+    return rows.map(({ disabled, ...r }) => ({ ...r, state: disabled ? 'disabled' : r.running_run_id !== null ? 'running' : 'idle' }));
+  }
+
   async migrate(): Promise<number> {
     return migrateSqlite(this.db);
   }
@@ -178,6 +141,27 @@ export class SqliteStore implements RunStore {
   }
 }
 
+// A new run's named parameters.
+export function runParams(run: NewRun): Record<string, unknown> {
+  return {
+    job: run.job, host: run.host, trigger: run.trigger, attempt: run.attempt, pid: run.pid, username: run.username,
+    command: run.command, started_at: run.startedAt.toISOString(), tick: run.tick?.toISOString() ?? null,
+    lock_backend: run.lockBackend, lock_key: run.lockKey, run_key: run.runKey, invoked_at: run.invokedAt.toISOString(),
+    wrapper_start: run.wrapperStart,
+  };
+}
+
+function outcomeParams(o: StoredOutcome): Record<string, unknown> {
+  return {
+    status: o.status, finished_at: o.finishedAt, duration_ms: o.durationMs, exit_code: o.exitCode, signal: o.signal,
+    output: o.output, output_truncated: o.outputTruncated ? 1 : 0, error: o.error,
+  };
+}
+
 function toRunRow(row: Row): RunRow {
   return { ...row, output_truncated: row.output_truncated === 1 };
+}
+
+function toRequestRow(row: RequestRecord): RequestRow {
+  return { ...row, args: JSON.parse(row.args) as string[] };
 }

@@ -1,3 +1,5 @@
+import type { JobStatus, Paused } from './jobs.js';
+import type { Cancellation, ClaimedRequest, NewRequest, RequestRow } from './requests.js';
 import type { SpooledRun } from './spool.js';
 
 // The run log, as the supervisor and the subcommands see it, whatever database is behind it.
@@ -85,10 +87,21 @@ export interface Holder {
   readonly startedAt: string | null;
 }
 
-// The answer to "may this invocation run?": a run id, or why not.
+// Why an invocation did not run: the lock is held, the job is paused, nothing was
+// requested (--on-request), the minimum interval has not passed, or another host ran this
+// tick.
+export type Refusal = 'locked' | 'disabled' | 'idle' | 'interval' | 'tick';
+
+// The answer to "may this invocation run?": a run id and the requests it serves, or why not.
 export type Admission =
-  | { readonly admitted: true; readonly runId: number }
-  | { readonly admitted: false; readonly reason: 'locked' | 'tick'; readonly holder: Holder | null };
+  | { readonly admitted: true; readonly runId: number; readonly requests: readonly ClaimedRequest[] }
+  | {
+      readonly admitted: false;
+      readonly reason: Refusal;
+      readonly holder?: Holder | null;
+      readonly paused?: Paused;
+      readonly lastStartedAt?: string;
+    };
 
 export interface AdmitOptions {
   // Apply the fleet rule: skip when another host already ran this job in the run's tick.
@@ -96,6 +109,18 @@ export interface AdmitOptions {
   // Whether the wrapper of one of this host's `running` rows of the job is gone, so the
   // row may be marked abandoned.
   readonly isGone: (row: RunningRow) => boolean;
+  // Skip when the last run started less than this long ago (and nothing was requested).
+  readonly minIntervalMs: number | null;
+  // Run only for requests (or, with minIntervalMs, when the interval has passed).
+  readonly onRequest: boolean;
+  // Claim every due request, up to batchMax, for one run; otherwise every one without
+  // arguments and the oldest one with.
+  readonly batch: boolean;
+  readonly batchMax: number | null;
+  // Run from a terminal: the interval and the fleet rule do not apply.
+  readonly manual: boolean;
+  // A loop (--for) keeps the lock while nothing is due (idle, interval), to wait for work.
+  readonly keepLock: boolean;
 }
 
 export interface RunOutcome {
@@ -121,8 +146,12 @@ export interface RunStore {
   // wrapper is gone as `abandoned` and folds in overlaps counted before the row existed.
   // A refusal for the tick counts as a skip of the run that had the tick.
   admit(run: NewRun, options: AdmitOptions): Promise<Admission>;
-  setChildPid(id: number, childPid: number): Promise<void>;
-  finishRun(id: number, outcome: RunOutcome): Promise<void>;
+  // The command started (its pid, and its command line with the requests' arguments).
+  setChildPid(id: number, childPid: number, command: string): Promise<void>;
+  // Records the outcome; on the last attempt (`final`), the requests of the run end with it.
+  finishRun(id: number, outcome: RunOutcome, final: boolean): Promise<void>;
+  // A retry of run `previous`: a new row, which the requests follow; returns its id.
+  startRetry(previous: number, run: NewRun): Promise<number>;
   // Counts an invocation skipped because the lock was held, on the run that holds it
   // (on `host` only, when the lock is local to a host; `holderPid`: the pid that took a
   // local lock, whose run's leftovers may hold it still); returns that run, if known.
@@ -133,6 +162,18 @@ export interface RunStore {
   listRuns(filter: RunFilter): Promise<RunRow[]>;
   getRun(id: number): Promise<RunRow | null>;
   latestRun(job: string): Promise<RunRow | null>;
+  addRequest(request: NewRequest): Promise<number>;
+  cancelRequest(id: number): Promise<Cancellation>;
+  getRequest(id: number): Promise<RequestRow | null>;
+  listRequests(job: string | null, limit: number): Promise<RequestRow[]>;
+  // Whether a request for the job is due: cheap, for loops waiting for one.
+  hasDueRequest(job: string): Promise<boolean>;
+  // Calls `wake` whenever a request for the job is made, where the store can tell at once
+  // (PostgreSQL's NOTIFY); elsewhere loops poll hasDueRequest.
+  listenForRequests?(job: string, wake: () => void): Promise<void>;
+  // Pauses (with why) or resumes a job.
+  setPaused(job: string, paused: Paused | null): Promise<void>;
+  jobStatus(job: string | null): Promise<JobStatus[]>;
   // Applies pending migrations; returns the schema version now in place.
   migrate(): Promise<number>;
   close(): Promise<void>;

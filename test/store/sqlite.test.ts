@@ -8,6 +8,8 @@ import { asNobody, cronguard, runs, sandbox, start } from '../helpers.js';
 
 
 let keys = 0;
+// The admission rules of a plain run.
+const RULES = { oneRunPerTick: true, minIntervalMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false };
 const newRun = (over: Partial<NewRun> = {}): NewRun => ({
   job: 'j',
   trigger: 'cron',
@@ -26,7 +28,7 @@ const newRun = (over: Partial<NewRun> = {}): NewRun => ({
   ...over,
 });
 const admit = async (store: SqliteStore, run: NewRun, isGone: (row: RunningRow) => boolean = () => false): Promise<number> => {
-  const admission = await store.admit(run, { oneRunPerTick: true, isGone });
+  const admission = await store.admit(run, { ...RULES, isGone });
   if (!admission.admitted) throw new Error(`not admitted: ${admission.reason}`);
   return admission.runId;
 };
@@ -76,7 +78,7 @@ describe('SqliteStore', () => {
       output: 'x',
       outputTruncated: false,
       error: null,
-    });
+    }, true);
     // Leftovers of that run still hold the lock: a skip found by their wrapper's pid.
     await store.recordOverlap('j', 'h', 111);
     expect((await store.getRun(id))?.overlaps).toBe(4);

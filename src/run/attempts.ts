@@ -1,0 +1,99 @@
+import type { RunConfig } from '../cli/config.js';
+import { quote } from '../cli/config.js';
+import type { Lock } from '../lock/backend.js';
+import type { ClaimedRequest } from '../store/requests.js';
+import type { NewRun } from '../store/types.js';
+import { formatDuration } from '../util/duration.js';
+import { type Messages, sleep } from '../util/io.js';
+import { newRunKey } from '../util/process-id.js';
+import { Interrupted } from './interrupted.js';
+import { judge, type Verdict } from './outcome.js';
+import type { RunRecorder } from './recorder.js';
+import { supervise, type Supervision } from './supervisor.js';
+
+// How long a command whose lock was lost gets between the kill signal and SIGKILL.
+export const LOCK_LOSS_GRACE_MS = 2000;
+const MAX_RETRY_DELAY_MS = 3_600_000;
+
+export interface Attempts {
+  readonly config: RunConfig;
+  readonly file: string;
+  readonly lock: Lock;
+  readonly guard: LockGuard;
+  readonly recorder: RunRecorder;
+  readonly say: Messages;
+  // Aborted by a signal to cronguard: no further attempt starts.
+  readonly stop: AbortSignal;
+}
+
+// What happens to the running command when the lock is lost; registered once per lock.
+export class LockGuard {
+  lost: string | null = null;
+  current: Supervision | null = null;
+
+  constructor(lock: Lock, config: RunConfig, say: Messages) {
+    lock.onLost((reason) => {
+      this.lost = reason;
+      // Another instance may take the lock any moment now: the grace before SIGKILL is
+      // short, whatever --kill-after says.
+      if (config.onLockLoss === 'terminate') this.current?.terminate(reason, Math.min(config.killAfterMs, LOCK_LOSS_GRACE_MS));
+      else say.warn(`${config.name}: lock lost (${reason}); the command continues (--on-lock-loss continue)`);
+    });
+  }
+}
+
+// Runs one admitted run: the command (with the arguments of the requests it serves), and on
+// failure, with --retries, again after a doubling delay, each attempt a row of its own,
+// holding the lock throughout. Returns the exit code of the last attempt.
+export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly ClaimedRequest[]): Promise<number> {
+  const { config, say } = ctx;
+  const argv = [...config.argv, ...argumentsOf(requests, config.batch)];
+  const command = argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`;
+  const { guard } = ctx;
+  for (let attempt = 1; ; attempt++) {
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: ctx.lock.inheritFd, dieWithWrapper: ctx.lock.commandDiesWithWrapper });
+    guard.current = child;
+    if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);
+    const result = await child.result;
+    guard.current = null;
+    const verdict = judge(result, { ...config, lockLostWhileRunning: guard.lost }, new Date());
+    const again = attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
+    await ctx.recorder.finish(verdict.outcome, !again);
+    const delay = Math.min(config.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS);
+    if (verdict.summary) {
+      if (result.endsMidLine) process.stderr.write('\n');
+      const next = again ? `; retrying in ${formatDuration(delay)} (attempt ${attempt + 1} of ${config.retries + 1})` : '';
+      say.warn(`${summaryLine(config.name, verdict.summary, ctx.recorder.runId)}${next}`);
+    }
+    say.verbose(`${config.name}: ${verdict.outcome.status}, exit ${verdict.exitCode}`);
+    if (!again) return verdict.exitCode;
+    await sleep(delay, ctx.stop);
+    if (ctx.stop.aborted) {
+      // The attempt was recorded as one more to come; it is the last after all.
+      await ctx.recorder.finish(verdict.outcome, true);
+      throw new Interrupted(config.name, ctx.stop.reason as NodeJS.Signals, 'while waiting to retry');
+    }
+    await ctx.recorder.retry({ ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() });
+  }
+}
+
+// The arguments the served requests add: all of them in order (--batch), else those of
+// the one request with arguments a run serves.
+function argumentsOf(requests: readonly ClaimedRequest[], batch: boolean): string[] {
+  if (batch) return requests.flatMap((r) => r.args);
+  return [...(requests.find((r) => r.args.length > 0)?.args ?? [])];
+}
+
+// A failure the same command might not repeat: a non-zero exit (not 126/127: a command
+// that cannot start will not start on a second try), a timeout with --retry-on-timeout.
+function retryable(verdict: Verdict, config: RunConfig): boolean {
+  const { status, exitCode } = verdict.outcome;
+  if (status === 'timed_out') return config.retryOnTimeout;
+  return status === 'failed' && exitCode !== 126 && exitCode !== 127;
+}
+
+// The one line a run that did not succeed ends with, so cron mails it even when the command
+// printed nothing.
+export function summaryLine(name: string, summary: string, runId: number | null): string {
+  return `${name}: ${summary}${runId === null ? '' : ` (run ${runId}; cronguard logs ${runId})`}`;
+}

@@ -1,0 +1,62 @@
+import { accessSync, constants, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { RunConfig } from '../cli/config.js';
+import { CommandNotFoundError, CronguardError, NotExecutableError } from '../errors.js';
+import type { NewRun } from '../store/types.js';
+import type { Messages } from '../util/io.js';
+import { summaryLine } from './attempts.js';
+import { openRecorder } from './wiring.js';
+
+// The program to run, found before any lock is taken. One that cannot start still leaves a
+// `failed` row, so a misconfigured job shows up in history and to `check`.
+export async function startable(config: RunConfig, run: NewRun, say: Messages): Promise<string> {
+  try {
+    return resolveCommand(config.argv[0] as string, process.env.PATH);
+  } catch (error) {
+    if (!(error instanceof CommandNotFoundError || error instanceof NotExecutableError)) throw error;
+    const recorder = await openRecorder(config, say);
+    const outcome = { status: 'failed', finishedAt: new Date(), durationMs: 0, exitCode: error.exitCode, signal: null, output: null, outputTruncated: false, error: error.message } as const;
+    // It took no lock, so it claims no tick.
+    await recorder.unstartable({ ...run, tick: null }, outcome);
+    await recorder.close();
+    throw new CronguardError(summaryLine(config.name, error.message, recorder.runId), error.exitCode);
+  }
+}
+
+// cron's own PATH, used when the environment has none.
+const DEFAULT_PATH = '/usr/bin:/bin';
+
+// Finds the program the way execvp(3) would, so a missing or non-executable command is
+// reported (127 / 126) before any lock is taken or any run is recorded.
+export function resolveCommand(command: string, path: string | undefined): string {
+  if (command.includes('/')) {
+    const why = unusable(command);
+    if (why === 'missing') throw new CommandNotFoundError(command);
+    if (why) throw new NotExecutableError(command, why);
+    return command;
+  }
+  let refused: string | null = null;
+  for (const dir of (path ?? DEFAULT_PATH).split(':')) {
+    const candidate = join(dir || '.', command);
+    const why = unusable(candidate);
+    if (!why) return candidate;
+    if (why !== 'missing') refused ??= why;
+  }
+  if (refused) throw new NotExecutableError(command, refused);
+  throw new CommandNotFoundError(command);
+}
+
+function unusable(file: string): string | null {
+  try {
+    if (statSync(file).isDirectory()) return 'it is a directory';
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR' ? 'missing' : 'permission denied';
+  }
+  try {
+    accessSync(file, constants.X_OK);
+    return null;
+  } catch {
+    return 'permission denied';
+  }
+}

@@ -1,0 +1,40 @@
+// "Run now" requests, as both stores keep them (table `requests`, also the --json shape).
+
+export const REQUEST_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+export type RequestStatus = (typeof REQUEST_STATUSES)[number];
+
+export interface RequestRow {
+  id: number;
+  job: string;
+  args: string[];
+  requested_by: string | null;
+  requested_at: string;
+  not_before: string;
+  status: RequestStatus;
+  attempts: number;
+  claimed_at: string | null;
+  run_id: number | null;
+  finished_at: string | null;
+  exit_code: number | null;
+}
+
+export interface NewRequest {
+  readonly job: string;
+  readonly args: readonly string[];
+  readonly notBefore: Date;
+  readonly requestedBy: string | null;
+}
+
+// A request an admission claimed for its run: its arguments go on the command line.
+export interface ClaimedRequest {
+  readonly id: number;
+  readonly args: readonly string[];
+}
+
+// What `request --cancel` found: cancelled now, or why it could not be.
+export type Cancellation = 'cancelled' | 'missing' | Exclude<RequestStatus, 'pending'>;
+
+// How a run's requests end when its last attempt does.
+export function requestStatusOf(runStatus: string): RequestStatus {
+  return runStatus === 'succeeded' ? 'succeeded' : 'failed';
+}

@@ -1,0 +1,79 @@
+import type BetterSqlite3 from 'better-sqlite3';
+import type { Paused } from './jobs.js';
+import type { ClaimedRequest } from './requests.js';
+import { SQL } from './sqlite-sql.js';
+import type { Admission, AdmitOptions, Holder, NewRun, RunningRow } from './types.js';
+
+export type HolderRow = { id: number; host: string; pid: number; started_at: string };
+
+export function toHolder(row: HolderRow): Holder {
+  return { runId: row.id, host: row.host, pid: row.pid, startedAt: row.started_at };
+}
+
+// Whether one invocation may run, under a local lock already held, decided in one
+// IMMEDIATE transaction: a paused job, due requests to claim, the minimum interval,
+// --on-request and the one-run-per-tick rule; if it may, its `running` row. The same rules,
+// in the same order, as the PostgreSQL admit() function (migration 0005).
+export function admitIn(
+  db: BetterSqlite3.Database,
+  run: NewRun,
+  options: AdmitOptions,
+  params: (run: NewRun) => Record<string, unknown>,
+): Admission {
+  const admit = db.transaction((): Admission => {
+    const now = new Date().toISOString();
+    const paused = db.prepare(SQL.paused).get(run.job) as Paused | undefined;
+    if (paused) return { admitted: false, reason: 'disabled', paused };
+    for (const row of db.prepare(SQL.runningHere).all(run.job, run.host) as RunningRow[]) {
+      if (!options.isGone(row)) continue;
+      db.prepare(SQL.abandon).run(now, row.id);
+      db.prepare(SQL.failRequestsOf).run(now, row.id);
+    }
+    const requests = dueRequests(db, run.job, now, options);
+    if (requests.length === 0) {
+      const no = refusal(db, run, options);
+      if (no) return no;
+    }
+    const pending = (db.prepare(SQL.pendingOverlaps).get(run.job) as { n: number } | undefined)?.n ?? 0;
+    if (pending > 0) db.prepare(SQL.resetOverlaps).run(run.job);
+    const trigger = requests.length > 0 ? 'request' : run.trigger;
+    const row = { ...params({ ...run, trigger }), overlaps: pending, request_id: requests[0]?.id ?? null };
+    const runId = Number(db.prepare(SQL.insertRun).run(row).lastInsertRowid);
+    for (const request of requests) db.prepare(SQL.claimRequest).run({ now, run_id: runId, id: request.id });
+    return { admitted: true, runId, requests };
+  });
+  return admit.immediate();
+}
+
+// All due requests in a --batch run (up to batchMax); otherwise every one without
+// arguments and the oldest one with.
+function dueRequests(db: BetterSqlite3.Database, job: string, now: string, options: AdmitOptions): ClaimedRequest[] {
+  const due = (db.prepare(SQL.dueRequests).all(job, now) as { id: number; args: string }[]).map((r) => ({
+    id: r.id,
+    args: JSON.parse(r.args) as string[],
+  }));
+  if (options.batch) return due.slice(0, options.batchMax ?? due.length);
+  const firstWithArgs = due.find((r) => r.args.length > 0);
+  return due.filter((r) => r.args.length === 0 || r === firstWithArgs);
+}
+
+// With nothing requested: --on-request, the interval, or the fleet rule may say no.
+function refusal(db: BetterSqlite3.Database, run: NewRun, options: AdmitOptions): Admission | null {
+  if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
+  if (options.minIntervalMs !== null && !options.manual) {
+    const last = (db.prepare(SQL.lastStart).get(run.job) as { at: string | null }).at;
+    if (last !== null && Date.parse(last) > run.startedAt.getTime() - options.minIntervalMs) {
+      return { admitted: false, reason: 'interval', lastStartedAt: last };
+    }
+  }
+  const tick = run.tick?.toISOString() ?? null;
+  if (options.oneRunPerTick && tick !== null) {
+    const ahead = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 60_000).toISOString();
+    const other = db.prepare(SQL.tickRun).get(run.job, tick, ahead, run.host) as HolderRow | undefined;
+    if (other) {
+      db.prepare(SQL.countSkip).run(other.id);
+      return { admitted: false, reason: 'tick', holder: toHolder(other) };
+    }
+  }
+  return null;
+}
