@@ -121,7 +121,7 @@ export function release(barrier: string): void {
 export function serialRuns(file: string, skip = 0): number {
   const marks = lines(file).slice(skip);
   const starts = marks.filter((m) => m.startsWith('start '));
-  expect(marks).toEqual(starts.flatMap((s) => [s, `end ${s.slice('start '.length)}`]));
+  expect(marks).toEqual(starts.flatMap((s) => [s, `end ${s.split(' ')[1]}`]));
   return starts.length;
 }
 

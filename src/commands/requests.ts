@@ -38,7 +38,8 @@ export async function request(args: readonly string[], settings: Settings): Prom
   const store = new StoreChoice(program.opts(), settings);
   if (flags.cancel !== undefined) {
     if (name !== undefined || flags.at || flags.wait) throw new UsageError('--cancel takes a request id and nothing else');
-    return cancel(await store.open(), requestId(flags.cancel));
+    const id = requestId(flags.cancel);
+    return cancel(await store.open(), id);
   }
   if (name === undefined) throw new UsageError('which job? cronguard request NAME');
   validateName(name);
@@ -59,8 +60,8 @@ export async function request(args: readonly string[], settings: Settings): Prom
 async function cancel(log: RunStore, id: number): Promise<number> {
   try {
     const outcome = await log.cancelRequest(id);
-    if (outcome === 'missing') throw new NotFoundError(`no request with id ${id}`);
-    if (outcome !== 'cancelled') throw new UsageError(`request ${id} is ${outcome}; only a pending request can be cancelled`);
+    if (!outcome.cancelled && outcome.status === 'missing') throw new NotFoundError(`no request with id ${id}`);
+    if (!outcome.cancelled) throw new UsageError(`request ${id} is ${outcome.status}; only a pending request can be cancelled`);
     process.stderr.write(`cronguard: request ${id} cancelled\n`);
     return 0;
   } finally {

@@ -38,17 +38,19 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     admission = await gate.admit(stop.signal).catch((error: unknown) => {
       throw stop.signal.aborted ? interrupted('before the command started; nothing ran') : error;
     });
+    // Runs of a loop are spaced from here: at or after the first run's recorded start.
+    const admittedAt = Date.now();
     const lock = admission.admitted ? admission.lock : admission.held;
     if (!lock) return await skipped(config, admission as Refused, gate.description, say);
     say.verbose(`${config.name}: holding ${gate.description}`);
     const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, stop: stop.signal };
-    if (!admission.admitted) return await repeat(ctx, gate, run, 0);
+    if (!admission.admitted) return await repeat(ctx, gate, run, admittedAt, 0);
     if (stop.signal.aborted) {
       await gate.recorder.finish(notStarted(stop.signal.reason), true);
       throw interrupted('before the command started; nothing ran');
     }
     const code = await runAttempts(ctx, run, admission.requests);
-    return config.forMs === null ? code : await repeat(ctx, gate, run, code);
+    return config.forMs === null ? code : await repeat(ctx, gate, run, admittedAt, code);
   } finally {
     for (const signal of FORWARDED) process.off(signal, onSignal);
     await (admission?.admitted ? admission.lock : admission?.held)?.release();
@@ -62,12 +64,15 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
 // longer than D delays the next, never overlaps) until W has passed, at once when a request
 // comes; --on-request --for W: only for requests. The exit code is that of the last run
 // that failed, if any did.
-async function repeat(ctx: Attempts, gate: Gate, first: NewRun, firstCode: number): Promise<number> {
+async function repeat(ctx: Attempts, gate: Gate, first: NewRun, since: number, firstCode: number): Promise<number> {
   const { config, say, stop } = ctx;
-  const deadline = first.startedAt.getTime() + (config.forMs as number);
+  // The window counts from the invocation: --every 10s --for 55s must be over before cron's
+  // next tick.
+  const deadline = first.invokedAt.getTime() + (config.forMs as number);
   const watch = await RequestWatch.open(gate.recorder, config.name);
+  const every = config.everyMs ?? Number.POSITIVE_INFINITY;
   let code = firstCode;
-  let next = config.everyMs === null ? deadline : first.startedAt.getTime() + config.everyMs;
+  let next = since + every;
   for (;;) {
     await watch.until(Math.min(next, deadline), stop);
     if (stop.aborted) throw new Interrupted(config.name, stop.reason as NodeJS.Signals, 'while waiting for the next run');
@@ -79,6 +84,8 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, firstCode: numbe
     const now = new Date();
     const run: NewRun = { ...first, trigger: first.trigger === 'manual' ? 'manual' : 'cron', tick: null, runKey: newRunKey(), invokedAt: now, startedAt: now };
     const verdict = await gate.readmit(run);
+    // The run's recorded start lies before this moment: the next starts a period after it.
+    if (verdict.admitted || Date.now() >= next) next = Date.now() + every;
     if (verdict.admitted) {
       const result = await runAttempts(ctx, run, verdict.requests);
       if (result !== 0) code = result;
@@ -86,7 +93,6 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, firstCode: numbe
       await skipped(config, verdict, gate.description, say);
       return code;
     }
-    if (config.everyMs !== null && Date.now() >= next) next = Math.max(next + config.everyMs, Date.now());
   }
 }
 

@@ -83,8 +83,8 @@ export class PostgresStore implements RunStore {
 
   async cancelRequest(id: number): Promise<Cancellation> {
     const [row] = await this.withSchema(() => this.run(this.sql.cancelRequest, { id }));
-    if (row) return 'cancelled';
-    return ((await this.getRequest(id))?.status ?? 'missing') as Cancellation;
+    if (row) return { cancelled: true };
+    return { cancelled: false, status: (await this.getRequest(id))?.status ?? 'missing' };
   }
 
   async getRequest(id: number): Promise<RequestRow | null> {

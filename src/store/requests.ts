@@ -31,8 +31,8 @@ export interface ClaimedRequest {
   readonly args: readonly string[];
 }
 
-// What `request --cancel` found: cancelled now, or why it could not be.
-export type Cancellation = 'cancelled' | 'missing' | Exclude<RequestStatus, 'pending'>;
+// What `request --cancel` did: cancelled it, or found it missing or no longer pending.
+export type Cancellation = { readonly cancelled: true } | { readonly cancelled: false; readonly status: RequestStatus | 'missing' };
 
 // How a run's requests end when its last attempt does.
 export function requestStatusOf(runStatus: string): RequestStatus {

@@ -105,8 +105,8 @@ export class SqliteStore implements RunStore {
   }
 
   async cancelRequest(id: number): Promise<Cancellation> {
-    if (this.db.prepare(SQL.cancelRequest).get({ id, now: new Date().toISOString() })) return 'cancelled';
-    return ((await this.getRequest(id))?.status ?? 'missing') as Cancellation;
+    if (this.db.prepare(SQL.cancelRequest).get({ id, now: new Date().toISOString() })) return { cancelled: true };
+    return { cancelled: false, status: (await this.getRequest(id))?.status ?? 'missing' };
   }
 
   async getRequest(id: number): Promise<RequestRow | null> {

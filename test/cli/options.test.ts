@@ -29,9 +29,7 @@ describe('parseRunArgs', () => {
     [['-Z', 'true'], /unknown option '-Z'/],
     [['-n'], /option -n needs a value/],
     [['--quiet=yes', 'true'], /--quiet takes no value/],
-    [['--min-interval', '5m', 'true'], /unknown option '--min-interval'/],
-    [['--retries', '2', 'true'], /unknown option '--retries'/],
-    [['--every', '10s', 'true'], /unknown option '--every'/],
+    [['--every-minute', 'true'], /unknown option '--every-minute'/],
   ])('rejects %j', (args, message) => {
     expect(() => parseRunArgs(args)).toThrow(message);
   });

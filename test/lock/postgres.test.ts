@@ -66,13 +66,14 @@ describe('postgres lock', () => {
     await waitFor(() => lines(log).length > 0, 'the holder to start');
     const holderBackend = await backendOf(job);
     const waiter = start(['-n', job, '-w', '90s', '--', fixture('record.sh'), log], box.env);
-    // The waiter's session has finished a pg_try_advisory_lock while the lock was held: from
-    // then on, the waiter is waiting. (Its -w only turns a hang into a failure.)
+    // The waiter's session has finished an admission (which tries the lock) while the lock
+    // was held: from then on, the waiter is waiting. (Its -w only turns a hang into a
+    // failure.)
     const triedOnce = async () =>
       (
         await sql(
           `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND pid <> $2 AND state = 'idle'
-             AND query LIKE '%pg_try_advisory_lock%'`,
+             AND query LIKE '%admit(%'`,
           [`cronguard:${job}`.slice(0, 63), holderBackend],
         )
       ).length > 0;

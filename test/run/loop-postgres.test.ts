@@ -1,0 +1,96 @@
+import { existsSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { cronguard, fixture, lines, release, serialRuns, start, waitFor } from '../helpers.js';
+import { STORES, storeBox } from '../stores.js';
+
+describe.each(STORES)('repeating within the minute (%s)', (kind) => {
+  it('--every starts the command every period, start to start, never overlapping, and none after --for', async () => {
+    const box = storeBox(kind);
+    const job = box.job('poll');
+    const log = box.path('log');
+    const result = await cronguard(['-n', job, '--every', '400ms', '--for', '2s', '--', fixture('args.sh'), log], box.env);
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    const runs = await box.runs();
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+    serialRuns(log);
+    const starts = runs.map((r) => Date.parse(String(r.started_at)));
+    for (let i = 1; i < starts.length; i++) expect((starts[i] as number) - (starts[i - 1] as number)).toBeGreaterThanOrEqual(400);
+    for (const s of starts) expect(s - (starts[0] as number)).toBeLessThan(2000);
+  });
+
+  it('a run longer than the period delays the next one rather than overlapping it', async () => {
+    const box = storeBox(kind);
+    const job = box.job('long');
+    const log = box.path('log');
+    const barrier = box.path('go');
+    const loop = start(['-n', job, '--every', '100ms', '--for', '1h', '--', fixture('hold.sh'), log, barrier], box.env);
+    await waitFor(() => lines(log).length === 1, 'the first run to start');
+    release(barrier);
+    await waitFor(() => lines(log).filter((l) => l.startsWith('start')).length >= 3, 'more runs');
+    loop.child.kill('SIGTERM');
+    await loop.done;
+    serialRuns(log);
+  });
+
+  it('--on-request --for serves each request as it comes, and nothing else', async () => {
+    const box = storeBox(kind);
+    const job = box.job('serve');
+    const log = box.path('log');
+    await cronguard(['migrate'], box.env);
+    const loop = start(['-v', '-n', job, '--on-request', '--for', '1h', '--', fixture('args.sh'), log], box.env);
+    let said = '';
+    loop.child.stderr?.on('data', (c: Buffer) => (said += c.toString()));
+    await waitFor(() => said.includes('holding'), 'the loop to hold the lock');
+    for (const target of ['one', 'two', 'three']) {
+      await box.request(job, [target]);
+      await waitFor(() => lines(log).some((l) => l.endsWith(` ${target}`)), `the request for ${target} to be served`);
+    }
+    loop.child.kill('SIGTERM');
+    const result = await loop.done;
+    expect(result.code).toBe(143);
+    expect(result.stderr).toMatch(/stopped by SIGTERM while waiting for the next run\n$/);
+    expect((await box.requests()).map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    expect((await box.runs()).map((r) => r.trigger)).toEqual(['request', 'request', 'request']);
+  });
+
+  it('request --wait exits with the exit code of the run that served it; --timeout gives up with 124', async () => {
+    const box = storeBox(kind);
+    const job = box.job('waited');
+    await cronguard(['migrate'], box.env);
+    const loop = start(['-n', job, '--on-request', '--for', '1h', '--', 'sh', '-c', 'exit 7'], box.env);
+    const waited = await cronguard(['request', '--wait', job], box.env);
+    loop.child.kill('SIGTERM');
+    await loop.done;
+    expect(waited.code).toBe(7);
+    expect(waited.stdout).toMatch(/^\d+\n$/);
+    expect(waited.stderr).toMatch(/request \d+ failed by run \d+ \(cronguard logs \d+\), exit 7/);
+    const nobody = await cronguard(['request', '--wait', '--timeout', '300ms', job], box.env);
+    expect(nobody.code).toBe(124);
+    expect(nobody.stderr).toMatch(/is still pending after 300ms; stopped waiting/);
+  });
+
+  it('a paused job stops its loop', async () => {
+    const box = storeBox(kind);
+    const job = box.job('paused-loop');
+    await cronguard(['migrate'], box.env);
+    const loop = start(['-n', job, '--on-request', '--for', '1h', '--', 'true'], box.env);
+    await waitFor(async () => (await cronguard(['locks', '--json'], box.env)).stdout.includes(job), 'the loop to hold its lock');
+    await cronguard(['disable', job], box.env);
+    await box.request(job);
+    const result = await loop.done;
+    expect(result.code).toBe(0);
+    expect(await box.runs()).toEqual([]);
+    expect(existsSync(box.path('never'))).toBe(false);
+  });
+});
+
+describe.each(STORES)('--jitter (%s)', (kind) => {
+  it('waits a random time below the bound before taking the lock', async () => {
+    const box = storeBox(kind);
+    for (let i = 0; i < 4; i++) expect((await cronguard(['-n', box.job('j'), '--jitter', '400ms', '--', 'true'], box.env)).code).toBe(0);
+    const waits = (await box.runs()).map((r) => Date.parse(String(r.started_at)) - Date.parse(String(r.invoked_at)));
+    expect(waits.some((w) => w > 0)).toBe(true);
+    // The lock itself may take a moment on a busy machine; the jitter never exceeds its bound.
+    for (const w of waits) expect(w).toBeLessThan(400 + 2000);
+  });
+});
