@@ -34,6 +34,7 @@ export function flushed(stream: NodeJS.WriteStream): Promise<void> {
 // With `abort`, it ends early when that is aborted.
 export function sleep(ms: number, abort?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
+    if (abort?.aborted) return resolve();
     const timer = setTimeout(resolve, ms);
     abort?.addEventListener('abort', () => {
       clearTimeout(timer);

@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { requestBench } from './requests.mjs';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 40);
 const root = new URL('../..', import.meta.url).pathname;
@@ -98,6 +99,7 @@ async function bench() {
   console.log(`\npeak RSS of cronguard -n rss -- sleep 1: ${rss.toFixed(1)} MiB (goal <= 64 MiB)`);
   console.log(`peak RSS of cronguard -q replaying 1 GB of a failed job's output: ${quietGb.toFixed(1)} MiB (goal < 100 MiB)`);
   console.log('goal: cronguard -n b -- true <= 1.30 x node -e 0');
+  for (const line of await requestBench({ launcher, env, work, databaseUrl, schema, pgReachable })) console.log(line);
 }
 
 async function dropSchema() {
