@@ -3,10 +3,14 @@ import type { PgSession } from '../pg/session.js';
 import type { QueryResultRow } from 'pg';
 import { migratePostgres, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
 import { type Statement, statements } from './postgres-sql.js';
-import { outcomeOf, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
+import { outcomeOf, runOf, type SpooledRun } from './spool.js';
 import type { JobStatus, Paused } from './jobs.js';
-import { type Cancellation, type ClaimedRequest, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
-import type { Admission, AdmitOptions, Holder, NewRun, Refusal, RunFilter, RunningRow, RunOutcome, RunRow, RunStore } from './types.js';
+import {
+  type AdmitResult, type HolderRow, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues,
+  toHolder, toJobStatus, toRequestRow, toRunRow,
+} from './postgres-rows.js';
+import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
+import type { Admission, AdmitOptions, Holder, NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
 
 // Errors that mean the schema is missing or older than this code (a table, a schema, a
 // column, a function): migrate and try again.
@@ -193,129 +197,4 @@ export interface AdvisoryLock {
   backend_pid: number;
   client: string;
   since: string | null;
-}
-
-// What the admit() function returns (migration 0005).
-interface AdmitResult {
-  admitted: boolean;
-  reason: Refusal;
-  id?: number;
-  requests: ClaimedRequest[];
-  running?: RunningRow[];
-  holder?: HolderRow | null;
-  disabled?: Paused | null;
-  last_started_at?: string | null;
-  version: number | null;
-}
-
-// A run row's id, host, pid and start, as a row or as row_to_json made it.
-interface HolderRow {
-  id: string | number;
-  host: string;
-  pid: number;
-  started_at: Date | string;
-}
-
-function toHolder(row: HolderRow | null | undefined): Holder | null {
-  if (!row) return null;
-  const startedAt = row.started_at instanceof Date ? row.started_at.toISOString() : new Date(row.started_at).toISOString();
-  return { runId: Number(row.id), host: row.host, pid: row.pid, startedAt };
-}
-
-type PgRow = Omit<RunRow, 'id' | 'started_at' | 'finished_at' | 'duration_ms' | 'request_id' | 'tick' | 'invoked_at'> & {
-  id: string;
-  started_at: Date;
-  finished_at: Date | null;
-  tick: Date | null;
-  invoked_at: Date | null;
-  duration_ms: string | null;
-  request_id: string | null;
-};
-
-// This host's current minute: a claimed tick beyond it came from a clock running ahead.
-function minuteNow(): Date {
-  return new Date(Math.floor(Date.now() / 60_000) * 60_000);
-}
-
-// The run as admit() reads it: JSON, times as ISO text.
-function runJson(run: NewRun): Record<string, unknown> {
-  return {
-    ...runValues(run),
-    started_at: run.startedAt.toISOString(),
-    invoked_at: run.invokedAt.toISOString(),
-    tick: run.tick?.toISOString() ?? null,
-  };
-}
-
-function runValues(run: NewRun): Record<string, unknown> {
-  return {
-    job: run.job, host: run.host, trigger: run.trigger, attempt: run.attempt, pid: run.pid, username: run.username,
-    command: run.command, started_at: run.startedAt, tick: run.tick, lock_backend: run.lockBackend, lock_key: run.lockKey,
-    run_key: run.runKey, invoked_at: run.invokedAt, wrapper_start: run.wrapperStart,
-  };
-}
-
-function outcomeValues(o: StoredOutcome): Record<string, unknown> {
-  return {
-    status: o.status, finished_at: new Date(o.finishedAt), duration_ms: o.durationMs, exit_code: o.exitCode, signal: o.signal,
-    // PostgreSQL text cannot hold NUL bytes.
-    output: o.output === null ? null : o.output.replaceAll('\0', ''),
-    output_truncated: o.outputTruncated, error: o.error,
-  };
-}
-
-function toRunRow(row: PgRow): RunRow {
-  return {
-    ...row,
-    id: Number(row.id),
-    started_at: row.started_at.toISOString(),
-    finished_at: row.finished_at?.toISOString() ?? null,
-    tick: row.tick?.toISOString() ?? null,
-    invoked_at: row.invoked_at?.toISOString() ?? null,
-    duration_ms: row.duration_ms === null ? null : Number(row.duration_ms),
-    request_id: row.request_id === null ? null : Number(row.request_id),
-  };
-}
-
-type PgRequest = Omit<RequestRow, 'id' | 'run_id' | 'requested_at' | 'not_before' | 'claimed_at' | 'finished_at'> & {
-  id: string;
-  run_id: string | null;
-  requested_at: Date;
-  not_before: Date;
-  claimed_at: Date | null;
-  finished_at: Date | null;
-};
-
-function toRequestRow(r: PgRequest): RequestRow {
-  return {
-    ...r,
-    id: Number(r.id),
-    run_id: r.run_id === null ? null : Number(r.run_id),
-    requested_at: r.requested_at.toISOString(),
-    not_before: r.not_before.toISOString(),
-    claimed_at: r.claimed_at?.toISOString() ?? null,
-    finished_at: r.finished_at?.toISOString() ?? null,
-  };
-}
-
-type PgJobStatus = Omit<JobStatus, 'state' | 'running_run_id' | 'last_run_id' | DateField> & {
-  disabled: boolean | null;
-  running_run_id: string | null;
-  last_run_id: string | null;
-} & { [K in DateField]: Date | null };
-type DateField = 'running_since' | 'disabled_since' | 'last_started_at' | 'last_finished_at' | 'last_success_at';
-
-function toJobStatus({ disabled, ...r }: PgJobStatus): JobStatus {
-  const iso = (d: Date | null) => d?.toISOString() ?? null;
-  return {
-    ...r,
-    state: disabled ? 'disabled' : r.running_run_id !== null ? 'running' : 'idle',
-    running_run_id: r.running_run_id === null ? null : Number(r.running_run_id),
-    last_run_id: r.last_run_id === null ? null : Number(r.last_run_id),
-    running_since: iso(r.running_since),
-    disabled_since: iso(r.disabled_since),
-    last_started_at: iso(r.last_started_at),
-    last_finished_at: iso(r.last_finished_at),
-    last_success_at: iso(r.last_success_at),
-  };
 }

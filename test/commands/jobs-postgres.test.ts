@@ -12,7 +12,7 @@ const statusOf = async (env: NodeJS.ProcessEnv, ...args: string[]) => {
 describe.each(STORES)('status (%s)', (kind) => {
   it('shows each job running, idle or paused, with its last result, last success and waiting requests', async () => {
     const box = storeBox(kind);
-    const [ok, bad, busy, paused] = ['ok', 'bad', 'busy', 'paused'].map((n) => box.job(n)) as string[];
+    const [ok, bad, busy, paused] = ['ok', 'bad', 'busy', 'paused'].map((n) => box.job(n)) as [string, string, string, string];
     await cronguard(['-n', ok, '--', 'true'], box.env);
     await cronguard(['-n', bad, '--', 'true'], box.env);
     await cronguard(['-n', bad, '--', 'sh', '-c', 'exit 3'], box.env);

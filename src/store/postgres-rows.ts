@@ -1,0 +1,131 @@
+// The PostgreSQL store's rows as cronguard's types have them (ids as numbers, times as ISO
+// text), and the run and outcome as its statements take them.
+import type { JobStatus, Paused } from './jobs.js';
+import type { ClaimedRequest, RequestRow } from './requests.js';
+import type { StoredOutcome } from './spool.js';
+import type { Holder, NewRun, Refusal, RunningRow, RunRow } from './types.js';
+
+// What the admit() function returns (migration 0005).
+export interface AdmitResult {
+  admitted: boolean;
+  reason: Refusal;
+  id?: number;
+  requests: ClaimedRequest[];
+  running?: RunningRow[];
+  holder?: HolderRow | null;
+  disabled?: Paused | null;
+  last_started_at?: string | null;
+  version: number | null;
+}
+
+// A run row's id, host, pid and start, as a row or as row_to_json made it.
+export interface HolderRow {
+  id: string | number;
+  host: string;
+  pid: number;
+  started_at: Date | string;
+}
+
+export function toHolder(row: HolderRow | null | undefined): Holder | null {
+  if (!row) return null;
+  const startedAt = row.started_at instanceof Date ? row.started_at.toISOString() : new Date(row.started_at).toISOString();
+  return { runId: Number(row.id), host: row.host, pid: row.pid, startedAt };
+}
+
+export type PgRow = Omit<RunRow, 'id' | 'started_at' | 'finished_at' | 'duration_ms' | 'request_id' | 'tick' | 'invoked_at'> & {
+  id: string;
+  started_at: Date;
+  finished_at: Date | null;
+  tick: Date | null;
+  invoked_at: Date | null;
+  duration_ms: string | null;
+  request_id: string | null;
+};
+
+// This host's current minute: a claimed tick beyond it came from a clock running ahead.
+export function minuteNow(): Date {
+  return new Date(Math.floor(Date.now() / 60_000) * 60_000);
+}
+
+// The run as admit() reads it: JSON, times as ISO text.
+export function runJson(run: NewRun): Record<string, unknown> {
+  return {
+    ...runValues(run),
+    started_at: run.startedAt.toISOString(),
+    invoked_at: run.invokedAt.toISOString(),
+    tick: run.tick?.toISOString() ?? null,
+  };
+}
+
+export function runValues(run: NewRun): Record<string, unknown> {
+  return {
+    job: run.job, host: run.host, trigger: run.trigger, attempt: run.attempt, pid: run.pid, username: run.username,
+    command: run.command, started_at: run.startedAt, tick: run.tick, lock_backend: run.lockBackend, lock_key: run.lockKey,
+    run_key: run.runKey, invoked_at: run.invokedAt, wrapper_start: run.wrapperStart,
+  };
+}
+
+export function outcomeValues(o: StoredOutcome): Record<string, unknown> {
+  return {
+    status: o.status, finished_at: new Date(o.finishedAt), duration_ms: o.durationMs, exit_code: o.exitCode, signal: o.signal,
+    // PostgreSQL text cannot hold NUL bytes.
+    output: o.output === null ? null : o.output.replaceAll('\0', ''),
+    output_truncated: o.outputTruncated, error: o.error,
+  };
+}
+
+export function toRunRow(row: PgRow): RunRow {
+  return {
+    ...row,
+    id: Number(row.id),
+    started_at: row.started_at.toISOString(),
+    finished_at: row.finished_at?.toISOString() ?? null,
+    tick: row.tick?.toISOString() ?? null,
+    invoked_at: row.invoked_at?.toISOString() ?? null,
+    duration_ms: row.duration_ms === null ? null : Number(row.duration_ms),
+    request_id: row.request_id === null ? null : Number(row.request_id),
+  };
+}
+
+export type PgRequest = Omit<RequestRow, 'id' | 'run_id' | 'requested_at' | 'not_before' | 'claimed_at' | 'finished_at'> & {
+  id: string;
+  run_id: string | null;
+  requested_at: Date;
+  not_before: Date;
+  claimed_at: Date | null;
+  finished_at: Date | null;
+};
+
+export function toRequestRow(r: PgRequest): RequestRow {
+  return {
+    ...r,
+    id: Number(r.id),
+    run_id: r.run_id === null ? null : Number(r.run_id),
+    requested_at: r.requested_at.toISOString(),
+    not_before: r.not_before.toISOString(),
+    claimed_at: r.claimed_at?.toISOString() ?? null,
+    finished_at: r.finished_at?.toISOString() ?? null,
+  };
+}
+
+export type PgJobStatus = Omit<JobStatus, 'state' | 'running_run_id' | 'last_run_id' | DateField> & {
+  disabled: boolean | null;
+  running_run_id: string | null;
+  last_run_id: string | null;
+} & { [K in DateField]: Date | null };
+export type DateField = 'running_since' | 'disabled_since' | 'last_started_at' | 'last_finished_at' | 'last_success_at';
+
+export function toJobStatus({ disabled, ...r }: PgJobStatus): JobStatus {
+  const iso = (d: Date | null) => d?.toISOString() ?? null;
+  return {
+    ...r,
+    state: disabled ? 'disabled' : r.running_run_id !== null ? 'running' : 'idle',
+    running_run_id: r.running_run_id === null ? null : Number(r.running_run_id),
+    last_run_id: r.last_run_id === null ? null : Number(r.last_run_id),
+    running_since: iso(r.running_since),
+    disabled_since: iso(r.disabled_since),
+    last_started_at: iso(r.last_started_at),
+    last_finished_at: iso(r.last_finished_at),
+    last_success_at: iso(r.last_success_at),
+  };
+}
