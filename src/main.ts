@@ -12,7 +12,7 @@ export type Subcommand = (args: readonly string[], settings: Settings) => Promis
 // Subcommands load lazily: the run path must not pay for commander, chalk or their code.
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   history: async () => (await import('./commands/runs.js')).history,
-  logs: async () => (await import('./commands/runs.js')).logs,
+  logs: async () => (await import('./commands/logs.js')).logs,
   migrate: async () => (await import('./commands/runs.js')).migrate,
   locks: async () => (await import('./commands/locks.js')).locks,
   status: async () => (await import('./commands/jobs.js')).status,

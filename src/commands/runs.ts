@@ -1,5 +1,5 @@
 import type { Settings } from '../cli/settings.js';
-import { NotFoundError, UsageError } from '../errors.js';
+import { UsageError } from '../errors.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { validateName } from '../util/name.js';
@@ -39,33 +39,6 @@ export async function history(args: readonly string[], settings: Settings): Prom
   } else {
     const c = colours();
     process.stdout.write(renderTable(RUN_HEADERS, runs.map((r) => runCells(r, c, formatDuration)), c));
-  }
-  return 0;
-}
-
-// `cronguard logs RUN_ID|NAME`: the captured output of one run (a job's latest for NAME),
-// byte for byte on stdout; notes about it go to stderr so the output can be piped.
-export async function logs(args: readonly string[], settings: Settings): Promise<number> {
-  const program = withStoreOptions(subcommand('logs', 'captured output of a run')).argument(
-    '<run>',
-    'a run id, or a job name for its latest run',
-  );
-  parse(program, args);
-  const target = program.args[0] as string;
-  const byId = /^\d+$/.test(target);
-  if (byId && !/^\d{1,15}$/.test(target)) throw new UsageError(`'${target}' is too large to be a run id`);
-  if (!byId) validateName(target);
-  const store = await new StoreChoice(program.opts(), settings).openExisting();
-  const run = store ? await (byId ? store.getRun(Number(target)) : store.latestRun(target)) : null;
-  await store?.close();
-  if (!run) throw new NotFoundError(byId ? `no run with id ${target}` : `no runs recorded for job ${target}`);
-  if (run.output === null) {
-    process.stderr.write(`cronguard: run ${run.id} kept no output (--capture 0 or still running)\n`);
-    return 0;
-  }
-  process.stdout.write(run.output);
-  if (run.output_truncated) {
-    process.stderr.write(`cronguard: run ${run.id}: output truncated; this is its last ${Buffer.byteLength(run.output)} bytes\n`);
   }
   return 0;
 }
