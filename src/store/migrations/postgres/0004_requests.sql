@@ -19,7 +19,10 @@ CREATE INDEX requests_due ON {{schema}}.requests (job, id) WHERE status = 'pendi
 CREATE INDEX requests_run ON {{schema}}.requests (run_id) WHERE status = 'running';
 CREATE INDEX requests_job_id ON {{schema}}.requests (job, id DESC);
 
-ALTER TABLE {{schema}}.jobs ADD COLUMN disabled_by text;
+-- Who paused a job; and the job as its last admitted run saw it, for status and the web
+-- page: its command and host, its minimum interval (for the next due time), when last seen.
+ALTER TABLE {{schema}}.jobs ADD COLUMN disabled_by text, ADD COLUMN command text, ADD COLUMN host text,
+  ADD COLUMN min_interval_ms bigint, ADD COLUMN last_seen_at timestamptz;
 
 -- Loops waiting for requests (--every, --on-request --for) LISTEN on this channel; a plain
 -- INSERT wakes them as well as request().

@@ -90,7 +90,9 @@ BEGIN
       RETURN jsonb_build_object('admitted', false, 'reason', 'idle', 'version', version);
     END IF;
     IF p->>'min_interval_ms' IS NOT NULL AND NOT (p->>'manual')::boolean THEN
-      SELECT max(started_at) INTO last_start FROM {{schema}}.runs WHERE job = job_name AND status <> 'abandoned';
+      -- The latest run by id, not max(started_at): one index probe however long the log.
+      SELECT started_at INTO last_start FROM {{schema}}.runs WHERE job = job_name AND status <> 'abandoned'
+      ORDER BY id DESC LIMIT 1;
       IF last_start > started - make_interval(secs => (p->>'min_interval_ms')::numeric / 1000) THEN
         IF took_lock AND NOT (p->>'keep_lock')::boolean THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
         RETURN jsonb_build_object('admitted', false, 'reason', 'interval', 'last_started_at', last_start, 'version', version);
@@ -123,5 +125,8 @@ BEGIN
           claimed_id[1]);
   UPDATE {{schema}}.requests SET status = 'running', claimed_at = now(), attempts = attempts + 1, run_id = new_id
   WHERE id = ANY(claimed_id);
+  UPDATE {{schema}}.jobs SET command = p->>'command', host = host_name, min_interval_ms = (p->>'min_interval_ms')::bigint,
+         last_seen_at = started
+  WHERE name = job_name;
   RETURN jsonb_build_object('admitted', true, 'id', new_id, 'requests', claimed, 'running', others, 'version', version);
 END $$;

@@ -20,4 +20,10 @@ CREATE INDEX requests_due ON requests (job, id) WHERE status = 'pending';
 CREATE INDEX requests_run ON requests (run_id) WHERE status = 'running';
 CREATE INDEX requests_job_id ON requests (job, id DESC);
 
+-- Who paused a job; and the job as its last admitted run saw it, for status: its command
+-- and host, its minimum interval (for the next due time), when last seen.
 ALTER TABLE jobs ADD COLUMN disabled_by TEXT;
+ALTER TABLE jobs ADD COLUMN command TEXT;
+ALTER TABLE jobs ADD COLUMN host TEXT;
+ALTER TABLE jobs ADD COLUMN min_interval_ms INTEGER;
+ALTER TABLE jobs ADD COLUMN last_seen_at TEXT;
