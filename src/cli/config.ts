@@ -7,6 +7,7 @@ import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
 import type { ParsedRun } from './options.js';
+import { observing } from './observe.js';
 import { scheduling } from './schedule.js';
 import type { SettingKey, Settings } from './settings.js';
 
@@ -51,6 +52,10 @@ export interface RunConfig {
   readonly everyMs: number | null;
   readonly forMs: number | null;
   readonly jitterMs: number;
+  // Finished runs older than this are pruned, about once a day; null: kept for ever.
+  readonly retentionMs: number | null;
+  // Where the run rewrites its Prometheus textfile; null: nowhere.
+  readonly metricsDir: string | null;
   readonly verbose: boolean;
   // Where each location setting came from, for -v.
   readonly sources: readonly string[];
@@ -125,6 +130,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     captureBytes: parseBytes(str('capture')),
     everyTick: options.everyTick === true,
     ...scheduling(str, options),
+    ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     verbose: options.verbose === true,
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',

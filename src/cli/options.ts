@@ -41,6 +41,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'every', long: 'every', value: 'DURATION', help: 'holding the lock, start the command every DURATION (needs --for)' },
   { key: 'for', long: 'for', value: 'DURATION', help: 'keep the lock this long for --every or --on-request, serving requests at once' },
   { key: 'jitter', long: 'jitter', value: 'DURATION', help: 'wait a random time up to DURATION before trying the lock' },
+  { key: 'metricsDir', long: 'metrics-dir', value: 'DIR', help: "rewrite DIR/cronguard_NAME.prom for node_exporter's textfile collector ($CRONGUARD_METRICS_DIR)" },
   { key: 'verbose', long: 'verbose', short: 'v', help: 'explain decisions on stderr' },
   { key: 'help', long: 'help', short: 'h', help: 'show this help' },
   { key: 'version', long: 'version', short: 'V', help: 'show the version' },
@@ -122,9 +123,12 @@ Options:
 ${rows.join('\n')}
 
 Subcommands (cronguard help SUBCOMMAND for their options):
-  status [NAME]      each job: running, idle or paused; last result; requests
-  history [NAME]     recent runs, newest first
+  status [NAME]      each job at a glance: state, last result, recent runs
+  history [NAME...]  recent runs, newest first (--since, --host, --status)
   logs RUN_ID|NAME   captured output of a run
+  check NAME         monitoring plugin: --max-age D; OK/WARNING/CRITICAL/UNKNOWN
+  metrics            Prometheus exposition of every job
+  prune              delete finished runs --older-than D (--keep N)
   request NAME       ask for a run now (or --at TIME); --wait, --cancel ID
   requests [NAME]    pending and recent requests
   disable NAME       pause a job (--reason TEXT); enable NAME resumes it
@@ -149,7 +153,8 @@ const HELP_WIDTH = 80;
 // `lead` is too long), wrapping at word boundaries.
 function wrap(text: string, indent: number, lead: string): string {
   const lines: string[] = [];
-  let line = lead.length < indent ? lead.padEnd(indent) : (lines.push(lead), ' '.repeat(indent));
+  if (lead.length >= indent) lines.push(lead);
+  let line = lead.length < indent ? lead.padEnd(indent) : ' '.repeat(indent);
   for (const word of text.split(' ')) {
     if (line.length + word.length > HELP_WIDTH && line.trim() !== '' && line.length > indent) {
       lines.push(line.trimEnd());

@@ -13,6 +13,8 @@ export const SETTING_ENV = {
   schema: 'CRONGUARD_SCHEMA',
   lock_dir: 'CRONGUARD_LOCK_DIR',
   state_dir: 'CRONGUARD_STATE_DIR',
+  retention: 'CRONGUARD_RETENTION',
+  metrics_dir: 'CRONGUARD_METRICS_DIR',
 } as const;
 
 export type SettingKey = keyof typeof SETTING_ENV;

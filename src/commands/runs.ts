@@ -1,44 +1,53 @@
 import type { Settings } from '../cli/settings.js';
 import { UsageError } from '../errors.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
-import { formatDuration } from '../util/duration.js';
+import { parseSince } from '../util/time.js';
 import { validateName } from '../util/name.js';
 import { parse, positiveInt, StoreChoice, subcommand, withStoreOptions } from './common.js';
+import { terminalWidth, zoneName } from './format.js';
 import { colours, RUN_HEADERS, renderTable, runCells } from './table.js';
 
 interface Flags {
   limit: number;
   status?: string;
+  host?: string;
+  since?: string;
   json?: boolean;
-  stateDir?: string;
 }
 
-// `cronguard history [NAME]`: recent runs, newest first, as a table or JSON.
+// `cronguard history [NAME...]`: recent runs, newest first, as a table (local times, the
+// command cut to the terminal's width) or JSON (UTC, every column).
 export async function history(args: readonly string[], settings: Settings): Promise<number> {
   const program = withStoreOptions(subcommand('history', 'recent runs, newest first'))
-    .argument('[name]', 'only this job')
+    .argument('[names...]', 'only these jobs')
     .option('--limit <n>', 'how many runs to show', positiveInt('--limit'), 20)
     .option('--status <status>', `only runs with this status (${RUN_STATUSES.join(', ')})`)
+    .option('--since <when>', 'only runs started since: a duration ago (2h, 1d) or a time')
+    .option('--host <host>', 'only runs on this host')
     .option('--json', 'print one JSON array of run rows');
   parse(program, args);
   const flags = program.opts<Flags>();
-  const name = program.args[0];
-  if (name !== undefined) validateName(name);
+  const names = (program.args as string[]).map(validateName);
   if (flags.status !== undefined && !RUN_STATUSES.includes(flags.status as RunStatus)) {
     throw new UsageError(`--status: unknown status '${flags.status}' (use ${RUN_STATUSES.join(', ')})`);
   }
-  const store = await new StoreChoice(flags, settings).openExisting();
-  const runs = store
-    ? await store.listRuns({ job: name, status: flags.status as RunStatus | undefined, limit: flags.limit })
-    : [];
-  await store?.close();
+  if (flags.host !== undefined && (flags.host === '' || flags.host.length > 255)) throw new UsageError('--host: give a host name');
+  const since = flags.since === undefined ? undefined : parseSince(flags.since, '--since').toISOString();
+  const store = await new StoreChoice(program.opts(), settings).openExisting();
+  const filter = { jobs: names, status: flags.status as RunStatus | undefined, host: flags.host, since, limit: flags.limit };
+  const runs = store ? await store.listRuns(filter).finally(() => store.close()) : [];
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
   } else if (runs.length === 0) {
-    process.stderr.write(`cronguard: no runs recorded${name ? ` for ${name}` : ''}\n`);
+    process.stderr.write(`cronguard: no runs recorded${names.length ? ` for ${names.join(', ')}` : ''}${since || flags.host || flags.status ? ' that match' : ''}\n`);
   } else {
     const c = colours();
-    process.stdout.write(renderTable(RUN_HEADERS, runs.map((r) => runCells(r, c, formatDuration)), c));
+    const now = Date.now();
+    const headers = RUN_HEADERS.map((h) => (h === 'STARTED' ? `STARTED (${zoneName()})` : h));
+    const command = RUN_HEADERS.indexOf('COMMAND');
+    // On a terminal the command is cut to fit; piped, it is whole (for grep).
+    const fit = process.stdout.isTTY ? { width: terminalWidth(), shrink: command } : undefined;
+    process.stdout.write(renderTable(headers, runs.map((r) => runCells(r, c, now)), c, fit));
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 import type { RunConfig } from '../cli/config.js';
 import { quote } from '../cli/config.js';
 import type { Lock } from '../lock/backend.js';
+import type { Textfile } from '../metrics/textfile.js';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
@@ -24,6 +25,8 @@ export interface Attempts {
   readonly say: Messages;
   // Aborted by a signal to cronguard: no further attempt starts.
   readonly stop: AbortSignal;
+  // The Prometheus textfile (--metrics-dir), rewritten as each attempt starts and ends.
+  readonly metrics: Textfile | null;
 }
 
 // What happens to the running command when the lock is lost; registered once per lock.
@@ -54,11 +57,13 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     const child = supervise({ ...config, argv, file: ctx.file, inheritFd: ctx.lock.inheritFd, dieWithWrapper: ctx.lock.commandDiesWithWrapper });
     guard.current = child;
     if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);
+    await ctx.metrics?.update(() => ctx.recorder.jobStatus(config.name));
     const result = await child.result;
     guard.current = null;
     const verdict = judge(result, { ...config, lockLostWhileRunning: guard.lost }, new Date());
     const again = attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
     await ctx.recorder.finish(verdict.outcome, !again);
+    await ctx.metrics?.update(() => ctx.recorder.jobStatus(config.name));
     const delay = Math.min(config.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS);
     if (verdict.summary) {
       if (result.endsMidLine) process.stderr.write('\n');

@@ -8,6 +8,7 @@ import { isSameProcess, newRunKey, processStart } from '../util/process-id.js';
 import { userName } from '../util/user.js';
 import { type Attempts, LockGuard, runAttempts } from './attempts.js';
 import { startable } from './command.js';
+import { housekeep } from './housekeeping.js';
 import { Interrupted } from './interrupted.js';
 import type { Refused } from './recorder.js';
 import { skipped } from './skip.js';
@@ -43,7 +44,8 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     const lock = admission.admitted ? admission.lock : admission.held;
     if (!lock) return await skipped(config, admission as Refused, gate.description, say);
     say.verbose(`${config.name}: holding ${gate.description}`);
-    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, stop: stop.signal };
+    const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
+    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, stop: stop.signal, metrics };
     if (!admission.admitted) return await repeat(ctx, gate, run, admittedAt, 0);
     if (stop.signal.aborted) {
       await gate.recorder.finish(notStarted(stop.signal.reason), true);
@@ -53,7 +55,9 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     return config.forMs === null ? code : await repeat(ctx, gate, run, admittedAt, code);
   } finally {
     for (const signal of FORWARDED) process.off(signal, onSignal);
+    const ran = admission?.admitted || admission?.held;
     await (admission?.admitted ? admission.lock : admission?.held)?.release();
+    if (gate && ran) await housekeep(gate.recorder, config, say);
     const trips = gate?.roundTrips() ?? 0;
     if (trips > 0) say.verbose(`${config.name}: ${trips} PostgreSQL round trip${trips === 1 ? '' : 's'} after connecting`);
     await gate?.close();

@@ -3,8 +3,12 @@ import { describe } from '../errors.js';
 import { isPrivilegeError } from '../pg/config.js';
 import type { Spool, SpooledRun } from '../store/spool.js';
 import type { ClaimedRequest } from '../store/requests.js';
-import type { Admission, AdmitOptions, Holder, NewRun, RunOutcome, RunStore } from '../store/types.js';
+import type { JobStatus } from '../store/jobs.js';
+import type { Admission, AdmitOptions, Holder, NewRun, PruneResult, RunOutcome, RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
+
+// The automatic prune runs about this often for a whole run log.
+export const PRUNE_EVERY_MS = 86_400_000;
 
 export interface RecorderParts {
   readonly store: RunStore | null;
@@ -121,7 +125,9 @@ export class RunRecorder {
   async onRequest(job: string, wake: () => void): Promise<boolean> {
     let listening = false;
     await this.attempt('listen for requests', async (store) => {
-      if (store.listenForRequests) listening = (await store.listenForRequests(job, wake), true);
+      if (!store.listenForRequests) return;
+      await store.listenForRequests(job, wake);
+      listening = true;
     });
     return listening;
   }
@@ -141,6 +147,31 @@ export class RunRecorder {
       holder = await store.recordOverlap(job, host, holderPid);
     });
     return holder;
+  }
+
+  // The job as status sees it, for the metrics textfile; null when the log cannot say.
+  async jobStatus(job: string): Promise<JobStatus | null> {
+    let status: JobStatus | null = null;
+    await this.attempt('read the job status', async (store) => {
+      [status = null] = await store.jobStatus(job);
+    });
+    return status;
+  }
+
+  // The automatic prune, when it is due for the whole log: a time-boxed delete. Its failure
+  // (a role without DELETE, a lost connection) is a note for -v, never the run's problem.
+  async prune(before: Date, keep: number, budgetMs: number): Promise<PruneResult | 'not due' | 'failed'> {
+    const store = this.writable ? this.store : null;
+    if (!store) return 'failed';
+    try {
+      if (!(await store.claimTask('prune', PRUNE_EVERY_MS))) return 'not due';
+      const result = await store.prune({ before, keep, deadline: Date.now() + budgetMs });
+      if (!result.complete) await store.releaseTask('prune');
+      return result;
+    } catch (error) {
+      this.say.verbose(`automatic prune of the run log ${this.parts.where} failed: ${describe(error)}`);
+      return 'failed';
+    }
   }
 
   async close(): Promise<void> {

@@ -1,10 +1,20 @@
-// A job as `status` shows it: what it is doing, how it last ended, what waits for it.
+// A job as `status`, `check`, `metrics` and the web page see it: what it is doing, how it
+// last ended, how its recent runs went, what waits for it.
 
 // Why and since when a job is paused (`cronguard disable`).
 export interface Paused {
   readonly reason: string | null;
   readonly since: string | null;
   readonly by: string | null;
+}
+
+// How many of its latest finished runs a job's statistics cover.
+export const RECENT_RUNS = 50;
+
+export interface RecentRun {
+  id: number;
+  status: string;
+  duration_ms: number | null;
 }
 
 export interface JobStatus {
@@ -21,8 +31,56 @@ export interface JobStatus {
   last_run_id: number | null;
   last_status: string | null;
   last_exit_code: number | null;
+  // The signal that ended the last run, when one did (exit_code is then null).
+  last_signal: string | null;
   last_started_at: string | null;
   last_finished_at: string | null;
   last_success_at: string | null;
   pending_requests: number;
+  // The job as its latest admitted run saw it.
+  command: string | null;
+  host: string | null;
+  last_seen_at: string | null;
+  min_interval_ms: number | null;
+  // When the minimum interval lets it run again; null without one.
+  next_due_at: string | null;
+  last_duration_ms: number | null;
+  // Invocations skipped while the last run held the lock (or had the tick).
+  last_overlaps: number | null;
+  last_success_run_id: number | null;
+  last_success_duration_ms: number | null;
+  // Over the latest RECENT_RUNS finished runs: the share that succeeded, and durations.
+  success_rate: number | null;
+  duration_median_ms: number | null;
+  duration_p95_ms: number | null;
+  // Those runs, oldest first.
+  recent: RecentRun[];
+  // Finished runs ever recorded, by status (kept by a trigger; pruning does not lower it).
+  runs_total: Record<string, number>;
+}
+
+// What a store reads; the statistics are worked out here, the same for both stores.
+export type JobStatusRow = Omit<JobStatus, 'state' | 'next_due_at' | 'success_rate' | 'duration_median_ms' | 'duration_p95_ms'> & {
+  disabled: boolean;
+};
+
+export function jobStatusOf({ disabled, job, ...row }: JobStatusRow): JobStatus {
+  const recent = row.recent;
+  const durations = recent.flatMap((r) => (r.duration_ms === null ? [] : [r.duration_ms])).sort((a, b) => a - b);
+  const lastStart = row.running_since ?? row.last_started_at;
+  return {
+    job,
+    state: disabled ? 'disabled' : row.running_run_id !== null ? 'running' : 'idle',
+    ...row,
+    next_due_at: row.min_interval_ms !== null && lastStart !== null ? new Date(Date.parse(lastStart) + row.min_interval_ms).toISOString() : null,
+    success_rate: recent.length === 0 ? null : recent.filter((r) => r.status === 'succeeded').length / recent.length,
+    duration_median_ms: percentile(durations, 0.5),
+    duration_p95_ms: percentile(durations, 0.95),
+  };
+}
+
+// Nearest rank: always a duration some run really took.
+function percentile(sorted: readonly number[], p: number): number | null {
+  if (sorted.length === 0) return null;
+  return sorted[Math.max(0, Math.ceil(p * sorted.length) - 1)] as number;
 }

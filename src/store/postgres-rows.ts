@@ -1,6 +1,6 @@
 // The PostgreSQL store's rows as cronguard's types have them (ids as numbers, times as ISO
 // text), and the run and outcome as its statements take them.
-import type { JobStatus, Paused } from './jobs.js';
+import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused } from './jobs.js';
 import type { ClaimedRequest, RequestRow } from './requests.js';
 import type { StoredOutcome } from './spool.js';
 import type { Holder, NewRun, Refusal, RunningRow, RunRow } from './types.js';
@@ -108,24 +108,16 @@ export function toRequestRow(r: PgRequest): RequestRow {
   };
 }
 
-export type PgJobStatus = Omit<JobStatus, 'state' | 'running_run_id' | 'last_run_id' | DateField> & {
-  disabled: boolean | null;
-  running_run_id: string | null;
-  last_run_id: string | null;
-} & { [K in DateField]: Date | null };
-export type DateField = 'running_since' | 'disabled_since' | 'last_started_at' | 'last_finished_at' | 'last_success_at';
+// A job's row as pg returns it: bigints as text, times as Date.
+export type PgJobStatus = Record<string, unknown> & Pick<JobStatusRow, 'job' | 'disabled' | 'recent' | 'runs_total'>;
 
-export function toJobStatus({ disabled, ...r }: PgJobStatus): JobStatus {
-  const iso = (d: Date | null) => d?.toISOString() ?? null;
-  return {
-    ...r,
-    state: disabled ? 'disabled' : r.running_run_id !== null ? 'running' : 'idle',
-    running_run_id: r.running_run_id === null ? null : Number(r.running_run_id),
-    last_run_id: r.last_run_id === null ? null : Number(r.last_run_id),
-    running_since: iso(r.running_since),
-    disabled_since: iso(r.disabled_since),
-    last_started_at: iso(r.last_started_at),
-    last_finished_at: iso(r.last_finished_at),
-    last_success_at: iso(r.last_success_at),
-  };
+const NUMBERS = ['running_run_id', 'last_run_id', 'last_success_run_id', 'min_interval_ms', 'last_duration_ms', 'last_success_duration_ms'];
+
+export function toJobStatus(row: PgJobStatus): JobStatus {
+  const out: Record<string, unknown> = { ...row };
+  for (const [key, value] of Object.entries(row)) {
+    if (value instanceof Date) out[key] = value.toISOString();
+    else if (NUMBERS.includes(key) && value !== null) out[key] = Number(value);
+  }
+  return jobStatusOf(out as JobStatusRow);
 }

@@ -1,3 +1,6 @@
+import { RECENT_RUNS } from './jobs.js';
+import type { RunFilter } from './types.js';
+
 // Every PostgreSQL statement of the run log, parameterised; S is the quoted schema.
 // Statements name their parameters (:job); named() turns them into $1.. and remembers the
 // order, so that a statement and its values cannot drift apart.
@@ -94,26 +97,68 @@ export function statements(S: string) {
                   ON CONFLICT (name) DO UPDATE SET disabled = true, disabled_reason = :reason, disabled_at = :since, disabled_by = :by`),
     resume: named(`UPDATE ${S}.jobs SET disabled = false, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL
                    WHERE name = :job`),
-    // One row per job the log knows of: what runs now, how it last ended, what waits for it.
-    jobStatus: named(`WITH names AS (SELECT DISTINCT job AS name FROM ${S}.runs UNION SELECT name FROM ${S}.jobs
-                                     UNION SELECT DISTINCT job FROM ${S}.requests)
-                      SELECT n.name AS job, j.disabled, j.disabled_reason, j.disabled_at AS disabled_since, j.disabled_by,
+    // One row per job the log knows of (a row in jobs, or a pending request): what runs now, how
+    // it last ended and last succeeded, its latest finished runs, what waits for it. Every
+    // part is an index probe per job, so the cost follows the number of jobs, not of runs.
+    jobStatus: named(`WITH names AS (SELECT name FROM ${S}.jobs UNION SELECT job FROM ${S}.requests WHERE status = 'pending')
+                      SELECT n.name AS job, coalesce(j.disabled, false) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
+                             j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms,
                              r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
-                             l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code,
-                             l.started_at AS last_started_at, l.finished_at AS last_finished_at,
-                             (SELECT max(started_at) FROM ${S}.runs s WHERE s.job = n.name AND s.status = 'succeeded') AS last_success_at,
-                             (SELECT count(*) FROM ${S}.requests q WHERE q.job = n.name AND q.status = 'pending')::int AS pending_requests
+                             l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.signal AS last_signal,
+                             l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,
+                             l."overlaps" AS last_overlaps,
+                             s.id AS last_success_run_id, s.started_at AS last_success_at, s.duration_ms AS last_success_duration_ms,
+                             (SELECT count(*) FROM ${S}.requests q WHERE q.job = n.name AND q.status = 'pending')::int AS pending_requests,
+                             (SELECT coalesce(json_agg(json_build_object('id', x.id, 'status', x.status, 'duration_ms', x.duration_ms)
+                                                       ORDER BY x.id), '[]')
+                              FROM (SELECT id, status, duration_ms FROM ${S}.runs WHERE job = n.name AND status <> 'running'
+                                    ORDER BY id DESC LIMIT ${RECENT_RUNS}) x) AS recent,
+                             (SELECT coalesce(json_object_agg(c.status, c.n), '{}') FROM ${S}.run_counts c WHERE c.job = n.name) AS runs_total
                       FROM names n
                       LEFT JOIN ${S}.jobs j ON j.name = n.name
                       LEFT JOIN LATERAL (SELECT id, started_at, host, pid FROM ${S}.runs
                                          WHERE job = n.name AND status = 'running' ORDER BY id DESC LIMIT 1) r ON true
-                      LEFT JOIN LATERAL (SELECT id, status, exit_code, started_at, finished_at FROM ${S}.runs
+                      LEFT JOIN LATERAL (SELECT id, status, exit_code, signal, started_at, finished_at, duration_ms, "overlaps" FROM ${S}.runs
                                          WHERE job = n.name AND status <> 'running' ORDER BY id DESC LIMIT 1) l ON true
+                      LEFT JOIN LATERAL (SELECT id, started_at, duration_ms FROM ${S}.runs
+                                         WHERE job = n.name AND status = 'succeeded' ORDER BY id DESC LIMIT 1) s ON true
                       WHERE :job::text IS NULL OR n.name = :job
                       ORDER BY n.name`),
-    list: named(`SELECT * FROM ${S}.runs WHERE (:job::text IS NULL OR job = :job) AND (:status::text IS NULL OR status = :status)
-                 ORDER BY id DESC LIMIT :limit`),
+    // Retention (see the SQLite statements): the newest id old enough to go, then batches of
+    // finished runs up to it, oldest first, each its own short transaction; rows another
+    // session has locked are left for next time rather than waited for.
+    pruneBound: named(`SELECT coalesce(max(id), 0) AS id FROM ${S}.runs WHERE started_at < :cutoff`),
+    pruneRuns: named(`DELETE FROM ${S}.runs WHERE id IN (
+                        SELECT r.id FROM ${S}.runs r
+                        WHERE r.id > :after AND r.id <= :bound AND r.started_at < :cutoff AND r.status <> 'running'
+                          AND (:keep = 0 OR r.id < coalesce((SELECT k.id FROM ${S}.runs k WHERE k.job = r.job
+                                                             ORDER BY k.id DESC OFFSET :keep - 1 LIMIT 1), 0))
+                          AND NOT (r.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM ${S}.runs s WHERE s.job = r.job
+                                                                         AND s.status = 'succeeded' AND s.id > r.id))
+                        ORDER BY r.id LIMIT :batch FOR UPDATE SKIP LOCKED)
+                      RETURNING id`),
+    pruneRequests: named(`DELETE FROM ${S}.requests WHERE id IN (
+                            SELECT id FROM ${S}.requests WHERE status IN ('succeeded', 'failed', 'cancelled')
+                              AND coalesce(finished_at, requested_at) < :cutoff ORDER BY id LIMIT :batch FOR UPDATE SKIP LOCKED)
+                          RETURNING id`),
+    claimTask: named(`INSERT INTO ${S}.housekeeping AS h (task, last_at) VALUES (:task, now())
+                      ON CONFLICT (task) DO UPDATE SET last_at = now() WHERE h.last_at < now() - make_interval(secs => :every_s)
+                      RETURNING task`),
+    releaseTask: named(`UPDATE ${S}.housekeeping SET last_at = '-infinity' WHERE task = :task`),
     get: named(`SELECT * FROM ${S}.runs WHERE id = :id`),
     latest: named(`SELECT * FROM ${S}.runs WHERE job = :job ORDER BY id DESC LIMIT 1`),
   };
+}
+
+// history's filters: only those given become conditions, so each query is one the planner
+// can serve from an index (a job's runs, a time range, or the newest ids).
+export function listRunsStatement(S: string, filter: RunFilter): Statement {
+  const where = [
+    filter.jobs?.length ? 'job = ANY(:jobs::text[])' : null,
+    filter.status ? 'status = :status' : null,
+    filter.host ? 'host = :host' : null,
+    filter.since ? 'started_at >= :since' : null,
+    filter.beforeId ? 'id < :before_id' : null,
+  ].filter((c) => c !== null);
+  return named(`SELECT * FROM ${S}.runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT :limit`);
 }

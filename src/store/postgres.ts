@@ -2,7 +2,7 @@ import { NotFoundError } from '../errors.js';
 import type { PgSession } from '../pg/session.js';
 import type { QueryResultRow } from 'pg';
 import { migratePostgres, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
-import { type Statement, statements } from './postgres-sql.js';
+import { listRunsStatement, type Statement, statements } from './postgres-sql.js';
 import { outcomeOf, runOf, type SpooledRun } from './spool.js';
 import type { JobStatus, Paused } from './jobs.js';
 import {
@@ -10,7 +10,10 @@ import {
   toHolder, toJobStatus, toRequestRow, toRunRow,
 } from './postgres-rows.js';
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
-import type { Admission, AdmitOptions, Holder, NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
+import {
+  type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
+  type RunRow, type RunStore,
+} from './types.js';
 
 // Errors that mean the schema is missing or older than this code (a table, a schema, a
 // column, a function): migrate and try again.
@@ -20,6 +23,7 @@ const SCHEMA_MISSING = new Set(['42P01', '3F000', '42703', '42883']);
 // is what lets one statement take the lock and record the run.
 export class PostgresStore implements RunStore {
   private readonly sql: ReturnType<typeof statements>;
+  private readonly S: string;
 
   // `create`: a missing schema is created on first use (runs, migrate); a reader (history,
   // logs, locks) must not create one as a side effect of looking, say in a mistyped schema.
@@ -28,7 +32,8 @@ export class PostgresStore implements RunStore {
     private readonly schema: string,
     private readonly create = true,
   ) {
-    this.sql = statements(session.escapeIdentifier(schema));
+    this.S = session.escapeIdentifier(schema);
+    this.sql = statements(this.S);
   }
 
   async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
@@ -138,10 +143,35 @@ export class PostgresStore implements RunStore {
   }
 
   async listRuns(filter: RunFilter): Promise<RunRow[]> {
-    const rows = await this.withSchema(() =>
-      this.run<PgRow>(this.sql.list, { job: filter.job ?? null, status: filter.status ?? null, limit: filter.limit }),
-    );
-    return rows.map(toRunRow);
+    const values = { ...filter, before_id: filter.beforeId };
+    return (await this.withSchema(() => this.run<PgRow>(listRunsStatement(this.S, filter), values))).map(toRunRow);
+  }
+
+  async prune({ before, keep, deadline }: PruneOptions): Promise<PruneResult> {
+    const [bound] = await this.withSchema(() => this.run<{ id: string }>(this.sql.pruneBound, { cutoff: before }));
+    const values = { bound: bound?.id, cutoff: before, keep, batch: PRUNE_BATCH };
+    let runs = 0;
+    let after = '0';
+    for (;;) {
+      if (Date.now() >= deadline) return { runs, requests: 0, complete: false };
+      const gone = await this.run<{ id: string }>(this.sql.pruneRuns, { ...values, after });
+      if (gone.length === 0) break;
+      runs += gone.length;
+      after = gone.reduce((max, g) => (BigInt(g.id) > BigInt(max) ? g.id : max), after);
+    }
+    let requests = 0;
+    for (let n = -1; n !== 0 && Date.now() < deadline; requests += n) {
+      n = (await this.run(this.sql.pruneRequests, { cutoff: before, batch: PRUNE_BATCH })).length;
+    }
+    return { runs, requests, complete: Date.now() < deadline };
+  }
+
+  async claimTask(task: string, everyMs: number): Promise<boolean> {
+    return (await this.withSchema(() => this.run(this.sql.claimTask, { task, every_s: everyMs / 1000 }))).length > 0;
+  }
+
+  async releaseTask(task: string): Promise<void> {
+    await this.run(this.sql.releaseTask, { task });
   }
 
   async getRun(id: number): Promise<RunRow | null> {

@@ -11,9 +11,10 @@ export function toHolder(row: HolderRow): Holder {
 }
 
 // Whether one invocation may run, under a local lock already held, decided in one
-// IMMEDIATE transaction: a paused job, due requests to claim, the minimum interval,
-// --on-request and the one-run-per-tick rule; if it may, its `running` row. The same rules,
-// in the same order, as the PostgreSQL admit() function (migration 0005).
+// IMMEDIATE transaction: a paused job, due requests to claim, the minimum interval and
+// --on-request; if it may, its `running` row. The same rules, in the same order, as the
+// PostgreSQL admit() function (migration 0005), but for the one-run-per-tick rule: this log
+// belongs to one host, and the rule is about runs of other hosts.
 export function admitIn(
   db: BetterSqlite3.Database,
   run: NewRun,
@@ -39,6 +40,7 @@ export function admitIn(
     const trigger = requests.length > 0 ? 'request' : run.trigger;
     const row = { ...params({ ...run, trigger }), overlaps: pending, request_id: requests[0]?.id ?? null };
     const runId = Number(db.prepare(SQL.insertRun).run(row).lastInsertRowid);
+    db.prepare(SQL.register).run({ job: run.job, command: run.command, host: run.host, min_interval_ms: options.minIntervalMs, started_at: run.startedAt.toISOString() });
     for (const request of requests) db.prepare(SQL.claimRequest).run({ now, run_id: runId, id: request.id });
     return { admitted: true, runId, requests };
   });
@@ -57,22 +59,13 @@ function dueRequests(db: BetterSqlite3.Database, job: string, now: string, optio
   return due.filter((r) => r.args.length === 0 || r === firstWithArgs);
 }
 
-// With nothing requested: --on-request, the interval, or the fleet rule may say no.
+// With nothing requested: --on-request or the interval may say no.
 function refusal(db: BetterSqlite3.Database, run: NewRun, options: AdmitOptions): Admission | null {
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
   if (options.minIntervalMs !== null && !options.manual) {
     const last = (db.prepare(SQL.lastStart).get(run.job) as { at: string | null }).at;
     if (last !== null && Date.parse(last) > run.startedAt.getTime() - options.minIntervalMs) {
       return { admitted: false, reason: 'interval', lastStartedAt: last };
-    }
-  }
-  const tick = run.tick?.toISOString() ?? null;
-  if (options.oneRunPerTick && tick !== null) {
-    const ahead = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 60_000).toISOString();
-    const other = db.prepare(SQL.tickRun).get(run.job, tick, ahead, run.host) as HolderRow | undefined;
-    if (other) {
-      db.prepare(SQL.countSkip).run(other.id);
-      return { admitted: false, reason: 'tick', holder: toHolder(other) };
     }
   }
   return null;

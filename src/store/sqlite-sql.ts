@@ -1,3 +1,6 @@
+import { RECENT_RUNS } from './jobs.js';
+import type { RunFilter } from './types.js';
+
 // Every SQLite statement of the run log, parameterised (@name).
 
 const RUN_COLUMNS = 'job, host, trigger, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start';
@@ -14,15 +17,14 @@ export const SQL = {
   dueRequests: `SELECT id, args FROM requests WHERE job = ? AND status = 'pending' AND not_before <= ? ORDER BY id`,
   claimRequest: `UPDATE requests SET status = 'running', claimed_at = @now, attempts = attempts + 1, run_id = @run_id
                  WHERE id = @id AND status = 'pending'`,
-  lastStart: `SELECT max(started_at) AS at FROM runs WHERE job = ? AND status <> 'abandoned'`,
+  // The latest run by id, not max(started_at): one index probe however long the log.
+  lastStart: `SELECT started_at AS at FROM runs WHERE job = ? AND status <> 'abandoned' ORDER BY id DESC LIMIT 1`,
   pendingOverlaps: `SELECT pending_overlaps AS n FROM jobs WHERE name = ?`,
   resetOverlaps: `UPDATE jobs SET pending_overlaps = 0 WHERE name = ?`,
   insertRun: `INSERT INTO runs (status, overlaps, request_id, ${RUN_COLUMNS}) VALUES ('running', @overlaps, @request_id, ${RUN_VALUES})`,
-  // A run of another host in this tick or a later one: it served (or overtook) this tick.
-  // One from a minute beyond this host's clock came from a clock running ahead: ignored.
-  tickRun: `SELECT id, host, pid, started_at FROM runs WHERE job = ? AND tick >= ? AND tick <= ? AND host <> ?
-            ORDER BY id DESC LIMIT 1`,
-  countSkip: `UPDATE runs SET overlaps = overlaps + 1 WHERE id = ?`,
+  // The job as its latest admitted run saw it (the row exists: the insert trigger made it).
+  register: `UPDATE jobs SET command = @command, host = @host, min_interval_ms = @min_interval_ms, last_seen_at = @started_at
+             WHERE name = @job`,
   setChildPid: `UPDATE runs SET child_pid = ?, command = ? WHERE id = ?`,
   finishRun: `UPDATE runs SET status = @status, finished_at = @finished_at, duration_ms = @duration_ms, exit_code = @exit_code,
                 signal = @signal, output = @output, output_truncated = @output_truncated, error = @error
@@ -34,8 +36,8 @@ export const SQL = {
   // A skip, on the running row, else on the latest run whose wrapper (the pid that took the
   // lock, from /proc/locks) left something running that holds the lock still.
   overlap: `UPDATE runs SET overlaps = overlaps + 1
-            WHERE id = coalesce((SELECT max(id) FROM runs WHERE job = @job AND status = 'running'),
-                                (SELECT max(id) FROM runs WHERE job = @job AND pid = @holder_pid))
+            WHERE id = coalesce((SELECT id FROM runs WHERE job = @job AND status = 'running' ORDER BY id DESC LIMIT 1),
+                                (SELECT id FROM runs WHERE job = @job AND pid = @holder_pid ORDER BY id DESC LIMIT 1))
             RETURNING id, host, pid, started_at`,
   overlapPending: `INSERT INTO jobs (name, pending_overlaps) VALUES (?, 1)
                    ON CONFLICT (name) DO UPDATE SET pending_overlaps = pending_overlaps + 1`,
@@ -48,9 +50,6 @@ export const SQL = {
                 signal = excluded.signal, output = excluded.output, output_truncated = excluded.output_truncated,
                 error = excluded.error
               RETURNING id`,
-  listRuns: `SELECT * FROM runs
-             WHERE (@job IS NULL OR job = @job) AND (@status IS NULL OR status = @status)
-             ORDER BY id DESC LIMIT @limit`,
   getRun: `SELECT * FROM runs WHERE id = ?`,
   latestRun: `SELECT * FROM runs WHERE job = ? ORDER BY id DESC LIMIT 1`,
   addRequest: `INSERT INTO requests (job, args, not_before, requested_by) VALUES (@job, @args, @not_before, @requested_by)
@@ -63,19 +62,61 @@ export const SQL = {
   pause: `INSERT INTO jobs (name, disabled, disabled_reason, disabled_at, disabled_by) VALUES (@job, 1, @reason, @since, @by)
           ON CONFLICT (name) DO UPDATE SET disabled = 1, disabled_reason = @reason, disabled_at = @since, disabled_by = @by`,
   resume: `UPDATE jobs SET disabled = 0, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL WHERE name = ?`,
-  // One row per job the log knows of: what runs now, how it last ended, what waits for it.
-  jobStatus: `WITH names AS (SELECT job AS name FROM runs GROUP BY job UNION SELECT name FROM jobs
-                             UNION SELECT job FROM requests GROUP BY job)
-              SELECT n.name AS job, j.disabled, j.disabled_reason, j.disabled_at AS disabled_since, j.disabled_by,
+  // One row per job the log knows of (a row in jobs, or a pending request): what runs now, how
+  // it last ended and last succeeded, its latest finished runs, what waits for it. Every
+  // part is an index probe per job, so the cost follows the number of jobs, not of runs.
+  jobStatus: `WITH names AS (SELECT name FROM jobs UNION SELECT job FROM requests WHERE status = 'pending')
+              SELECT n.name AS job, coalesce(j.disabled, 0) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
+                     j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms,
                      r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
-                     l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code,
-                     l.started_at AS last_started_at, l.finished_at AS last_finished_at,
-                     (SELECT max(started_at) FROM runs s WHERE s.job = n.name AND s.status = 'succeeded') AS last_success_at,
-                     (SELECT count(*) FROM requests q WHERE q.job = n.name AND q.status = 'pending') AS pending_requests
+                     l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.signal AS last_signal,
+                     l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,
+                     l.overlaps AS last_overlaps,
+                     s.id AS last_success_run_id, s.started_at AS last_success_at, s.duration_ms AS last_success_duration_ms,
+                     (SELECT count(*) FROM requests q WHERE q.job = n.name AND q.status = 'pending') AS pending_requests,
+                     (SELECT json_group_array(json_object('id', id, 'status', status, 'duration_ms', duration_ms))
+                      FROM (SELECT id, status, duration_ms FROM runs WHERE job = n.name AND status <> 'running'
+                            ORDER BY id DESC LIMIT ${RECENT_RUNS})) AS recent,
+                     (SELECT json_group_object(status, n) FROM run_counts c WHERE c.job = n.name) AS runs_total
               FROM names n
               LEFT JOIN jobs j ON j.name = n.name
-              LEFT JOIN runs r ON r.id = (SELECT max(id) FROM runs WHERE job = n.name AND status = 'running')
-              LEFT JOIN runs l ON l.id = (SELECT max(id) FROM runs WHERE job = n.name AND status <> 'running')
+              LEFT JOIN runs r ON r.id = (SELECT id FROM runs WHERE job = n.name AND status = 'running' ORDER BY id DESC LIMIT 1)
+              LEFT JOIN runs l ON l.id = (SELECT id FROM runs WHERE job = n.name AND status <> 'running' ORDER BY id DESC LIMIT 1)
+              LEFT JOIN runs s ON s.id = (SELECT id FROM runs WHERE job = n.name AND status = 'succeeded' ORDER BY id DESC LIMIT 1)
               WHERE @job IS NULL OR n.name = @job
               ORDER BY n.name`,
+  // Retention: the newest run id old enough to go, then batches of finished runs up to it,
+  // oldest first, each its own short transaction so that runs are never held up for long.
+  // A job's latest @keep runs, its latest success and running rows always stay.
+  pruneBound: `SELECT max(id) AS id FROM runs WHERE started_at < ?`,
+  pruneRuns: `DELETE FROM runs WHERE id IN (
+                SELECT r.id FROM runs r
+                WHERE r.id > @after AND r.id <= @bound AND r.started_at < @cutoff AND r.status <> 'running'
+                  AND (@keep = 0 OR r.id < coalesce((SELECT k.id FROM runs k WHERE k.job = r.job
+                                                     ORDER BY k.id DESC LIMIT 1 OFFSET @keep - 1), 0))
+                  AND NOT (r.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM runs s WHERE s.job = r.job
+                                                                  AND s.status = 'succeeded' AND s.id > r.id))
+                ORDER BY r.id LIMIT @batch)
+              RETURNING id`,
+  pruneRequests: `DELETE FROM requests WHERE id IN (
+                    SELECT id FROM requests WHERE status IN ('succeeded', 'failed', 'cancelled')
+                      AND coalesce(finished_at, requested_at) < @cutoff ORDER BY id LIMIT @batch)`,
+  // Claims a periodic task for this run if it is due; `release` makes it due again at once.
+  claimTask: `INSERT INTO housekeeping (task, last_at) VALUES (@task, @now)
+              ON CONFLICT (task) DO UPDATE SET last_at = @now WHERE last_at < @due
+              RETURNING task`,
+  releaseTask: `UPDATE housekeeping SET last_at = '1970-01-01T00:00:00.000Z' WHERE task = ?`,
 } as const;
+
+// history's filters: only those given become conditions, so each query is one the planner
+// can serve from an index (a job's runs, a time range, or the newest ids).
+export function listRunsSql(filter: RunFilter): string {
+  const where = [
+    filter.jobs?.length ? 'job IN (SELECT value FROM json_each(@jobs))' : null,
+    filter.status ? 'status = @status' : null,
+    filter.host ? 'host = @host' : null,
+    filter.since ? 'started_at >= @since' : null,
+    filter.beforeId ? 'id < @before_id' : null,
+  ].filter((c) => c !== null);
+  return `SELECT * FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT @limit`;
+}

@@ -5,13 +5,16 @@ import Database from 'better-sqlite3';
 import { mkdirp } from '../util/io.js';
 import { SQLITE_FILE } from '../util/paths.js';
 import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
-import type { JobStatus, Paused } from './jobs.js';
+import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
 import { outcomeOf, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
 import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
 import { migrateSqlite } from './sqlite-migrations.js';
-import { SQL } from './sqlite-sql.js';
-import type { Admission, AdmitOptions, Holder, NewRun, RunFilter, RunOutcome, RunRow, RunStore } from './types.js';
+import { listRunsSql, SQL } from './sqlite-sql.js';
+import {
+  type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
+  type RunRow, type RunStore,
+} from './types.js';
 
 type Row = Omit<RunRow, 'output_truncated'> & { output_truncated: number };
 type RequestRecord = Omit<RequestRow, 'args'> & { args: string };
@@ -85,8 +88,14 @@ export class SqliteStore implements RunStore {
   }
 
   async listRuns(filter: RunFilter): Promise<RunRow[]> {
-    const rows = this.db.prepare(SQL.listRuns).all({ job: filter.job ?? null, status: filter.status ?? null, limit: filter.limit }) as Row[];
-    return rows.map(toRunRow);
+    const params = {
+      jobs: JSON.stringify(filter.jobs ?? []), status: filter.status, host: filter.host, since: filter.since, before_id: filter.beforeId,
+      limit: filter.limit,
+    };
+    const sql = listRunsSql(filter);
+    // better-sqlite3 refuses named parameters the statement does not use.
+    const used = Object.fromEntries(Object.entries(params).filter(([name]) => sql.includes(`@${name}`)));
+    return (this.db.prepare(sql).all(used) as Row[]).map(toRunRow);
   }
 
   async getRun(id: number): Promise<RunRow | null> {
@@ -128,8 +137,46 @@ export class SqliteStore implements RunStore {
   }
 
   async jobStatus(job: string | null): Promise<JobStatus[]> {
-    const rows = this.db.prepare(SQL.jobStatus).all({ job }) as (Omit<JobStatus, 'state'> & { disabled: number | null })[];
-    return rows.map(({ disabled, ...r }) => ({ ...r, state: disabled ? 'disabled' : r.running_run_id !== null ? 'running' : 'idle' }));
+    type Raw = Omit<JobStatusRow, 'disabled' | 'recent' | 'runs_total'> & { disabled: number; recent: string; runs_total: string | null };
+    const rows = this.db.prepare(SQL.jobStatus).all({ job }) as Raw[];
+    return rows.map((r) =>
+      jobStatusOf({
+        ...r,
+        disabled: r.disabled === 1,
+        recent: (JSON.parse(r.recent) as RecentRun[]).reverse(),
+        runs_total: r.runs_total === null ? {} : (JSON.parse(r.runs_total) as Record<string, number>),
+      }),
+    );
+  }
+
+  async prune({ before, keep, deadline }: PruneOptions): Promise<PruneResult> {
+    const cutoff = before.toISOString();
+    const bound = (this.db.prepare(SQL.pruneBound).get(cutoff) as { id: number | null }).id ?? 0;
+    const deleteRuns = this.db.prepare(SQL.pruneRuns);
+    let runs = 0;
+    let after = 0;
+    for (;;) {
+      if (Date.now() >= deadline) return { runs, requests: 0, complete: false };
+      const gone = deleteRuns.all({ after, bound, cutoff, keep, batch: PRUNE_BATCH }) as { id: number }[];
+      if (gone.length === 0) break;
+      runs += gone.length;
+      after = Math.max(...gone.map((g) => g.id));
+    }
+    let requests = 0;
+    for (let n = -1; n !== 0 && Date.now() < deadline; requests += n) {
+      n = this.db.prepare(SQL.pruneRequests).run({ cutoff, batch: PRUNE_BATCH }).changes;
+    }
+    return { runs, requests, complete: Date.now() < deadline };
+  }
+
+  async claimTask(task: string, everyMs: number): Promise<boolean> {
+    const now = Date.now();
+    const due = new Date(now - everyMs).toISOString();
+    return this.db.prepare(SQL.claimTask).get({ task, now: new Date(now).toISOString(), due }) !== undefined;
+  }
+
+  async releaseTask(task: string): Promise<void> {
+    this.db.prepare(SQL.releaseTask).run(task);
   }
 
   async migrate(): Promise<number> {

@@ -135,9 +135,34 @@ export interface RunOutcome {
 }
 
 export interface RunFilter {
-  readonly job?: string;
+  // Runs of any of these jobs (all jobs when absent or empty).
+  readonly jobs?: readonly string[];
   readonly status?: RunStatus;
+  readonly host?: string;
+  // Started at or after this time (ISO).
+  readonly since?: string;
+  // Older than this run (paging, newest first).
+  readonly beforeId?: number;
   readonly limit: number;
+}
+
+// Rows deleted per statement: small enough that a batch holds up a run for milliseconds.
+export const PRUNE_BATCH = 1000;
+
+export interface PruneOptions {
+  // Finished runs that started before this go (and requests that ended before it).
+  readonly before: Date;
+  // Each job keeps its latest `keep` runs whatever their age (and its latest success).
+  readonly keep: number;
+  // Stop after this moment (epoch ms), leaving the rest for next time.
+  readonly deadline: number;
+}
+
+export interface PruneResult {
+  readonly runs: number;
+  readonly requests: number;
+  // Everything old enough went; false when the deadline came first.
+  readonly complete: boolean;
 }
 
 export interface RunStore {
@@ -174,6 +199,12 @@ export interface RunStore {
   // Pauses (with why) or resumes a job.
   setPaused(job: string, paused: Paused | null): Promise<void>;
   jobStatus(job: string | null): Promise<JobStatus[]>;
+  // Deletes old finished runs and requests in short batches (see PruneOptions).
+  prune(options: PruneOptions): Promise<PruneResult>;
+  // Claims a periodic task (the automatic prune) for this invocation when it last ran
+  // `everyMs` ago or more, for the whole log; `releaseTask` makes it due again at once.
+  claimTask(task: string, everyMs: number): Promise<boolean>;
+  releaseTask(task: string): Promise<void>;
   // Applies pending migrations; returns the schema version now in place.
   migrate(): Promise<number>;
   close(): Promise<void>;

@@ -109,7 +109,7 @@ describe('SqliteStore', () => {
     const store = SqliteStore.open(box.stateDir);
     for (const job of ['a', 'b', 'a', 'a']) await admit(store, newRun({ job }));
     expect((await store.listRuns({ limit: 10 })).map((r) => r.id)).toEqual([4, 3, 2, 1]);
-    expect((await store.listRuns({ job: 'a', limit: 2 })).map((r) => r.id)).toEqual([4, 3]);
+    expect((await store.listRuns({ jobs: ['a'], limit: 2 })).map((r) => r.id)).toEqual([4, 3]);
     expect(await store.listRuns({ status: 'failed', limit: 10 })).toEqual([]);
     expect((await store.latestRun('b'))?.id).toBe(2);
     await store.close();

@@ -1,0 +1,111 @@
+import type { Settings } from '../cli/settings.js';
+import { CronguardError, describe, HelpShown, storeError, UsageError } from '../errors.js';
+import type { JobStatus } from '../store/jobs.js';
+import { formatDuration, parseDuration } from '../util/duration.js';
+import { redact } from '../util/redact.js';
+import { validateName } from '../util/name.js';
+import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
+
+// The monitoring-plugin states (Nagios, Icinga, Sensu) and their exit codes.
+const STATES = ['OK', 'WARNING', 'CRITICAL', 'UNKNOWN'] as const;
+type State = 0 | 1 | 2 | 3;
+
+interface Limits {
+  maxAgeMs: number;
+  warnAgeMs: number | null;
+  maxDurationMs: number | null;
+}
+
+interface Verdict {
+  state: State;
+  message: string;
+  // Performance data: label, value in seconds, warning and critical thresholds.
+  perf: [string, number, number | null, number | null][];
+}
+
+// `cronguard check NAME --max-age D`: one line a monitoring system reads, and its exit code.
+// Whatever goes wrong, bad arguments and an unreachable log included, is UNKNOWN (3), as the
+// plugin guidelines ask, rather than an exit code the monitor would not understand.
+export async function check(args: readonly string[], settings: Settings): Promise<number> {
+  let json = args.includes('--json');
+  try {
+    const program = withStoreOptions(subcommand('check', 'monitoring-plugin check: has NAME succeeded recently?'))
+      .argument('<name>', 'the job')
+      .requiredOption('--max-age <duration>', 'CRITICAL when the last success is older')
+      .option('--warn-age <duration>', 'WARNING when the last success is older')
+      .option('--max-duration <duration>', 'CRITICAL when a running run has run longer')
+      .option('--json', 'print one JSON object');
+    parse(program, args);
+    const flags = program.opts<{ maxAge: string; warnAge?: string; maxDuration?: string; json?: boolean }>();
+    json = flags.json === true;
+    const name = validateName(program.args[0] as string);
+    const limits: Limits = {
+      maxAgeMs: parseDuration(flags.maxAge, '--max-age'),
+      warnAgeMs: flags.warnAge === undefined ? null : parseDuration(flags.warnAge, '--warn-age'),
+      maxDurationMs: flags.maxDuration === undefined ? null : parseDuration(flags.maxDuration, '--max-duration'),
+    };
+    if (limits.warnAgeMs !== null && limits.warnAgeMs >= limits.maxAgeMs) throw new UsageError('--warn-age must be shorter than --max-age');
+    const store = await new StoreChoice(program.opts(), settings).openExisting();
+    const [job] = store ? await store.jobStatus(name).finally(() => store.close()) : [];
+    return print(name, job ? judge(job, limits, Date.now()) : never(name), json);
+  } catch (error) {
+    if (error instanceof HelpShown) throw error;
+    const known = error instanceof CronguardError ? error : storeError(error);
+    return print(null, { state: 3, message: `cronguard check: ${known ? known.message : describe(error)}`, perf: [] }, json);
+  }
+}
+
+function never(name: string): Verdict {
+  return { state: 3, message: `${name} has never run (no such job in the run log)`, perf: [] };
+}
+
+export function judge(job: JobStatus, limits: Limits, now: number): Verdict {
+  const name = job.job;
+  const age = job.last_success_at === null ? null : now - Date.parse(job.last_success_at);
+  const running = job.running_since === null ? null : now - Date.parse(job.running_since);
+  const perf: Verdict['perf'] = [];
+  if (age !== null) perf.push(['last_success_age', age / 1000, limits.warnAgeMs && limits.warnAgeMs / 1000, limits.maxAgeMs / 1000]);
+  if (job.last_success_duration_ms !== null) perf.push(['last_success_duration', job.last_success_duration_ms / 1000, null, null]);
+  if (running !== null) perf.push(['running_for', running / 1000, null, limits.maxDurationMs && limits.maxDurationMs / 1000]);
+  const succeeded = age === null ? 'has never succeeded' : `succeeded ${formatDuration(age)} ago in ${formatDuration(job.last_success_duration_ms ?? 0)}`;
+  if (job.state === 'disabled') {
+    const why = job.disabled_reason ? `: ${job.disabled_reason}` : '';
+    return { state: 0, message: `${name} is paused${job.disabled_by ? ` by ${job.disabled_by}` : ''}${why} (not checked; last ${succeeded})`, perf };
+  }
+  if (running !== null && limits.maxDurationMs !== null && running > limits.maxDurationMs) {
+    return { state: 2, message: `${name} has been running for ${formatDuration(running)} on ${job.running_host} (over --max-duration ${formatDuration(limits.maxDurationMs)})`, perf };
+  }
+  if (job.last_status === null) {
+    if (running !== null) return { state: 3, message: `${name} is running its first run (for ${formatDuration(running)}); nothing finished yet`, perf };
+    return never(name);
+  }
+  if (job.last_status !== 'succeeded') {
+    const how = job.last_exit_code === null ? job.last_status : `${job.last_status} (exit ${job.last_exit_code})`;
+    return { state: 2, message: `${name} last run ${how} ${formatDuration(now - Date.parse(job.last_started_at as string))} ago (run ${job.last_run_id}); last ${succeeded}`, perf };
+  }
+  if (age === null || age > limits.maxAgeMs) {
+    return { state: 2, message: `${name} ${succeeded} (over --max-age ${formatDuration(limits.maxAgeMs)})`, perf };
+  }
+  if (limits.warnAgeMs !== null && age > limits.warnAgeMs) {
+    return { state: 1, message: `${name} ${succeeded} (over --warn-age ${formatDuration(limits.warnAgeMs)})`, perf };
+  }
+  return { state: 0, message: `${name} ${succeeded}${running === null ? '' : `; running for ${formatDuration(running)}`}`, perf };
+}
+
+function print(job: string | null, v: Verdict, json: boolean): number {
+  const message = redact(v.message);
+  if (json) {
+    const perf = Object.fromEntries(v.perf.map(([label, value]) => [`${label}_s`, Math.round(value * 1000) / 1000]));
+    process.stdout.write(`${JSON.stringify({ job, state: STATES[v.state], exit_code: v.state, message, ...perf }, null, 2)}\n`);
+  } else {
+    process.stdout.write(`${STATES[v.state]} - ${message}${perfData(v.perf)}\n`);
+  }
+  return v.state;
+}
+
+// Nagios performance data: 'label'=value[UOM];warn;crit;min;max, seconds here.
+function perfData(perf: Verdict['perf']): string {
+  if (perf.length === 0) return '';
+  const n = (x: number | null) => (x === null ? '' : String(Math.round(x * 1000) / 1000));
+  return ` | ${perf.map(([label, value, warn, crit]) => `${label}=${n(value)}s;${n(warn)};${n(crit)};0;`).join(' ')}`;
+}

@@ -1,0 +1,76 @@
+import type { ChalkInstance } from 'chalk';
+import type { RecentRun } from '../store/jobs.js';
+import { formatDuration } from '../util/duration.js';
+
+// How the human output shows times and runs: local time (TZ honoured), ages, sparklines.
+
+// A time in the local zone, to the second: 2026-11-30 10:53:03.
+export function localTime(iso: string | null): string {
+  if (iso === null) return '-';
+  const d = new Date(iso);
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+// The local zone's short name (CET, UTC, GMT+5:30), for a column header.
+export function zoneName(at: Date = new Date()): string {
+  const part = new Intl.DateTimeFormat('en-US', { timeZoneName: 'short' }).formatToParts(at).find((p) => p.type === 'timeZoneName');
+  return part?.value ?? 'local';
+}
+
+// How long ago (or, for a future time, how long until): 3h12m ago, in 4m05s.
+export function ago(iso: string | null, now: number = Date.now()): string {
+  if (iso === null) return '-';
+  const ms = now - Date.parse(iso);
+  if (Math.abs(ms) < 1000) return 'now';
+  return ms > 0 ? `${formatDuration(ms)} ago` : `in ${formatDuration(-ms)}`;
+}
+
+// The same, without the words, for narrow columns.
+export function age(iso: string | null, now: number = Date.now()): string {
+  return iso === null ? '-' : formatDuration(Math.max(0, now - Date.parse(iso)));
+}
+
+// Whether the terminal takes UTF-8, going by the locale as terminal programs do.
+function utf8(env: NodeJS.ProcessEnv): boolean {
+  return /utf-?8/i.test(env.LC_ALL || env.LC_CTYPE || env.LANG || '');
+}
+
+// The latest `width` runs as one character each, oldest first: the bar's height is the
+// duration (scaled to the longest shown), a run that did not succeed is a red cross, so a
+// change in how long a job takes or a run of failures shows at a glance.
+export function sparkline(recent: readonly RecentRun[], width: number, c: ChalkInstance, env: NodeJS.ProcessEnv = process.env): string {
+  const bars = utf8(env) ? '▁▂▃▄▅▆▇█' : '_.-=+*#@';
+  const fail = utf8(env) ? '×' : 'x';
+  const shown = recent.slice(-width);
+  const longest = Math.max(1, ...shown.map((r) => r.duration_ms ?? 0));
+  return shown
+    .map((r) => {
+      if (r.status !== 'succeeded') return c.red(fail);
+      const level = Math.min(bars.length - 1, Math.floor(((r.duration_ms ?? 0) / longest) * bars.length));
+      return c.green(bars[level] as string);
+    })
+    .join('');
+}
+
+// A rate as a whole percentage (99.5% is not 100%).
+export function percent(rate: number | null): string {
+  if (rate === null) return '-';
+  const p = rate * 100;
+  return `${p > 99 && p < 100 ? 99 : Math.round(p)}%`;
+}
+
+export function duration(ms: number | null): string {
+  return ms === null ? '-' : formatDuration(ms);
+}
+
+// The width to fit: the terminal's, or 80 when the output goes elsewhere.
+export function terminalWidth(): number {
+  return process.stdout.isTTY && process.stdout.columns ? process.stdout.columns : 80;
+}
+
+// Shortens text to `max` display characters with an ellipsis.
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  return max <= 1 ? text.slice(0, max) : `${text.slice(0, max - 1)}…`;
+}

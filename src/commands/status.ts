@@ -1,0 +1,90 @@
+import type { ChalkInstance } from 'chalk';
+import type { Settings } from '../cli/settings.js';
+import { NotFoundError } from '../errors.js';
+import type { JobStatus } from '../store/jobs.js';
+import { validateName } from '../util/name.js';
+import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
+import { age, ago, clip, duration, localTime, percent, sparkline, terminalWidth, zoneName } from './format.js';
+import { colours, paintStatus, renderTable } from './table.js';
+
+// `cronguard status [NAME]`: every job at a glance, one line each; for one job, all there
+// is to know about it; `--json` for programs (times in UTC).
+export async function status(args: readonly string[], settings: Settings): Promise<number> {
+  const program = withStoreOptions(subcommand('status', 'each job: state, last result, recent runs, requests'))
+    .argument('[name]', 'only this job, in detail')
+    .option('--json', 'print one JSON array, an object per job');
+  parse(program, args);
+  const name = program.args[0];
+  if (name !== undefined) validateName(name);
+  const log = await new StoreChoice(program.opts(), settings).openExisting();
+  const jobs = log ? await log.jobStatus(name ?? null).finally(() => log.close()) : [];
+  if (name !== undefined && jobs.length === 0) throw new NotFoundError(`no job ${name} in the run log`);
+  const c = colours();
+  if (program.opts<{ json?: boolean }>().json) process.stdout.write(`${JSON.stringify(jobs, null, 2)}\n`);
+  else if (jobs.length === 0) process.stderr.write('cronguard: no jobs recorded\n');
+  else if (name !== undefined) process.stdout.write(detail(jobs[0] as JobStatus, c));
+  else process.stdout.write(overview(jobs, c));
+  return 0;
+}
+
+const SPARK = 12;
+
+// One line per job. Columns go, least useful first, until the table fits the terminal.
+function overview(jobs: readonly JobStatus[], c: ChalkInstance): string {
+  const now = Date.now();
+  const headers = ['JOB', 'STATE', 'LAST', 'AGO', 'OK AGO', 'OK%', 'MEDIAN', 'P95', 'SKIPS', 'NEXT', 'RECENT', 'REQ'];
+  const rows = jobs.map((j) => [
+    j.job,
+    state(j, c, now),
+    j.last_status === null ? '-' : `${paintStatus(c, j.last_status)}${j.last_status === 'succeeded' || j.last_exit_code === null ? '' : ` ${j.last_exit_code}`}`,
+    age(j.last_started_at, now),
+    stale(j, c, now),
+    percent(j.success_rate),
+    duration(j.duration_median_ms),
+    duration(j.duration_p95_ms),
+    String(j.last_overlaps ?? 0),
+    j.next_due_at === null ? '-' : ago(j.next_due_at, now),
+    sparkline(j.recent, SPARK, c),
+    String(j.pending_requests),
+  ]);
+  const idx = (h: string) => headers.indexOf(h);
+  const unused = (h: string, empty: string) => rows.every((r) => r[idx(h)] === empty);
+  const drop = [idx('P95'), idx('SKIPS'), idx('NEXT'), idx('REQ'), idx('MEDIAN'), idx('OK%'), idx('AGO')];
+  const always = [...(unused('SKIPS', '0') ? [idx('SKIPS')] : []), ...(unused('NEXT', '-') ? [idx('NEXT')] : []), ...(unused('REQ', '0') ? [idx('REQ')] : [])];
+  return renderTable(headers, rows, c, { hide: always, width: terminalWidth(), drop, shrink: idx('JOB') });
+}
+
+function state(j: JobStatus, c: ChalkInstance, now: number): string {
+  if (j.state === 'running') return c.cyan(`running ${age(j.running_since, now)}`);
+  if (j.state === 'disabled') return c.yellow('paused');
+  return 'idle';
+}
+
+// The last success's age, red when the last run did not succeed (the job needs a look).
+function stale(j: JobStatus, c: ChalkInstance, now: number): string {
+  const text = j.last_success_at === null ? 'never' : age(j.last_success_at, now);
+  return j.last_status !== null && j.last_status !== 'succeeded' ? c.red(text) : text;
+}
+
+// Everything about one job, a field per line.
+function detail(j: JobStatus, c: ChalkInstance): string {
+  const now = Date.now();
+  const when = (iso: string | null) => (iso === null ? '-' : `${localTime(iso)} (${ago(iso, now)})`);
+  const width = terminalWidth();
+  const counts = Object.entries(j.runs_total).map(([s, n]) => `${n} ${s}`).join(', ');
+  const lines: [string, string | null][] = [
+    ['state', `${state(j, c, now)}${j.state === 'running' ? ` on ${j.running_host} (pid ${j.running_pid}, run ${j.running_run_id}, since ${when(j.running_since)})` : ''}`],
+    ['paused', j.state === 'disabled' ? `since ${when(j.disabled_since)}${j.disabled_by ? ` by ${j.disabled_by}` : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}` : null],
+    ['command', j.command === null ? null : clip(j.command, Math.max(20, width - 15))],
+    ['host', j.host === null ? null : `${j.host}, last seen ${when(j.last_seen_at)}`],
+    ['last run', j.last_run_id === null ? 'none finished' : `run ${j.last_run_id}, ${paintStatus(c, j.last_status as string)}${j.last_exit_code === null ? '' : ` (exit ${j.last_exit_code})`}, ${when(j.last_started_at)}, took ${duration(j.last_duration_ms)}${j.last_overlaps ? `, ${j.last_overlaps} skipped` : ''}`],
+    ['last success', j.last_success_run_id === null ? c.red('never') : `run ${j.last_success_run_id}, ${when(j.last_success_at)}, took ${duration(j.last_success_duration_ms)}`],
+    ['recent', j.recent.length === 0 ? null : `${sparkline(j.recent, Math.min(50, width - 16), c)}`],
+    ['', j.recent.length === 0 ? null : `${percent(j.success_rate)} of the last ${j.recent.length} succeeded; median ${duration(j.duration_median_ms)}, p95 ${duration(j.duration_p95_ms)}`],
+    ['next due', j.next_due_at === null ? null : `${when(j.next_due_at)} (--min-interval ${duration(j.min_interval_ms)})`],
+    ['requests', `${j.pending_requests} pending`],
+    ['runs', counts || null],
+  ];
+  const shown = lines.filter((l): l is [string, string] => l[1] !== null);
+  return `${c.bold(j.job)}  ${c.dim(`(times in ${zoneName()})`)}\n${shown.map(([k, v]) => `  ${k.padEnd(13)}${v}`).join('\n')}\n`;
+}

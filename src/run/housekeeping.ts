@@ -1,0 +1,60 @@
+import { closeSync, constants, openSync, statSync, unlinkSync, utimesSync } from 'node:fs';
+import { join } from 'node:path';
+import type { RunConfig } from '../cli/config.js';
+import type { Messages } from '../util/io.js';
+import { PRUNE_EVERY_MS, type RunRecorder } from './recorder.js';
+
+// Every job keeps at least this many of its latest runs, however old.
+const KEEP = 10;
+// The most an automatic prune may add to one run; what is left waits for the next run.
+const BUDGET_MS = 2000;
+
+// The automatic prune (CRONGUARD_RETENTION): after the run, with the lock released, at most
+// about once a day for the whole log. A stamp file in the state dir spares every other run
+// of the day even the round trip that asks the log whether it is due.
+export async function housekeep(recorder: RunRecorder, config: RunConfig, say: Messages): Promise<void> {
+  if (config.retentionMs === null || config.log === null) return;
+  const stamp = join(config.stateDir, `prune-${target(config)}.stamp`);
+  const now = Date.now();
+  if (touchedSince(stamp, now - PRUNE_EVERY_MS)) return;
+  touch(stamp, now);
+  const result = await recorder.prune(new Date(now - config.retentionMs), KEEP, BUDGET_MS);
+  if (typeof result === 'string') return;
+  say.verbose(`${config.name}: pruned ${result.runs} runs and ${result.requests} requests older than ${new Date(now - config.retentionMs).toISOString()}`);
+  // Unfinished: the next run carries on rather than waiting a day.
+  if (!result.complete) unlinkQuietly(stamp);
+}
+
+// Which run log the stamp stands for: each database and schema has its own.
+function target(config: RunConfig): string {
+  if (config.log !== 'postgres' || !config.db) return 'local';
+  const c = config.db.connection;
+  return `${c.host}-${c.port}-${c.database}-${config.db.schema}`.replace(/[^A-Za-z0-9_.-]/g, '_');
+}
+
+function touchedSince(file: string, since: number): boolean {
+  try {
+    return statSync(file).mtimeMs > since;
+  } catch {
+    return false;
+  }
+}
+
+// The state dir is private (checked when it is opened), so a plain create is safe; the
+// stamp is never followed if it is a link.
+function touch(file: string, now: number): void {
+  try {
+    closeSync(openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW, 0o600));
+    utimesSync(file, now / 1000, now / 1000);
+  } catch {
+    // No stamp: the log's own record still keeps the prune to once a day.
+  }
+}
+
+function unlinkQuietly(file: string): void {
+  try {
+    unlinkSync(file);
+  } catch {
+    // Already gone.
+  }
+}
