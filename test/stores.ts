@@ -19,7 +19,26 @@ export interface StoreBox extends Sandbox {
   requests(): Promise<RequestRow[]>;
   // A request made as a web application makes it: the documented statement, in SQL.
   request(job: string, args?: string[]): Promise<number>;
+  // Finished runs written straight into the log (after `cronguard migrate`), for tests that
+  // need known durations, statuses and ages.
+  insertRuns(rows: readonly SeedRun[]): Promise<void>;
 }
+
+export interface SeedRun {
+  readonly job: string;
+  readonly status: string;
+  readonly startedAt: Date;
+  readonly durationMs: number | null;
+  readonly exitCode?: number | null;
+  readonly host?: string;
+}
+
+let seeded = 0;
+const seedValues = (r: SeedRun) => [
+  r.job, r.status, r.host ?? 'seed-host', r.startedAt.toISOString(), r.durationMs === null ? null : new Date(r.startedAt.getTime() + r.durationMs).toISOString(),
+  r.durationMs, r.exitCode ?? (r.status === 'succeeded' ? 0 : r.status === 'failed' ? 1 : null), `seed-${process.pid}-${++seeded}`,
+];
+const SEED_COLUMNS = "job, status, trigger, attempt, host, pid, command, started_at, finished_at, duration_ms, exit_code, run_key";
 
 const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
 
@@ -40,6 +59,15 @@ export function storeBox(kind: StoreKind): StoreBox {
           d.close();
         }
       },
+      insertRuns: async (rows) => {
+        const d = db();
+        try {
+          const insert = d.prepare(`INSERT INTO runs (${SEED_COLUMNS}) VALUES (?, ?, 'cron', 1, ?, 1, 'seed', ?, ?, ?, ?, ?)`);
+          d.transaction(() => rows.forEach((r) => insert.run(...seedValues(r))))();
+        } finally {
+          d.close();
+        }
+      },
       request: async (job, args = []) => {
         const d = db();
         try {
@@ -56,6 +84,11 @@ export function storeBox(kind: StoreKind): StoreBox {
     kind,
     runs: async () => (await pgRuns(box.schema)).map(asJson),
     requests: async () => (await sql<RequestRow>(`SELECT * FROM "${box.schema}".requests ORDER BY id`)).map(asJson),
+    insertRuns: async (rows) => {
+      for (const r of rows) {
+        await sql(`INSERT INTO "${box.schema}".runs (${SEED_COLUMNS}) VALUES ($1, $2, 'cron', 1, $3, 1, 'seed', $4, $5, $6, $7, $8)`, seedValues(r));
+      }
+    },
     request: async (job, args = []) => Number((await sql<{ id: string }>(`SELECT "${box.schema}".request($1, $2) AS id`, [job, args]))[0]?.id),
   };
 }

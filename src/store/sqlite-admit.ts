@@ -63,7 +63,7 @@ function dueRequests(db: BetterSqlite3.Database, job: string, now: string, optio
 function refusal(db: BetterSqlite3.Database, run: NewRun, options: AdmitOptions): Admission | null {
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
   if (options.minIntervalMs !== null && !options.manual) {
-    const last = (db.prepare(SQL.lastStart).get(run.job) as { at: string | null }).at;
+    const last = (db.prepare(SQL.lastStart).get(run.job) as { at: string } | undefined)?.at ?? null;
     if (last !== null && Date.parse(last) > run.startedAt.getTime() - options.minIntervalMs) {
       return { admitted: false, reason: 'interval', lastStartedAt: last };
     }
