@@ -1,7 +1,8 @@
 import { closeSync, constants, openSync, statSync, unlinkSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
-import type { Messages } from '../util/io.js';
+import { type Messages, mkdirp } from '../util/io.js';
+import { checkPrivateDirectory } from '../util/safe-path.js';
 import { PRUNE_EVERY_MS, type RunRecorder } from './recorder.js';
 
 // Every job keeps at least this many of its latest runs, however old.
@@ -17,7 +18,7 @@ export async function housekeep(recorder: RunRecorder, config: RunConfig, say: M
   const stamp = join(config.stateDir, `prune-${target(config)}.stamp`);
   const now = Date.now();
   if (touchedSince(stamp, now - PRUNE_EVERY_MS)) return;
-  touch(stamp, now);
+  touch(config.stateDir, stamp, now);
   const result = await recorder.prune(new Date(now - config.retentionMs), KEEP, BUDGET_MS);
   if (typeof result === 'string') return;
   say.verbose(`${config.name}: pruned ${result.runs} runs and ${result.requests} requests older than ${new Date(now - config.retentionMs).toISOString()}`);
@@ -40,10 +41,12 @@ function touchedSince(file: string, since: number): boolean {
   }
 }
 
-// The state dir is private (checked when it is opened), so a plain create is safe; the
-// stamp is never followed if it is a link.
-function touch(file: string, now: number): void {
+// A shared log's runs may not have needed the state dir yet: it is made as the embedded log
+// makes it, private. Whatever is already at the stamp's name is never followed.
+function touch(dir: string, file: string, now: number): void {
   try {
+    mkdirp(dir, 0o700);
+    checkPrivateDirectory(dir, 'state directory');
     closeSync(openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW, 0o600));
     utimesSync(file, now / 1000, now / 1000);
   } catch {
