@@ -63,7 +63,9 @@ export function storeBox(kind: StoreKind): StoreBox {
         const d = db();
         try {
           const insert = d.prepare(`INSERT INTO runs (${SEED_COLUMNS}) VALUES (?, ?, 'cron', 1, ?, 1, 'seed', ?, ?, ?, ?, ?)`);
-          d.transaction(() => rows.forEach((r) => insert.run(...seedValues(r))))();
+          d.transaction(() => {
+            for (const r of rows) insert.run(...seedValues(r));
+          })();
         } finally {
           d.close();
         }
