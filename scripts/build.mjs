@@ -4,6 +4,7 @@
 // what cronguard costs a cron job; subcommand code is bundled in but only evaluated when
 // that subcommand runs.
 import { readFileSync, rmSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 // pg decides at load time whether it runs on Cloudflare Workers by touching the global
@@ -23,11 +24,8 @@ const pgNodeStreams = {
 
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
 
-rmSync(new URL('../dist', import.meta.url), { recursive: true, force: true });
-
-await build({
-  entryPoints: ['src/main.ts'],
-  outfile: 'dist/cronguard.cjs',
+// Shared with the scale bench (test/bench/scale.ts), which bundles the stores the same way.
+export const bundleOptions = {
   bundle: true,
   format: 'cjs',
   platform: 'node',
@@ -39,4 +37,9 @@ await build({
   plugins: [pgNodeStreams],
   legalComments: 'none',
   logLevel: 'warning',
-});
+};
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  rmSync(new URL('../dist', import.meta.url), { recursive: true, force: true });
+  await build({ ...bundleOptions, entryPoints: ['src/main.ts'], outfile: 'dist/cronguard.cjs' });
+}

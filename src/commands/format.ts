@@ -37,18 +37,20 @@ function utf8(env: NodeJS.ProcessEnv): boolean {
 }
 
 // The latest `width` runs as one character each, oldest first: the bar's height is the
-// duration (scaled to the longest shown), a run that did not succeed is a red cross, so a
+// duration, a run that did not succeed is a red cross, so a
 // change in how long a job takes or a run of failures shows at a glance.
 export function sparkline(recent: readonly RecentRun[], width: number, c: ChalkInstance, env: NodeJS.ProcessEnv = process.env): string {
   const bars = utf8(env) ? '▁▂▃▄▅▆▇█' : '_.-=+*#@';
   const fail = utf8(env) ? '×' : 'x';
   const shown = recent.slice(-width);
-  const longest = Math.max(1, ...shown.map((r) => r.duration_ms ?? 0));
+  const durations = shown.filter((r) => r.status === 'succeeded').map((r) => r.duration_ms ?? 0);
+  const [low, high] = [Math.min(...durations), Math.max(...durations)];
   return shown
     .map((r) => {
       if (r.status !== 'succeeded') return c.red(fail);
-      const level = Math.min(bars.length - 1, Math.floor(((r.duration_ms ?? 0) / longest) * bars.length));
-      return c.green(bars[level] as string);
+      // From the shortest shown to the longest, as spark(1) does: a change stands out.
+      const share = high === low ? 0.5 : ((r.duration_ms ?? 0) - low) / (high - low);
+      return c.green(bars[Math.min(bars.length - 1, Math.floor(share * bars.length))] as string);
     })
     .join('');
 }

@@ -49,14 +49,14 @@ function overview(jobs: readonly JobStatus[], c: ChalkInstance): string {
   ]);
   const idx = (h: string) => headers.indexOf(h);
   const unused = (h: string, empty: string) => rows.every((r) => r[idx(h)] === empty);
-  const drop = [idx('P95'), idx('SKIPS'), idx('NEXT'), idx('REQ'), idx('MEDIAN'), idx('OK%'), idx('AGO')];
+  const drop = [idx('P95'), idx('SKIPS'), idx('NEXT'), idx('MEDIAN'), idx('OK%'), idx('AGO'), idx('REQ')];
   const always = [...(unused('SKIPS', '0') ? [idx('SKIPS')] : []), ...(unused('NEXT', '-') ? [idx('NEXT')] : []), ...(unused('REQ', '0') ? [idx('REQ')] : [])];
   return renderTable(headers, rows, c, { hide: always, width: terminalWidth(), drop, shrink: idx('JOB') });
 }
 
 function state(j: JobStatus, c: ChalkInstance, now: number): string {
   if (j.state === 'running') return c.cyan(`running ${age(j.running_since, now)}`);
-  if (j.state === 'disabled') return c.yellow('paused');
+  if (j.state === 'disabled') return c.yellow(clip(`paused${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`, 24));
   return 'idle';
 }
 

@@ -5,7 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { build } from 'esbuild';
 import pg from 'pg';
+import { bundleOptions } from '../../scripts/build.mjs';
 import { requestBench } from './requests.mjs';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 40);
@@ -100,15 +102,31 @@ async function bench() {
   console.log(`peak RSS of cronguard -q replaying 1 GB of a failed job's output: ${quietGb.toFixed(1)} MiB (goal < 100 MiB)`);
   console.log('goal: cronguard -n b -- true <= 1.30 x node -e 0');
   for (const line of await requestBench({ launcher, env, work, databaseUrl, schema, pgReachable })) console.log(line);
+  if (process.env.BENCH_SCALE !== '0') await scaleBench();
 }
 
-async function dropSchema() {
+// The scale bench runs the stores' own code, bundled as the CLI is, in a process of its own.
+async function scaleBench() {
+  // Inside the tree, so that its requires find node_modules.
+  const script = join(root, 'node_modules/.cache/cronguard-bench/scale.cjs');
+  await build({ ...bundleOptions, entryPoints: [join(root, 'test/bench/scale.ts')], outfile: script });
+  const scaleSchema = `${schema}_scale`;
+  const args = [script, work, launcher, ...(pgReachable ? [databaseUrl, scaleSchema] : [])];
+  try {
+    const result = spawnSync('node', args, { env, stdio: ['ignore', 'inherit', 'inherit'] });
+    if (result.status !== 0) throw new Error(`scale bench exited ${result.status}`);
+  } finally {
+    if (pgReachable) await dropSchema(scaleSchema);
+  }
+}
+
+async function dropSchema(name = schema) {
   const client = new pg.Client({ connectionString: databaseUrl });
   try {
     await client.connect();
-    await client.query(`DROP SCHEMA IF EXISTS ${client.escapeIdentifier(schema)} CASCADE`);
+    await client.query(`DROP SCHEMA IF EXISTS ${client.escapeIdentifier(name)} CASCADE`);
   } catch (error) {
-    console.error(`bench: could not drop schema ${schema}: ${error.message}`);
+    console.error(`bench: could not drop schema ${name}: ${error.message}`);
     process.exitCode = 1;
   } finally {
     await client.end().catch(() => {});

@@ -32,7 +32,7 @@ describe.each(STORES)('status (%s)', (kind) => {
     expect(Date.parse(String(byName[bad]?.last_success_at))).toBeLessThan(Date.parse(String(byName[bad]?.last_started_at)));
     expect(byName[busy]).toMatchObject({ state: 'running', running_host: hostname(), last_status: null });
     expect(byName[paused]).toMatchObject({ state: 'disabled', disabled_reason: 'upgrade', pending_requests: 1, last_run_id: null });
-    expect(table.stdout).toMatch(/^JOB\s+STATE\s+SINCE\s+LAST\s+EXIT\s+STARTED\s+LAST SUCCESS\s+REQ\n/);
+    expect(table.stdout).toMatch(/^JOB\s+STATE\s+LAST\s+AGO\s+OK AGO\s/);
     expect(table.stdout).toMatch(/paused: upgrade/);
   });
 

@@ -23,6 +23,10 @@ CREATE TRIGGER runs_recounted AFTER UPDATE OF status ON runs WHEN OLD.status IS 
   ON CONFLICT (job, status) DO UPDATE SET n = n + 1;
 END;
 
+-- A job's latest runs with what status needs of them, read from the index alone; its last
+-- success; runs since a time.
+DROP INDEX runs_job_id;
+CREATE INDEX runs_job_id ON runs (job, id DESC, status, duration_ms);
 CREATE INDEX runs_job_succeeded ON runs (job, id DESC) WHERE status = 'succeeded';
 CREATE INDEX runs_started_at ON runs (started_at);
 

@@ -1,0 +1,38 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { afterEach } from 'vitest';
+import { BINARY } from './helpers.js';
+import { waitFor } from './helpers.js';
+
+// A real terminal for the output a person reads: tmux runs cronguard in a pane of a given
+// size, and the test reads the screen back (with colours, as escape codes, when asked).
+const sessions: string[] = [];
+afterEach(() => {
+  for (const name of sessions.splice(0)) {
+    try {
+      execFileSync('tmux', ['kill-session', '-t', name], { stdio: 'ignore' });
+    } catch {
+      // Already gone.
+    }
+  }
+});
+
+export const HAVE_TMUX = ['/usr/bin/tmux', '/usr/local/bin/tmux'].some(existsSync);
+
+// Runs `cronguard ARGS` in a fresh WIDTHxHEIGHT terminal and returns the screen once the
+// command has finished (the pane stays open to be read).
+export async function onScreen(args: readonly string[], env: NodeJS.ProcessEnv, width = 80, height = 40, colours = false): Promise<string> {
+  const name = `cg-${randomBytes(4).toString('hex')}`;
+  sessions.push(name);
+  const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const command = `${[process.execPath, BINARY, ...args].map(quote).join(' ')}; echo __done__; sleep 600`;
+  const vars = Object.entries(env).filter(([, v]) => v !== undefined).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
+  execFileSync('tmux', ['-u', 'new-session', '-d', '-s', name, '-x', String(width), '-y', String(height), ...vars, command], { env: { ...env, TERM: 'xterm-256color' } });
+  let screen = '';
+  await waitFor(() => {
+    screen = execFileSync('tmux', ['capture-pane', '-p', ...(colours ? ['-e'] : []), '-t', name], { encoding: 'utf8' });
+    return screen.includes('__done__');
+  }, 'the command to finish in tmux');
+  return screen.slice(0, screen.indexOf('__done__')).replace(/\s+$/, '\n');
+}
