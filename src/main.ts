@@ -63,8 +63,9 @@ async function main(args: readonly string[]): Promise<number> {
 // message, however early or malformed its input, can print one.
 function protectSecrets(args: readonly string[]): void {
   args.forEach((arg, i) => {
-    if (arg === '--db') addSecretsOf(args[i + 1]);
+    if (arg === '--db' || arg === '--ping-url') addSecretsOf(args[i + 1]);
     else if (arg.startsWith('--db=')) addSecretsOf(arg.slice(5));
+    else if (arg.startsWith('--ping-url=')) addSecretsOf(arg.slice(11));
   });
   addSecretsOf(process.env.CRONGUARD_DATABASE_URL);
   addSecret(process.env.PGPASSWORD);

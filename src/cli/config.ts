@@ -56,9 +56,20 @@ export interface RunConfig {
   readonly retentionMs: number | null;
   // Where the run rewrites its Prometheus textfile; null: nowhere.
   readonly metricsDir: string | null;
+  // --ping-url: where each run's start and end are reported; null: nowhere.
+  readonly ping: PingConfig | null;
   readonly verbose: boolean;
   // Where each location setting came from, for -v.
   readonly sources: readonly string[];
+}
+
+// A Healthchecks-style monitoring URL: URL/start when a run's command starts; URL, URL/fail
+// or URL/<exit code> when the run ends, with the tail of its output as the body.
+export interface PingConfig {
+  // Normalised by the URL parser, its query kept, without a fragment.
+  readonly url: string;
+  readonly exitCode: boolean;
+  readonly bodyBytes: number;
 }
 
 export interface Context {
@@ -68,6 +79,8 @@ export interface Context {
 }
 
 const MAX_CAPTURE = 64 * 1024 * 1024;
+// Healthchecks keeps the first 100 kB of a ping's body; more would only slow the end ping.
+const MAX_PING_BODY = 1024 * 1024;
 
 export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context): RunConfig {
   const str = (key: string): string | undefined => {
@@ -127,10 +140,11 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     killSignal: parseSignal(str('killSignal') ?? 'TERM'),
     killAfterMs: parseDuration(str('killAfter') ?? '10s', '--kill-after'),
     quiet: options.quiet === true,
-    captureBytes: parseBytes(str('capture')),
+    captureBytes: parseBytes(str('capture'), '--capture', 65536, MAX_CAPTURE),
     everyTick: options.everyTick === true,
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
+    ping: parsePing(str, options),
     verbose: options.verbose === true,
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',
@@ -187,14 +201,47 @@ function parseSignal(value: string): NodeJS.Signals {
   return name as NodeJS.Signals;
 }
 
-function parseBytes(value: string | undefined): number {
-  if (value === undefined) return 65536;
+function parseBytes(value: string | undefined, option: string, fallback: number, max: number): number {
+  if (value === undefined) return fallback;
   const match = /^(\d+)([kKmM])?(i?B)?$/.exec(value);
   const bytes = match ? Number(match[1]) * (match[2] ? (/[kK]/.test(match[2]) ? 1024 : 1048576) : 1) : NaN;
-  if (!(bytes <= MAX_CAPTURE)) {
-    throw new UsageError(`--capture: '${value}' is not a byte count from 0 to 64M (e.g. 65536, 64k, 1M)`);
+  if (!(bytes <= max)) {
+    const most = max >= 1048576 ? `${max / 1048576}M` : `${max / 1024}k`;
+    throw new UsageError(`${option}: '${value}' is not a byte count from 0 to ${most} (e.g. ${fallback}, 64k, 1M)`);
   }
   return bytes;
+}
+
+function parsePing(str: (key: string) => string | undefined, options: ParsedRun['options']): PingConfig | null {
+  const url = str('pingUrl');
+  if (url === undefined) {
+    if (options.pingExitCode) throw new UsageError('--ping-exit-code applies with --ping-url');
+    if (str('pingBodyBytes') !== undefined) throw new UsageError('--ping-body-bytes applies with --ping-url');
+    return null;
+  }
+  return {
+    url: parsePingUrl(url),
+    exitCode: options.pingExitCode === true,
+    bodyBytes: parseBytes(str('pingBodyBytes'), '--ping-body-bytes', 10240, MAX_PING_BODY),
+  };
+}
+
+// Refused here rather than at the first ping: a URL that can never work is a mistake in the
+// crontab line (64), while one that does not answer is the network's (a warning). The URL
+// parser would quietly drop a newline or tab, and read `http:host` as `http://host/`.
+function parsePingUrl(value: string): string {
+  const shown = value.replace(/[\x00-\x1f\x7f]/g, '?');
+  if (!/^https?:\/\/[^/?#]/i.test(value)) throw new UsageError(`--ping-url: '${shown}' is not an http:// or https:// URL with a host`);
+  if (/[\s\x00-\x1f\x7f]/.test(value)) throw new UsageError(`--ping-url: '${shown}' contains spaces or control characters`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new UsageError(`--ping-url: '${value}' is not a valid URL`);
+  }
+  if (url.searchParams.has('rid')) throw new UsageError(`--ping-url: '${value}' has a rid parameter of its own; cronguard adds one per run`);
+  url.hash = '';
+  return url.href;
 }
 
 // Quotes an argument the way a POSIX shell would need it, for the run log's `command`.

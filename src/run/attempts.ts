@@ -9,6 +9,7 @@ import { type Messages, sleep } from '../util/io.js';
 import { newRunKey } from '../util/process-id.js';
 import { Interrupted } from './interrupted.js';
 import { judge, type Verdict } from './outcome.js';
+import type { Pinger } from './ping.js';
 import type { RunRecorder } from './recorder.js';
 import { supervise, type Supervision } from './supervisor.js';
 
@@ -23,6 +24,8 @@ export interface Attempts {
   readonly guard: LockGuard;
   readonly recorder: RunRecorder;
   readonly say: Messages;
+  // --ping-url: reports each run's start and end.
+  readonly pinger: Pinger | null;
   // Aborted by a signal to cronguard: no further attempt starts.
   readonly stop: AbortSignal;
   // The Prometheus textfile (--metrics-dir), rewritten as each attempt starts and ends.
@@ -47,15 +50,19 @@ export class LockGuard {
 
 // Runs one admitted run: the command (with the arguments of the requests it serves), and on
 // failure, with --retries, again after a doubling delay, each attempt a row of its own,
-// holding the lock throughout. Returns the exit code of the last attempt.
+// holding the lock throughout. Returns the exit code of the last attempt. A monitor hears of
+// the run as a whole: its start when the first attempt starts, its end after the last, so
+// a failure that a retry makes good raises no alert.
 export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly ClaimedRequest[]): Promise<number> {
   const { config, say } = ctx;
+  const ping = ctx.pinger?.run(run.runKey) ?? null;
   const argv = [...config.argv, ...argumentsOf(requests, config.batch)];
   const command = argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`;
   const { guard } = ctx;
   for (let attempt = 1; ; attempt++) {
     const child = supervise({ ...config, argv, file: ctx.file, inheritFd: ctx.lock.inheritFd, dieWithWrapper: ctx.lock.commandDiesWithWrapper });
     guard.current = child;
+    if (attempt === 1 && child.pid !== null) ping?.start();
     if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);
     await ctx.metrics?.update(() => ctx.recorder.jobStatus(config.name));
     const result = await child.result;
@@ -64,9 +71,12 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     const again = attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
     await ctx.recorder.finish(verdict.outcome, !again);
     await ctx.metrics?.update(() => ctx.recorder.jobStatus(config.name));
+    // Before the summary line, which stays the run's last word.
+    const pingWarning = again ? null : await ping?.finish(verdict.exitCode, result.output);
     const delay = Math.min(config.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS);
+    if (result.endsMidLine && (pingWarning || verdict.summary)) process.stderr.write('\n');
+    if (pingWarning) say.warn(pingWarning);
     if (verdict.summary) {
-      if (result.endsMidLine) process.stderr.write('\n');
       const next = again ? `; retrying in ${formatDuration(delay)} (attempt ${attempt + 1} of ${config.retries + 1})` : '';
       say.warn(`${summaryLine(config.name, verdict.summary, ctx.recorder.runId)}${next}`);
     }
@@ -76,7 +86,10 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     if (ctx.stop.aborted) {
       // The attempt was recorded as one more to come; it is the last after all.
       await ctx.recorder.finish(verdict.outcome, true);
-      throw new Interrupted(config.name, ctx.stop.reason as NodeJS.Signals, 'while waiting to retry');
+      const interrupted = new Interrupted(config.name, ctx.stop.reason as NodeJS.Signals, 'while waiting to retry');
+      const warning = await ping?.finish(interrupted.exitCode, result.output);
+      if (warning) say.warn(warning);
+      throw interrupted;
     }
     await ctx.recorder.retry({ ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() });
   }

@@ -5,11 +5,13 @@ import { CommandNotFoundError, CronguardError, NotExecutableError } from '../err
 import type { NewRun } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { summaryLine } from './attempts.js';
+import type { Pinger } from './ping.js';
 import { openRecorder } from './wiring.js';
 
 // The program to run, found before any lock is taken. One that cannot start still leaves a
-// `failed` row, so a misconfigured job shows up in history and to `check`.
-export async function startable(config: RunConfig, run: NewRun, say: Messages): Promise<string> {
+// `failed` row, so a misconfigured job shows up in history and to `check`, and a failure
+// ping, so the monitor hears of it at once.
+export async function startable(config: RunConfig, run: NewRun, say: Messages, pinger: Pinger | null): Promise<string> {
   try {
     return resolveCommand(config.argv[0] as string, process.env.PATH);
   } catch (error) {
@@ -19,6 +21,8 @@ export async function startable(config: RunConfig, run: NewRun, say: Messages): 
     // It took no lock, so it claims no tick.
     await recorder.unstartable({ ...run, tick: null }, outcome);
     await recorder.close();
+    const warning = await pinger?.run(run.runKey).finish(error.exitCode, error.message);
+    if (warning) say.warn(warning);
     throw new CronguardError(summaryLine(config.name, error.message, recorder.runId), error.exitCode);
   }
 }

@@ -22,7 +22,9 @@ import { type Admission, type Gate, openGate } from './wiring.js';
 export async function runJob(config: RunConfig, say: Messages): Promise<number> {
   const manual = isatty(0);
   const run = newRun(config, manual);
-  const file = await startable(config, run, say);
+  // Imported on demand: a run without --ping-url loads none of its code.
+  const pinger = config.ping ? new (await import('./ping.js')).Pinger(config.ping, config.name, say) : null;
+  const file = await startable(config, run, say, pinger);
   // A signal to cronguard stops whatever is not running yet: a wait for the lock, for a
   // retry, for the next run of a loop (one line, exit 128+N). A running command gets it
   // forwarded (the supervisor), and nothing new starts after it.
@@ -45,7 +47,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (!lock) return await skipped(config, admission as Refused, gate.description, say);
     say.verbose(`${config.name}: holding ${gate.description}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
-    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, stop: stop.signal, metrics };
+    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, stop: stop.signal, metrics };
     if (!admission.admitted) return await repeat(ctx, gate, run, admittedAt, 0);
     if (stop.signal.aborted) {
       await gate.recorder.finish(notStarted(stop.signal.reason), true);

@@ -94,6 +94,20 @@ describe('resolveRunConfig', () => {
     expect(resolve(['-t', '0', 'true']).timeoutMs).toBeNull();
   });
 
+  it('resolves --ping-url: no pings by default; the URL normalised, its query kept, its fragment dropped', () => {
+    expect(resolve(['true']).ping).toBeNull();
+    expect(resolve(['--ping-url', 'HTTPS://hc-ping.com/abc?x=1#frag', 'true']).ping).toEqual({
+      url: 'https://hc-ping.com/abc?x=1',
+      exitCode: false,
+      bodyBytes: 10240,
+    });
+    expect(resolve(['--ping-url=http://h', '--ping-exit-code', '--ping-body-bytes', '64k', 'true']).ping).toEqual({
+      url: 'http://h/',
+      exitCode: true,
+      bodyBytes: 65536,
+    });
+  });
+
   it.each([
     [['-n', 'x'], /no command given/],
     [[], /no command given/],
@@ -115,6 +129,13 @@ describe('resolveRunConfig', () => {
     [['--capture', '65M', 'true'], /--capture: '65M'/],
     [['-n', '../../etc/x', 'true'], /invalid job name/],
     [['-n', 'x'.repeat(10_240), 'true'], /the limit is 100/],
+    [['--ping-url', 'ftp://h/x', 'true'], /--ping-url: 'ftp:\/\/h\/x' is not an http:\/\/ or https:\/\/ URL/],
+    [['--ping-url', 'http:h', 'true'], /is not an http:\/\/ or https:\/\/ URL with a host/],
+    [['--ping-url', 'http://h/x\ny', 'true'], /--ping-url: 'http:\/\/h\/x\?y' contains spaces or control characters/],
+    [['--ping-url', 'http://h:99999/', 'true'], /is not a valid URL/],
+    [['--ping-url', 'http://h/x?a=1&rid=2', 'true'], /has a rid parameter of its own/],
+    [['--ping-url', 'http://h', '--ping-body-bytes', '2M', 'true'], /--ping-body-bytes: '2M' is not a byte count from 0 to 1M/],
+    [['--ping-exit-code', 'true'], /--ping-exit-code applies with --ping-url/],
   ])('rejects %j', (args, message) => {
     expect(() => resolve(args)).toThrow(UsageError);
     expect(() => resolve(args)).toThrow(message);
