@@ -52,7 +52,7 @@ describe('configuration files', () => {
   });
 
   it.each([
-    ['an unknown key', 'colour = red\n', /user\.conf:1: unknown setting 'colour' \(known: database_url, schema, lock_dir, state_dir\)/],
+    ['an unknown key', 'colour = red\n', /user\.conf:1: unknown setting 'colour' \(known: database_url, schema, lock_dir, state_dir, retention, metrics_dir\)/],
     ['a line without =', 'state_dir /x\n', /user\.conf:1: expected 'key = value'$/],
   ])('refuses %s with a usage error naming the file and line', (_what, text, message) => {
     expect(() => files(text, null)).toThrow(UsageError);

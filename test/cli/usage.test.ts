@@ -27,7 +27,7 @@ describe('bad input', () => {
     const box = sandbox();
     const marker = box.path('ran');
     const args =
-      _what === 'reserved subcommand' ? ['check'] : [...options, '--', 'sh', '-c', `touch ${marker}`];
+      _what === 'reserved subcommand' ? ['serve'] : [...options, '--', 'sh', '-c', `touch ${marker}`];
     const result = await cronguard(args, box.env);
     expect(result.code).toBe(code);
     expect(result.stdout).toBe('');
