@@ -7,6 +7,7 @@ import { formatDuration } from '../util/duration.js';
 import { type Messages, sleep } from '../util/io.js';
 import { newRunKey } from '../util/process-id.js';
 import { Interrupted } from './interrupted.js';
+import { LiveCopy } from './live.js';
 import { judge, type Verdict } from './outcome.js';
 import type { RunRecorder } from './recorder.js';
 import { supervise, type Supervision } from './supervisor.js';
@@ -50,15 +51,22 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
   const argv = [...config.argv, ...argumentsOf(requests, config.batch)];
   const command = argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`;
   const { guard } = ctx;
+  let current = run;
   for (let attempt = 1; ; attempt++) {
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: ctx.lock.inheritFd, dieWithWrapper: ctx.lock.commandDiesWithWrapper });
+    // Each attempt is a run of its own, with its own key, so its own live copy.
+    const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: ctx.lock.inheritFd, dieWithWrapper: ctx.lock.commandDiesWithWrapper, live });
     guard.current = child;
     if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);
     const result = await child.result;
     guard.current = null;
+    // All of the output is in the live copy before the outcome is recorded, and the copy
+    // goes only after: a follower that sees the run end has everything left to read.
+    await live?.drained();
     const verdict = judge(result, { ...config, lockLostWhileRunning: guard.lost }, new Date());
     const again = attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
     await ctx.recorder.finish(verdict.outcome, !again);
+    live?.remove();
     const delay = Math.min(config.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS);
     if (verdict.summary) {
       if (result.endsMidLine) process.stderr.write('\n');
@@ -73,7 +81,8 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
       await ctx.recorder.finish(verdict.outcome, true);
       throw new Interrupted(config.name, ctx.stop.reason as NodeJS.Signals, 'while waiting to retry');
     }
-    await ctx.recorder.retry({ ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() });
+    current = { ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() };
+    await ctx.recorder.retry(current);
   }
 }
 
