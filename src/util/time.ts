@@ -35,3 +35,15 @@ export function parseAt(text: string, now: Date = new Date()): Date {
   }
   return at;
 }
+
+// A moment as this host's wall-clock time (TZ honoured) with its offset from UTC, as a
+// person reading a terminal wants it: 2026-05-01 03:00:01 +02:00.
+export function localTime(iso: string): string {
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return iso;
+  const two = (n: number) => String(n).padStart(2, '0');
+  const offset = -at.getTimezoneOffset();
+  const zone = `${offset < 0 ? '-' : '+'}${two(Math.floor(Math.abs(offset) / 60))}:${two(Math.abs(offset) % 60)}`;
+  const date = `${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())}`;
+  return `${date} ${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())} ${zone}`;
+}
