@@ -154,3 +154,28 @@ export function spooled(stateDir: string): string[] {
   if (!existsSync(root)) return [];
   return readdirSync(root).flatMap((target) => readdirSync(join(root, target)).filter((f) => f.endsWith('.json')));
 }
+
+// Runs the built binary in a pseudo-terminal (util-linux script(1)), as from a person's
+// terminal: stdout and stderr are a TTY, and both come back, in order, as `stdout` (with the
+// terminal's \r\n turned back into \n).
+export function inTerminal(args: readonly string[], env: NodeJS.ProcessEnv): Promise<Finished> {
+  const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`;
+  const command = [process.execPath, BINARY, ...args].map(quote).join(' ');
+  const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...env, SHELL: '/bin/sh' }, cwd: env[SANDBOX_CWD] ?? ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  return new Promise((resolveDone) =>
+    child.on('close', (code, signal) => resolveDone({ code, signal, stdout: stdout.replaceAll('\r\n', '\n'), stderr })),
+  );
+}
+
+// What a started binary has written to stdout and stderr so far.
+export function collected(started: Started): { stdout(): string; stderr(): string } {
+  let stdout = '';
+  let stderr = '';
+  started.child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
+  started.child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  return { stdout: () => stdout, stderr: () => stderr };
+}

@@ -1,15 +1,13 @@
 import type { ChalkInstance } from 'chalk';
 import type { RecentRun } from '../store/jobs.js';
 import { formatDuration } from '../util/duration.js';
+import { wallClock } from '../util/time.js';
 
 // How the human output shows times and runs: local time (TZ honoured), ages, sparklines.
 
-// A time in the local zone, to the second: 2026-11-30 10:53:03.
-export function localTime(iso: string | null): string {
-  if (iso === null) return '-';
-  const d = new Date(iso);
-  const p = (n: number) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+// A time in the local zone, to the second, for tables (their header names the zone).
+export function tableTime(iso: string | null): string {
+  return iso === null ? '-' : wallClock(new Date(iso));
 }
 
 // The local zone's short name (CET, UTC, GMT+5:30), for a column header.

@@ -6,7 +6,7 @@ import type { RunRow } from '../store/types.js';
 import { isRoot, resolveLockDir } from '../util/paths.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { LocalLocks } from '../lock/held.js';
-import { localTime } from './format.js';
+import { tableTime } from './format.js';
 import { colours, renderTable } from './table.js';
 
 // A lock held right now, as `cronguard locks` shows it. `verified`: the kernel or the server
@@ -54,7 +54,7 @@ export async function locks(args: readonly string[], settings: Settings): Promis
   } else {
     const c = colours();
     const rows = held.map((h) => [
-      h.job, h.lock, h.host ?? '-', String(h.pid ?? h.holder_pid ?? '-'), localTime(h.since), String(h.run_id ?? '-'),
+      h.job, h.lock, h.host ?? '-', String(h.pid ?? h.holder_pid ?? '-'), tableTime(h.since), String(h.run_id ?? '-'),
       h.verified ? (h.run_id === null ? 'no run row' : '') : 'per run log (other host)',
     ]);
     process.stdout.write(renderTable(['JOB', 'LOCK', 'HOST', 'PID', 'SINCE', 'RUN', 'NOTE'], rows, c));

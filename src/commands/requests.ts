@@ -8,7 +8,7 @@ import { validateName } from '../util/name.js';
 import { userName } from '../util/user.js';
 import { parseAt } from '../util/time.js';
 import { parse, positiveInt, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { localTime } from './format.js';
+import { tableTime } from './format.js';
 import { colours, renderTable } from './table.js';
 
 interface RequestFlags {
@@ -108,7 +108,7 @@ export async function requests(args: readonly string[], settings: Settings): Pro
   } else {
     const c = colours();
     const cells = rows.map((r) => [
-      String(r.id), r.job, r.status, localTime(r.requested_at), localTime(r.not_before), r.requested_by ?? '-',
+      String(r.id), r.job, r.status, tableTime(r.requested_at), tableTime(r.not_before), r.requested_by ?? '-',
       String(r.run_id ?? '-'), r.exit_code === null ? '-' : String(r.exit_code), r.args.join(' '),
     ]);
     process.stdout.write(renderTable(['ID', 'JOB', 'STATUS', 'REQUESTED', 'NOT BEFORE', 'BY', 'RUN', 'EXIT', 'ARGS'], cells, c));

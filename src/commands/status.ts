@@ -4,7 +4,7 @@ import { NotFoundError } from '../errors.js';
 import type { JobStatus } from '../store/jobs.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { age, ago, clip, duration, localTime, percent, sparkline, terminalWidth, zoneName } from './format.js';
+import { age, ago, clip, duration, tableTime, percent, sparkline, terminalWidth, zoneName } from './format.js';
 import { colours, paintStatus, renderTable } from './table.js';
 
 // `cronguard status [NAME]`: every job at a glance, one line each; for one job, all there
@@ -69,7 +69,7 @@ function stale(j: JobStatus, c: ChalkInstance, now: number): string {
 // Everything about one job, a field per line.
 function detail(j: JobStatus, c: ChalkInstance): string {
   const now = Date.now();
-  const when = (iso: string | null) => (iso === null ? '-' : `${localTime(iso)} (${ago(iso, now)})`);
+  const when = (iso: string | null) => (iso === null ? '-' : `${tableTime(iso)} (${ago(iso, now)})`);
   const width = terminalWidth();
   const counts = Object.entries(j.runs_total).map(([s, n]) => `${n} ${s}`).join(', ');
   const lines: [string, string | null][] = [

@@ -1,7 +1,7 @@
 import { Chalk, type ChalkInstance } from 'chalk';
 import type { RunRow, RunStatus } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
-import { clip, localTime } from './format.js';
+import { clip, tableTime } from './format.js';
 
 // chalk honours FORCE_COLOR and whether stdout is a terminal; NO_COLOR (no-color.org) is
 // added here, with an explicit FORCE_COLOR taking precedence.
@@ -80,7 +80,7 @@ export function runCells(run: RunRow, c: ChalkInstance, now: number): string[] {
     run.job,
     paintStatus(c, run.status),
     run.trigger,
-    localTime(run.started_at),
+    tableTime(run.started_at),
     ran === null ? '-' : `${formatDuration(ran)}${run.status === 'running' ? '+' : ''}`,
     run.exit_code === null ? (run.signal ?? '-') : String(run.exit_code),
     String(run.overlaps),

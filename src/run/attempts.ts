@@ -8,6 +8,7 @@ import { formatDuration } from '../util/duration.js';
 import { type Messages, sleep } from '../util/io.js';
 import { newRunKey } from '../util/process-id.js';
 import { Interrupted } from './interrupted.js';
+import { LiveCopy } from './live.js';
 import { judge, type Verdict } from './outcome.js';
 import type { Pinger } from './ping.js';
 import type { RunRecorder } from './recorder.js';
@@ -59,17 +60,24 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
   const argv = [...config.argv, ...argumentsOf(requests, config.batch)];
   const command = argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`;
   const { guard } = ctx;
+  let current = run;
   for (let attempt = 1; ; attempt++) {
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: ctx.lock.inheritFd, dieWithWrapper: ctx.lock.commandDiesWithWrapper });
+    // Each attempt is a run of its own, with its own key, so its own live copy.
+    const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: ctx.lock.inheritFd, dieWithWrapper: ctx.lock.commandDiesWithWrapper, live });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
     if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);
     await ctx.metrics?.update(() => ctx.recorder.jobStatus(config.name));
     const result = await child.result;
     guard.current = null;
+    // All of the output is in the live copy before the outcome is recorded, and the copy
+    // goes only after: a follower that sees the run end has everything left to read.
+    await live?.drained();
     const verdict = judge(result, { ...config, lockLostWhileRunning: guard.lost }, new Date());
     const again = attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
     await ctx.recorder.finish(verdict.outcome, !again);
+    live?.remove();
     await ctx.metrics?.update(() => ctx.recorder.jobStatus(config.name));
     // Before the summary line, which stays the run's last word.
     const pingWarning = again ? null : await ping?.finish(verdict.exitCode, result.output);
@@ -91,7 +99,8 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
       if (warning) say.warn(warning);
       throw interrupted;
     }
-    await ctx.recorder.retry({ ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() });
+    current = { ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() };
+    await ctx.recorder.retry(current);
   }
 }
 

@@ -2,6 +2,7 @@ import { fstatSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { sleep } from '../util/io.js';
 import type { ProcessGroup } from './group.js';
+import type { LiveCopy } from './live.js';
 import type { QuietBuffer, StreamId, TailBuffer } from './output.js';
 
 const POLL_MS = 100;
@@ -19,7 +20,7 @@ interface Source {
 }
 
 // Passes the command's output through to cronguard's own stdout and stderr while it runs,
-// keeping the tail for the run log (and all of it for -q). A slow reader slows the command
+// keeping the tail for the run log (and all of it for -q), and copying it for `logs -f`. A slow reader slows the command
 // down rather than growing our memory; one that went away (EPIPE) stops the writing, not
 // the command. When the command exits, everything it wrote is drained; only descendants
 // that keep a pipe open are not waited for.
@@ -31,6 +32,7 @@ export class Relay {
   constructor(
     private readonly tail: TailBuffer,
     private readonly quiet: QuietBuffer | null,
+    private readonly live: LiveCopy | null,
   ) {}
 
   pipe(id: StreamId, stream: Readable | null, out: NodeJS.WriteStream): void {
@@ -48,6 +50,7 @@ export class Relay {
     stream.on('data', (chunk: Buffer) => {
       this.lastData = Date.now();
       this.tail.push(chunk);
+      this.live?.push(chunk);
       if (this.quiet) return this.quiet.push(id, chunk);
       if (broken) return;
       this.noteWritten(id, chunk);

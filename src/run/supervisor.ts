@@ -1,6 +1,7 @@
 import { type StdioOptions, spawn } from 'node:child_process';
 import { setLongTimeout } from '../util/io.js';
 import { ProcessGroup } from './group.js';
+import type { LiveCopy } from './live.js';
 import { QuietBuffer, TailBuffer } from './output.js';
 import { Relay } from './relay.js';
 import { Watchdog } from './watchdog.js';
@@ -16,6 +17,8 @@ export interface SuperviseOptions {
   readonly captureBytes: number;
   // The lock dies with cronguard, so the command's group must too (see Watchdog).
   readonly dieWithWrapper: boolean;
+  // Where the output is copied for `logs -f` while the command runs; null without a run log.
+  readonly live: LiveCopy | null;
 }
 
 // What became of the command, success or not, in one shape (as execa's result).
@@ -73,7 +76,8 @@ export function supervise(options: SuperviseOptions): Supervision {
   if (forwardedSignal) processGroup.signal(forwardedSignal);
   const tail = new TailBuffer(options.captureBytes);
   const quiet = options.quiet ? new QuietBuffer() : null;
-  const relay = new Relay(tail, quiet);
+  const relay = new Relay(tail, quiet, capture ? options.live : null);
+  if (!capture) options.live?.markUncaptured();
   relay.pipe(1, child.stdout, process.stdout);
   relay.pipe(2, child.stderr, process.stderr);
 

@@ -10,26 +10,27 @@ const FILE_FLAGS = constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOC
 // Opens `name` inside `dir` the way openat(2) would: the directory is opened once (itself
 // not a symlink) and the file is created relative to that descriptor, so swapping the
 // directory for a link after it was checked changes nothing. Only a regular file is
-// accepted. Returns the open descriptor.
-export function openInDirectory(dir: string, name: string, flags: number, what: string): number {
+// accepted. Returns the open descriptor; a failure keeps the system error as its `cause`.
+export function openInDirectory(dir: string, name: string, flags: number, what: string, mode = 0o644): number {
   let dirFd: number;
   try {
     dirFd = openSync(dir, DIR_FLAGS);
   } catch (error) {
-    throw fileError(`${what} directory`, dir, error);
+    throw Object.assign(fileError(`${what} directory`, dir, error), { cause: error });
   }
   try {
-    return openRegular(`/proc/self/fd/${dirFd}/${name}`, flags, what, `${dir}/${name}`);
+    return openRegular(`/proc/self/fd/${dirFd}/${name}`, flags, what, `${dir}/${name}`, mode);
   } finally {
     closeSync(dirFd);
   }
 }
 
 // Creates `name` inside `dir` (as openInDirectory) only if it does not exist yet; null if it
-// does. O_EXCL makes this the one atomic test-and-set a plain file system offers.
-export function createExclusive(dir: string, name: string, what: string): number | null {
+// does (whatever it is: a symlink planted there counts). O_EXCL makes this the one atomic
+// test-and-set a plain file system offers.
+export function createExclusive(dir: string, name: string, what: string, mode = 0o644, flags = 0): number | null {
   try {
-    return openInDirectory(dir, name, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, what);
+    return openInDirectory(dir, name, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | flags, what, mode);
   } catch (error) {
     if ((error as { cause?: NodeJS.ErrnoException }).cause?.code === 'EEXIST') return null;
     throw error;

@@ -54,3 +54,19 @@ function pointInTime(t: string, now: Date, direction: 'next' | 'last', bad: () =
   if (Number.isNaN(at.getTime()) || (!zone && at.getDate() !== Number(d))) throw bad();
   return at;
 }
+
+const two = (n: number) => String(n).padStart(2, '0');
+
+// A moment as this host's wall clock shows it (TZ honoured), to the second: 2026-05-01 03:00:01.
+export function wallClock(at: Date): string {
+  return `${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())} ${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())}`;
+}
+
+// The same with its offset from UTC, as a person reading a terminal wants it:
+// 2026-05-01 03:00:01 +02:00.
+export function localTime(iso: string): string {
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return iso;
+  const offset = -at.getTimezoneOffset();
+  return `${wallClock(at)} ${offset < 0 ? '-' : '+'}${two(Math.floor(Math.abs(offset) / 60))}:${two(Math.abs(offset) % 60)}`;
+}

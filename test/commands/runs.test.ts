@@ -76,48 +76,6 @@ describe('cronguard history', () => {
   });
 });
 
-describe('cronguard logs', () => {
-  it('prints the captured output of a run by id, and of the latest run by name', async () => {
-    const box = sandbox();
-    await cronguard(['-n', 'j', '--', 'sh', '-c', 'echo one; echo two >&2'], box.env);
-    await cronguard(['-n', 'j', '--', 'echo', 'latest'], box.env);
-    expect(await cronguard(['logs', '1'], box.env)).toMatchObject({ code: 0, stdout: 'one\ntwo\n', stderr: '' });
-    expect(await cronguard(['logs', 'j'], box.env)).toMatchObject({ code: 0, stdout: 'latest\n', stderr: '' });
-  });
-
-  it('notes truncation on stderr, keeping stdout the output itself', async () => {
-    const box = sandbox();
-    await cronguard(['--capture', '4', '-n', 't', '--', 'echo', 'abcdefgh'], box.env);
-    const result = await cronguard(['logs', 't'], box.env);
-    expect(result.stdout).toBe('fgh\n');
-    expect(result.stderr).toMatch(/output truncated; this is its last 4 bytes/);
-  });
-
-  it.each([
-    [['logs', '99'], /^cronguard logs: no run with id 99\n$/],
-    [['logs', 'nosuch'], /^cronguard logs: no runs recorded for job nosuch\n$/],
-  ])('finds nothing for %j: exit 1', async (args, message) => {
-    const box = sandbox();
-    await cronguard(['-n', 'j', '--', 'true'], box.env);
-    const result = await cronguard(args, box.env);
-    expect(result.code).toBe(1);
-    expect(result.stdout).toBe('');
-    expect(result.stderr).toMatch(message);
-  });
-
-  it.each([
-    [['logs'], /^cronguard logs: missing required argument 'run' \(see cronguard logs --help\)\n$/],
-    [['logs', '../../x'], /^cronguard logs: invalid job name .* \(see cronguard logs --help\)\n$/],
-  ])('rejects %j with exit 64', async (args, message) => {
-    const box = sandbox();
-    await cronguard(['-n', 'j', '--', 'true'], box.env);
-    const result = await cronguard(args, box.env);
-    expect(result.code).toBe(64);
-    expect(result.stdout).toBe('');
-    expect(result.stderr).toMatch(message);
-  });
-});
-
 describe('cronguard migrate', () => {
   it('creates the schema and reports its version', async () => {
     const box = sandbox();
