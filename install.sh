@@ -111,6 +111,9 @@ rm -rf "$stage"/node_modules/*/build/Release/obj* "$stage"/node_modules/*/build/
   "$stage/node_modules/better-sqlite3/deps" "$stage/node_modules/better-sqlite3/src"
 rm -rf "$DESTDIR$libdir"
 mv "$stage" "$DESTDIR$libdir"
+# The V8 code cache is tied to each file as installed (size and time) and to this node.
+"$node" --input-type=module -e "import('./scripts/build.mjs').then((b) => b.trainCodeCache(process.argv[1], process.argv[2]))" \
+  "$DESTDIR$libdir/dist" "$node" || say "note: no code cache (cronguard works, starting a little slower)"
 
 launcher=$DESTDIR$bindir/cronguard
 cat > "$launcher.new" <<LAUNCHER

@@ -1,11 +1,18 @@
-// Bundles src/ into one CommonJS file, dist/cronguard.cjs. Native addons (fs-ext,
-// better-sqlite3) stay outside and load from node_modules. CommonJS rather than ESM output
-// because Node's ESM loader costs measurably more at start-up, and start-up is most of
-// what cronguard costs a cron job; subcommand code is bundled in but only evaluated when
-// that subcommand runs.
-import { readFileSync, rmSync } from 'node:fs';
+// Builds dist/: the program split into CommonJS files in dist/lib/ (the run path in main.cjs
+// and the few files it needs; each subcommand, pg, commander and chalk in files of their
+// own, loaded only when used), dist/cronguard.cjs (the entry: a code-cache loader, see
+// src/boot/), and the code cache in dist/cache/, produced by training runs.
+//
+// esbuild splits only ESM output, and Node's ESM loader costs more at start-up than
+// CommonJS (measured: the split ESM build was slower than the single CommonJS file), so the
+// split ESM files are then turned into CommonJS ones, their imports of each other into
+// requires. Native addons (fs-ext, better-sqlite3) stay outside and load from node_modules.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { build, transform } from 'esbuild';
 
 // pg decides at load time whether it runs on Cloudflare Workers by touching the global
 // `Response`, which on Node 20 loads the whole fetch implementation: about 30 ms of every
@@ -23,8 +30,9 @@ const pgNodeStreams = {
 };
 
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+const root = fileURLToPath(new URL('..', import.meta.url));
 
-// Shared with the scale bench (test/bench/scale.ts), which bundles the stores the same way.
+// One CommonJS file; shared with the scale bench (test/bench/scale.ts).
 export const bundleOptions = {
   bundle: true,
   format: 'cjs',
@@ -32,14 +40,102 @@ export const bundleOptions = {
   target: 'node20',
   external: ['fs-ext', '*.node', 'pg-native'],
   loader: { '.sql': 'text' },
-  define: { CRONGUARD_VERSION: JSON.stringify(version), 'import.meta.url': '__cronguardUrl' },
-  banner: { js: "var __cronguardUrl = require('node:url').pathToFileURL(__filename).href;" },
+  define: { CRONGUARD_VERSION: JSON.stringify(version), 'import.meta.url': '__cronguard.url' },
+  // Only a few modules use import.meta.url, and computing it costs: a getter, per file.
+  banner: { js: "var __cronguard = { get url() { return require('node:url').pathToFileURL(__filename).href; } };" },
   plugins: [pgNodeStreams],
   legalComments: 'none',
   logLevel: 'warning',
 };
 
+// src/main.ts and what it imports, split at its dynamic imports, as CommonJS in lib/.
+async function buildLib(lib) {
+  const esm = mkdtempSync(join(tmpdir(), 'cronguard-esm-'));
+  try {
+    await build({
+      ...bundleOptions,
+      entryPoints: { main: join(root, 'src/main.ts') },
+      outdir: esm,
+      format: 'esm',
+      splitting: true,
+      define: { CRONGUARD_VERSION: JSON.stringify(version) },
+      banner: {},
+      outExtension: { '.js': '.mjs' },
+    });
+    const files = new Map();
+    for (const file of readdirSync(esm)) {
+      // Imports of each other become requires: static ones by the transform, dynamic ones
+      // here, so that no ESM loader is involved.
+      const source = readFileSync(join(esm, file), 'utf8')
+        .replace(/\bimport\("\.\/([\w-]+)\.mjs"\)/g, 'Promise.resolve().then(() => require("./$1.cjs"))')
+        .replace(/(["'])\.\/([\w-]+)\.mjs\1/g, '"./$2.cjs"');
+      const { code } = await transform(source, {
+        format: 'cjs',
+        platform: 'node',
+        target: 'node20',
+        define: { 'import.meta.url': '__cronguard.url' },
+        banner: bundleOptions.banner.js,
+        legalComments: 'none',
+      });
+      files.set(file.replace(/\.mjs$/, ''), code);
+    }
+    mkdirSync(lib, { recursive: true });
+    for (const [name, code] of mergeEagerChunks(files)) writeFileSync(join(lib, `${name}.cjs`), code);
+  } finally {
+    rmSync(esm, { recursive: true, force: true });
+  }
+}
+
+// esbuild puts every module that main shares with a lazily loaded file into a chunk of its
+// own, which main then loads at once: a dozen small files read and compiled on every run.
+// Those chunks go into main.cjs itself, each in a function run on first use, as CommonJS
+// would; every file asks main for them through one global function.
+const EAGER = /(?<!=> )require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
+const ANY_CHUNK = /require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
+const CHUNK = 'globalThis[Symbol.for("cronguard.chunk")]';
+
+function mergeEagerChunks(files) {
+  const eager = new Set();
+  const visit = (code) => {
+    for (const [, name] of code.matchAll(EAGER)) if (!eager.has(name)) visit(files.get(name), eager.add(name));
+  };
+  visit(files.get('main'));
+  const rewrite = (code) => code.replace(ANY_CHUNK, (call, name) => (eager.has(name) ? `${CHUNK}("${name}")` : call));
+  const defs = [...eager].map((name) => `defs[${JSON.stringify(name)}] = function (module, exports) {\n${rewrite(files.get(name))}\n};`);
+  const main = `(() => {
+  const defs = {}, loaded = {};
+  ${CHUNK} = (name) => {
+    if (!loaded[name]) { loaded[name] = { exports: {} }; defs[name](loaded[name], loaded[name].exports); }
+    return loaded[name].exports;
+  };
+  ${defs.join('\n')}
+})();
+${rewrite(files.get('main'))}`;
+  return [...files].filter(([name]) => !eager.has(name)).map(([name, code]) => [name, name === 'main' ? main : rewrite(code)]);
+}
+
+// Runs dist/train.cjs on a plain run, after a subcommand, so that the cache of the files
+// they share holds what the run path compiles. Training runs use a throwaway state.
+export function trainCodeCache(dist, node = process.execPath) {
+  const scratch = mkdtempSync(join(tmpdir(), 'cronguard-train-'));
+  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: scratch, CRONGUARD_STATE_DIR: join(scratch, 's'), CRONGUARD_LOCK_DIR: join(scratch, 'l') };
+  try {
+    rmSync(join(dist, 'cache'), { recursive: true, force: true });
+    for (const args of [['history'], ['-n', 'train', '--', 'true']]) {
+      const result = spawnSync(node, [join(dist, 'train.cjs'), ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+      if (result.status !== 0) throw new Error(`training run ${args.join(' ')} failed: ${result.stderr}`);
+    }
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  rmSync(new URL('../dist', import.meta.url), { recursive: true, force: true });
-  await build({ ...bundleOptions, entryPoints: ['src/main.ts'], outfile: 'dist/cronguard.cjs' });
+  const dist = join(root, 'dist');
+  rmSync(dist, { recursive: true, force: true });
+  await buildLib(join(dist, 'lib'));
+  for (const entry of ['cronguard', 'train']) {
+    await build({ ...bundleOptions, entryPoints: [join(root, `src/boot/${entry}.ts`)], outfile: join(dist, `${entry}.cjs`), banner: {}, define: {} });
+  }
+  trainCodeCache(dist);
 }

@@ -56,7 +56,16 @@ async function main(args: readonly string[]): Promise<number> {
   const config = resolveRunConfig(parsed, { env: process.env, root: isRoot(), settings });
   const say = messages(verbose);
   for (const line of config.sources) say.verbose(line);
-  return runJob(config, say);
+  const code = await runJob(config, say);
+  say.verbose(codeCacheNote());
+  return code;
+}
+
+// Whether start-up used the code cache (src/boot/), so an operator can check an install.
+function codeCacheNote(): string {
+  const tally = (globalThis as Record<symbol, { used: number; rejected: number; missing: number } | undefined>)[Symbol.for('cronguard.codeCache')];
+  if (!tally) return 'code cache: not in use (running from source)';
+  return `code cache: ${tally.used} files compiled from it, ${tally.rejected} rejected by V8, ${tally.missing} without one`;
 }
 
 // Registers every password cronguard may be handed before anything is parsed, so that no

@@ -75,6 +75,9 @@ describe('install.sh --uninstall', () => {
     );
     const staged = await run(process.execPath, [at('lib/cronguard/dist/cronguard.cjs'), '-n', 'demo', '--', 'echo', 'hi'], box.env);
     expect(staged).toMatchObject({ code: 0, stdout: 'hi\n', stderr: '' });
+    // install.sh made the code cache for the files as installed.
+    const verbose = await run(process.execPath, [at('lib/cronguard/dist/cronguard.cjs'), '-v', '-n', 'demo', '--', 'true'], box.env);
+    expect(verbose.stderr).toMatch(/code cache: [1-9]\d* files compiled from it, 0 rejected by V8, 0 without one/);
 
     const removed = await uninstall(project, env);
     expect(removed).toMatchObject({ code: 0, stdout: '' });

@@ -1,0 +1,46 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { appendFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ROOT, sandbox } from '../helpers.js';
+
+// Copies of dist/ inside the tree (so that their requires still find node_modules), with
+// their files' times kept, which the code cache is tied to.
+const copies: string[] = [];
+afterEach(() => {
+  for (const dir of copies.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function copyOfDist(): string {
+  const dir = join(ROOT, 'node_modules', '.cache', `cronguard-dist-${process.pid}-${copies.length}`);
+  copies.push(dir);
+  // cp -a keeps times to the nanosecond (Node's cpSync does not).
+  execFileSync('cp', ['-a', join(ROOT, 'dist'), dir]);
+  return dir;
+}
+
+// A verbose run of the copy; returns its output and what it says of the code cache.
+function run(dist: string, env: NodeJS.ProcessEnv) {
+  const result = spawnSync(process.execPath, [join(dist, 'cronguard.cjs'), '-v', '-n', 'cached', '--', 'echo', 'ran'], { env, encoding: 'utf8' });
+  const [used, rejected, missing] = /code cache: (\d+) files compiled from it, (\d+) rejected by V8, (\d+) without one/.exec(result.stderr)?.slice(1).map(Number) ?? [];
+  return { code: result.status, stdout: result.stdout, used, rejected, missing };
+}
+
+describe('the V8 code cache of dist/', () => {
+  it('is used by a run, for every file the run loads', () => {
+    const result = run(copyOfDist(), sandbox().env);
+    expect(result).toMatchObject({ code: 0, stdout: 'ran\n', rejected: 0, missing: 0 });
+    expect(result.used).toBeGreaterThanOrEqual(2);
+  });
+
+  it('is ignored for a file that changed, and rejected by V8 when it is not a cache; the run is the same', () => {
+    const dist = copyOfDist();
+    appendFileSync(join(dist, 'lib', 'main.cjs'), '\n// changed after the cache was made\n');
+    for (const file of readdirSync(join(dist, 'cache')).filter((f) => !f.startsWith('main.cjs-'))) {
+      writeFileSync(join(dist, 'cache', file), 'not a code cache');
+    }
+    const result = run(dist, sandbox().env);
+    expect(result).toMatchObject({ code: 0, stdout: 'ran\n', used: 0, missing: 1 });
+    expect(result.rejected).toBeGreaterThanOrEqual(1);
+  });
+});
