@@ -69,7 +69,7 @@ function leaseHolder(container: string): number | null | undefined {
   try {
     const epoch = highestEpoch(container);
     const path = epochPath(container, epoch);
-    if (epoch === 0 || !isFresh(path)) return undefined;
+    if (epoch === 0n || !isFresh(path)) return undefined;
     const pid = Number(readFileSync(path, 'utf8').split(' ')[1]);
     return Number.isInteger(pid) && pid > 0 ? pid : null;
   } catch {

@@ -21,20 +21,24 @@ export function lockfileBackend(dir: string, name: string): LockBackend {
   const tryOnce = (): Lock | null => {
     makeContainer(container);
     const latest = highestEpoch(container);
-    if (latest > 0 && isFresh(epochPath(container, latest))) return null;
-    const mine = latest + 1;
+    if (latest > 0n && isFresh(epochPath(container, latest))) return null;
+    const mine = latest + 1n;
     const fd = createExclusive(container, epochName(mine), 'lock file');
     if (fd === null) return null;
-    writeSync(fd, `${hostname()} ${process.pid}\n`);
-    closeSync(fd);
+    try {
+      writeSync(fd, `${hostname()} ${process.pid}\n`);
+    } finally {
+      closeSync(fd);
+    }
     if (highestEpoch(container) !== mine) return null;
-    for (let old = latest; old > 0 && old > latest - 5; old--) rmSync(epochPath(container, old), { force: true });
+    // A few predecessors go; ours is above all of them, whatever their size.
+    for (let old = latest; old > 0n && old > latest - 5n; old--) rmSync(epochPath(container, old), { force: true });
     return hold(container, mine);
   };
   return { description: `lockfile ${container} (stale after ${STALE_MS / 1000}s)`, acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort) };
 }
 
-function hold(container: string, epoch: number): Lock {
+function hold(container: string, epoch: bigint): Lock {
   const path = epochPath(container, epoch);
   let lostHandler: ((reason: string) => void) | null = null;
   let lost: string | null = null;
@@ -81,22 +85,32 @@ function makeContainer(container: string): void {
   }
 }
 
+// Epoch numbers in canonical decimal only, compared as BigInt: a Number would round
+// epoch-9007199254740993 down to its predecessor, and print 10^21 as "1e+21", a name the
+// next reader does not count. Any other name in the container is not an epoch.
+const EPOCH = /^epoch-([1-9]\d*)$/;
+
 // The highest epoch in the container; 0 when there is none yet.
-export function highestEpoch(container: string): number {
+export function highestEpoch(container: string): bigint {
   let names: string[];
   try {
     names = readdirSync(container);
   } catch (error) {
     throw fileError('lock directory', container, error);
   }
-  return names.reduce((max, name) => Math.max(max, /^epoch-(\d+)$/.exec(name) ? Number(name.slice(6)) : 0), 0);
+  let max = 0n;
+  for (const name of names) {
+    const digits = EPOCH.exec(name)?.[1];
+    if (digits !== undefined && BigInt(digits) > max) max = BigInt(digits);
+  }
+  return max;
 }
 
-export function epochPath(container: string, epoch: number): string {
+export function epochPath(container: string, epoch: bigint): string {
   return `${container}/${epochName(epoch)}`;
 }
 
-function epochName(epoch: number): string {
+function epochName(epoch: bigint): string {
   return `epoch-${epoch}`;
 }
 
