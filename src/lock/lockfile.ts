@@ -1,4 +1,4 @@
-import { closeSync, lutimesSync, mkdirSync, readdirSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, lstatSync, lutimesSync, mkdirSync, readdirSync, rmSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { fileError } from '../errors.js';
 import { createExclusive } from '../util/safe-path.js';
@@ -114,9 +114,12 @@ function epochName(epoch: bigint): string {
   return `epoch-${epoch}`;
 }
 
+// A lease is an epoch that is a regular file refreshed within STALE_MS: a link, FIFO or
+// device planted in its place holds nothing, and is never followed or opened.
 export function isFresh(path: string): boolean {
   try {
-    return Date.now() - statSync(path).mtimeMs < STALE_MS;
+    const stat = lstatSync(path);
+    return stat.isFile() && Date.now() - stat.mtimeMs < STALE_MS;
   } catch {
     return false;
   }
