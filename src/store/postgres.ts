@@ -3,7 +3,7 @@ import type { PgSession } from '../pg/session.js';
 import type { QueryResultRow } from 'pg';
 import { migratePostgres, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
 import { type Statement, statements } from './postgres-sql.js';
-import { outcomeOf, runOf, type SpooledRun } from './spool.js';
+import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import type { JobStatus, Paused } from './jobs.js';
 import {
   type AdmitResult, type HolderRow, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues,
@@ -126,10 +126,14 @@ export class PostgresStore implements RunStore {
     return rows.map(({ backend_start, ...r }) => ({ ...r, since: backend_start?.toISOString() ?? null }));
   }
 
+  // Under the record's run key, or, when that names another run's row, the key made from it.
   async importRun(record: SpooledRun): Promise<number> {
-    const values = { ...runValues(runOf(record)), child_pid: record.childPid, ...outcomeValues(outcomeOf(record)) };
-    const [row] = await this.withSchema(() => this.run<{ id: string }>(this.sql.importRun, values));
-    return Number(row?.id);
+    for (const runKey of [record.run.runKey, rekeyed(record)]) {
+      const values = { ...runValues({ ...runOf(record), runKey }), child_pid: record.childPid, ...outcomeValues(outcomeOf(record)) };
+      const [row] = await this.withSchema(() => this.run<{ id: string }>(this.sql.importRun, values));
+      if (row) return Number(row.id);
+    }
+    throw new RunKeyTaken(record.run.runKey);
   }
 
   async recordOverlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null> {

@@ -45,6 +45,20 @@ export function runOf(record: SpooledRun): NewRun {
   return { ...r, startedAt: new Date(r.startedAt), invokedAt: new Date(r.invokedAt), tick: r.tick === null ? null : new Date(r.tick) };
 }
 
+// The key a record takes when its own names another run's row (keys made before they had a
+// random part collide across PID namespaces): made from the record alone, so that a second
+// delivery of it finds the row the first one wrote.
+export function rekeyed(record: SpooledRun): string {
+  return `${record.run.runKey}@${record.run.host}/${record.run.pid}/${record.run.startedAt}`;
+}
+
+// A record whose run key, and the key made from it, both name other runs' rows.
+export class RunKeyTaken extends Error {
+  constructor(runKey: string) {
+    super(`run key ${runKey} belongs to another run`);
+  }
+}
+
 // Run records kept on local disk while the shared run log is unreachable, one JSON file per
 // run, delivered by the next invocation that can connect. Nothing is lost: a file is removed
 // only after its row is in the database. Each database and schema has a directory of its

@@ -39,7 +39,8 @@ export const SQL = {
             RETURNING id, host, pid, started_at`,
   overlapPending: `INSERT INTO jobs (name, pending_overlaps) VALUES (?, 1)
                    ON CONFLICT (name) DO UPDATE SET pending_overlaps = pending_overlaps + 1`,
-  // One row per run key, however often a record is written.
+  // One row per run key, however often a record is written; a key that names another run's
+  // row (not the same job, host, pid and start) changes nothing.
   importRun: `INSERT INTO runs (${RUN_COLUMNS}, child_pid, ${OUTCOME})
               VALUES (${RUN_VALUES}, @child_pid, @status, @finished_at, @duration_ms, @exit_code, @signal, @output,
                 @output_truncated, @error)
@@ -47,6 +48,7 @@ export const SQL = {
                 finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, exit_code = excluded.exit_code,
                 signal = excluded.signal, output = excluded.output, output_truncated = excluded.output_truncated,
                 error = excluded.error
+              WHERE job = excluded.job AND host = excluded.host AND pid = excluded.pid AND started_at = excluded.started_at
               RETURNING id`,
   listRuns: `SELECT * FROM runs
              WHERE (@job IS NULL OR job = @job) AND (@status IS NULL OR status = @status)
