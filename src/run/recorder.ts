@@ -58,12 +58,16 @@ export class RunRecorder {
     this.childPid = null;
   }
 
+  // Records spooled earlier. A failure here is the spool's, not this run's: it never sends
+  // this run's own records to the spool.
   async deliverSpool(): Promise<void> {
     const { spool } = this.parts;
-    if (!spool || !this.store) return;
-    await this.attempt('deliver spooled runs', async (store) => {
-      await spool.deliver(store, hostname());
-    });
+    if (!spool || !this.store || this.spooling) return;
+    try {
+      await spool.deliver(this.store, hostname(), this.say);
+    } catch (error) {
+      this.say.warn(`spooled runs in ${spool.dir} not delivered (${describe(error)})`);
+    }
   }
 
   // Under a lock already held: may this run start, and which requests does it serve? A log
