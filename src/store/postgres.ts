@@ -132,6 +132,8 @@ export class PostgresStore implements RunStore {
       const values = { ...runValues({ ...runOf(record), runKey }), child_pid: record.childPid, ...outcomeValues(outcomeOf(record)) };
       const [row] = await this.withSchema(() => this.run<{ id: string }>(this.sql.importRun, values));
       if (row) return Number(row.id);
+      const [owner] = await this.run<{ id: string; same: boolean }>(this.sql.keyOwner, values);
+      if (owner?.same) return Number(owner.id);
     }
     throw new RunKeyTaken(record.run.runKey);
   }

@@ -1,4 +1,4 @@
-import { closeSync, constants, fsyncSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, constants, fsyncSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe } from '../errors.js';
 import { type Messages, mkdirp } from '../util/io.js';
@@ -128,7 +128,7 @@ export class Spool {
       }
       const unfinishedHere = !record.outcome && record.run.host === host && isSameProcess(record.run.pid, record.run.wrapperStart);
       if (record.target !== this.target || unfinishedHere) {
-        renameSync(claimed, original);
+        putBack(claimed, original);
         continue;
       }
       try {
@@ -138,7 +138,7 @@ export class Spool {
           setAside(claimed, original, `refused: ${describe(error)}`, say);
           continue;
         }
-        renameSync(claimed, original);
+        putBack(claimed, original);
         say.verbose(`spooled runs in ${this.dir} wait for the next run (${describe(error)})`);
         return delivered;
       }
@@ -175,6 +175,20 @@ function readRecord(path: string): SpooledRun | null {
 // 23, integrity constraint) it will refuse every time.
 function isRecordError(error: unknown): boolean {
   return error instanceof RunKeyTaken || /^2[23]/.test(String((error as { code?: unknown })?.code));
+}
+
+// Puts a claimed record back under its name, unless its wrapper wrote a newer one there
+// meanwhile: rename(2) would replace that. Ours then stays beside it under a name of its
+// own, and the log keeps what the newer says whichever is delivered first (see importRun).
+function putBack(claimed: string, original: string): void {
+  try {
+    linkSync(claimed, original);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    renameSync(claimed, `${original.slice(0, -'.json'.length)}.${process.pid}-${Date.now()}.json`);
+    return;
+  }
+  unlinkSync(claimed);
 }
 
 // Kept for the operator under a name no deliverer picks up again, and said once.

@@ -85,6 +85,8 @@ export class SqliteStore implements RunStore {
       const params = { ...runParams({ ...runOf(record), runKey }), child_pid: record.childPid, ...outcomeParams(outcomeOf(record)) };
       const row = this.db.prepare(SQL.importRun).get(params) as { id: number } | undefined;
       if (row) return row.id;
+      const owner = this.db.prepare(SQL.keyOwner).get(params) as { id: number; same: number } | undefined;
+      if (owner?.same) return owner.id;
     }
     throw new RunKeyTaken(record.run.runKey);
   }

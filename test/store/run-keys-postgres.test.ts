@@ -46,6 +46,17 @@ describe.each(STORES)('run keys (%s)', (kind) => {
       [id, 'second container', 'boot/4200/1/1@vm/1/2026-03-01T03:00:00.020Z'],
     ]);
   });
+
+  it('a stale record of a run whose end is logged changes nothing, delivered after the end', async () => {
+    const box = storeBox(kind);
+    const store = await openStore(kind, box);
+    const end = record(box.job('stale'), '2026-03-01T03:00:00.010Z', 'the end');
+    const id = await store.importRun(end);
+    // Its start, delivered late: its wrapper is gone, so it would say `abandoned`.
+    expect(await store.importRun({ ...end, childPid: null, outcome: null })).toBe(id);
+    await store.close();
+    expect((await box.runs()).map((r) => [r.status, r.output])).toEqual([['succeeded', 'the end']]);
+  });
 });
 
 describe('run keys in PID namespaces', () => {
