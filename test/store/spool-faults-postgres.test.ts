@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -38,7 +38,8 @@ describe('spool faults', () => {
     writeFileSync(disk.filler, Buffer.alloc(200 * 1024 - 32 * 1024));
     const down = await cronguard(['-l', 'flock', '-n', job, '--', 'sh', '-c', 'head -c 61440 /dev/zero | tr "\\0" x'], env);
     expect(down.code).toBe(0);
-    expect(down.stderr).toMatch(/^cronguard: run log .* unavailable .*\ncronguard: cannot write the spool in \S+ \(ENOSPC \(write\)\); this run goes unrecorded\n$/);
+    // The start's record went to the spool, as the first line says; the end's did not.
+    expect(down.stderr).toMatch(/^cronguard: run log .* unavailable .*; records go to \S+ until it can be written\ncronguard: cannot write the spool in \S+ \(ENOSPC \(write\)\); this run goes unrecorded\n$/);
     for (const name of spooled(disk.stateDir)) JSON.parse(readFileSync(join(spoolDir(disk.stateDir), name), 'utf8'));
     rmSync(disk.filler);
     await server.start();
@@ -50,6 +51,18 @@ describe('spool faults', () => {
       ['succeeded', null],
     ]);
     expect(spooled(disk.stateDir)).toEqual([]);
+  });
+
+  it('a spool that cannot be written either: one line says so, and the job runs', async () => {
+    const box = pgSandbox();
+    mkdirSync(box.stateDir, { mode: 0o700 });
+    writeFileSync(join(box.stateDir, 'spool'), 'not a directory');
+    const env = { ...box.env, CRONGUARD_DATABASE_URL: 'postgres://postgres:pw@127.0.0.1:9/postgres' };
+    const result = await cronguard(['-l', 'flock', '-n', box.job('nowhere'), '--', 'echo', 'ran'], env);
+    expect(result).toMatchObject({ code: 0, stdout: 'ran\n' });
+    expect(result.stderr).toMatch(
+      /^cronguard: run log \S+ \(schema \w+\) unavailable \(open: .*ECONNREFUSED.*\); the spool in \S+ cannot be written either \(ENOTDIR \(mkdir\)\); this run goes unrecorded\n$/,
+    );
   });
 
   it('an empty, a cut-short and a refused record are set aside with one line each; the others are delivered', async () => {
