@@ -38,23 +38,26 @@ export interface CuttingProxy {
 
 // A proxy in front of the test server that stops the first statement whose text holds
 // `marker`: at the request (held unanswered until cut()), or at the reply (the server ran
-// and committed it, and the connection is cut before the client hears).
+// and committed it, and the connection is cut before the client hears). Every other
+// statement, and every connection after the cut, passes.
 export async function cuttingProxy(marker: string, at: 'request' | 'reply'): Promise<CuttingProxy> {
   const target = new URL(databaseUrl());
   let reach: () => void = () => {};
   const reached = new Promise<void>((resolve) => (reach = resolve));
-  let stage: 'before' | 'sent' | 'stopped' = 'before';
+  let armed = true;
   const own = new Set<Socket>();
   const cut = () => {
     for (const socket of own) socket.destroy();
   };
   const url = await listen(own, (client) => {
     const upstream = track(connect(Number(target.port || 5432), target.hostname), own);
+    let stage: 'before' | 'sent' | 'stopped' = 'before';
     let seen = '';
     client.on('data', (data) => {
       if (stage === 'stopped') return;
       seen = (seen + data.toString('latin1')).slice(-4096);
-      if (stage === 'before' && seen.includes(marker)) {
+      if (armed && stage === 'before' && seen.includes(marker)) {
+        armed = false;
         stage = at === 'request' ? 'stopped' : 'sent';
         if (at === 'request') return reach();
       }
@@ -64,7 +67,8 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply'): Pro
       if (stage === 'stopped') return;
       if (stage === 'sent') {
         stage = 'stopped';
-        cut();
+        client.destroy();
+        upstream.destroy();
         return reach();
       }
       client.write(data);

@@ -88,6 +88,21 @@ export class RunRecorder {
     return verdict;
   }
 
+  // The reply to the statement that takes the lock and records the start was lost with its
+  // connection, and the server may have committed the run's row though nothing ran: a record
+  // in the spool settles it as not run (or records the attempt, if no row was made), delivered
+  // by the next run. This run ends with its one line (69), so a spool that cannot be written
+  // goes unsaid: the next run that takes the lock marks the row abandoned all the same.
+  lostAdmission(run: NewRun): void {
+    const error = 'connection lost before the command started; nothing ran';
+    const outcome = { status: 'abandoned', finishedAt: new Date().toISOString(), durationMs: 0, exitCode: null, signal: null, output: null, outputTruncated: false, error } as const;
+    try {
+      this.parts.spool?.write({ ...spooled(run, null, null), outcome });
+    } catch {
+      // Said above: the row is settled by the next run that takes the lock.
+    }
+  }
+
   // The command started, with this command line (requests' arguments included).
   async childStarted(childPid: number, command: string): Promise<void> {
     this.childPid = childPid;

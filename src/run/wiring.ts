@@ -67,8 +67,8 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   // fails inside it (no privilege, a timeout), the lock is taken alone and the record spooled.
   const attempt = async (): Promise<Admission | null> => {
     if (log.recorder.writable) {
+      const stamped = atLock(run);
       try {
-        const stamped = atLock(run);
         const admission = await combined.lockAndAdmit(stamped, key, options, config.waitMs === 0);
         if (!admission.admitted) {
           if (keeps(options, admission)) return { ...admission, held: plain.held };
@@ -79,8 +79,11 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
         return { admitted: true, lock: plain.held, requests: admission.requests };
       } catch (error) {
         // Only an error the server sent is the log's; anything else is the connection, and
-        // without it there is no lock (69).
-        if (lockSession.isLost || !isServerError(error)) throw pgError(error, db.display);
+        // without it there is no lock (69), though the statement may have committed.
+        if (lockSession.isLost || !isServerError(error)) {
+          log.recorder.lostAdmission(stamped);
+          throw pgError(error, db.display);
+        }
         log.recorder.unavailable('record the start', error);
       }
     }

@@ -14,7 +14,7 @@ export interface SpooledRun {
   id: number | null;
   run: Omit<NewRun, 'startedAt' | 'invokedAt' | 'tick'> & { startedAt: string; invokedAt: string; tick: string | null };
   childPid: number | null;
-  outcome: (Omit<RunOutcome, 'finishedAt'> & { finishedAt: string }) | null;
+  outcome: StoredOutcome | null;
 }
 
 // How a spooled run ended, as a store writes it.

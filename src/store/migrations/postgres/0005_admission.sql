@@ -99,12 +99,16 @@ BEGIN
       END IF;
     END IF;
     -- One run per tick (see 0002): claim the minute on the job's row; ticks only move
-    -- forward, the same host may claim again, a tick beyond the caller's clock is bogus.
+    -- forward, the same host may claim again, a tick beyond the caller's clock is bogus. A
+    -- tick is served by a run that started its command or still may: not by one whose
+    -- wrapper was gone before (the reply to this statement lost with its connection).
     IF (p->>'fleet')::boolean AND tick_at IS NOT NULL THEN
       INSERT INTO {{schema}}.jobs AS j (name, tick, tick_host) VALUES (job_name, tick_at, host_name)
       ON CONFLICT (name) DO UPDATE
       SET tick = CASE WHEN j.tick > ahead THEN excluded.tick ELSE greatest(j.tick, excluded.tick) END, tick_host = excluded.tick_host
-      WHERE j.tick IS NULL OR excluded.tick > j.tick OR j.tick_host = excluded.tick_host OR j.tick > ahead;
+      WHERE j.tick IS NULL OR excluded.tick > j.tick OR j.tick_host = excluded.tick_host OR j.tick > ahead
+         OR NOT EXISTS (SELECT 1 FROM {{schema}}.runs r WHERE r.job = job_name AND r.tick = j.tick AND r.host = j.tick_host
+                        AND (r.status = 'running' OR r.child_pid IS NOT NULL));
       IF NOT FOUND THEN
         IF took_lock THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
         SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
