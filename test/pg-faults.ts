@@ -78,3 +78,35 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply'): Pro
   });
   return { url, reached, cut };
 }
+
+export interface FakeServer {
+  readonly url: string;
+  // Resolves once `count` connections have sent their startup message.
+  startups(count: number): Promise<void>;
+}
+
+// A server that accepts connections, reads what they send and answers nothing (as one that
+// hangs); or (`busy`) answers every login with "too many clients" (SQLSTATE 53300).
+export async function fakeServer(busy: boolean): Promise<FakeServer> {
+  let started = 0;
+  const waiting: { count: number; resolve: () => void }[] = [];
+  const url = await listen(new Set(), (client) => {
+    client.once('data', () => {
+      started++;
+      for (const w of waiting.filter((w) => started >= w.count)) w.resolve();
+      if (busy) client.end(errorResponse('53300', 'sorry, too many clients already'));
+    });
+  });
+  return {
+    url,
+    startups: (count) => new Promise((resolve) => (started >= count ? resolve() : waiting.push({ count, resolve }))),
+  };
+}
+
+function errorResponse(code: string, message: string): Buffer {
+  const fields = Buffer.from(`SFATAL\0VFATAL\0C${code}\0M${message}\0\0`);
+  const head = Buffer.alloc(5);
+  head.write('E');
+  head.writeInt32BE(fields.length + 4, 1);
+  return Buffer.concat([head, fields]);
+}
