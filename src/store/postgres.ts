@@ -57,11 +57,13 @@ export class PostgresStore implements RunStore {
     const [row] = await this.withSchema(() => this.run<{ r: AdmitResult }>(this.sql.admit, { p: JSON.stringify(p) }));
     const r = row?.r as AdmitResult;
     await this.upgradeIfBehind(r.version);
+    // This host's rows of the job under other locks, whose wrappers only this host can
+    // check: as the embedded log does, whatever the verdict.
+    const gone = (r.running ?? []).filter(options.isGone).map((g) => String(g.id));
+    if (gone.length > 0) await this.run(this.sql.abandon, { ids: gone });
     if (!r.admitted) {
       return { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined };
     }
-    const gone = (r.running ?? []).filter(options.isGone).map((g) => String(g.id));
-    if (gone.length > 0) await this.run(this.sql.abandon, { ids: gone });
     return { admitted: true, runId: Number(r.id), requests: r.requests };
   }
 
