@@ -5,9 +5,13 @@ import { createExclusive } from '../util/safe-path.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
 // A lease for file systems where flock(2) cannot be trusted (NFS): the holder refreshes it
-// every UPDATE_MS; one not refreshed for STALE_MS was abandoned and may be taken over.
+// every UPDATE_MS; one not refreshed for STALE_MS was abandoned and may be taken over. Its
+// holder counts it lost once it went LAPSE_MS without a refresh (cronguard was stopped or
+// stalled), and so does the command's watchdog, which stops the command then: well before
+// another waiter may take the lease over.
 export const STALE_MS = 10_000;
-const UPDATE_MS = 2_000;
+const UPDATE_MS = 1_000;
+const LAPSE_MS = 5_000;
 
 // The lock is a directory of numbered epoch files; the highest one is the lease. Taking the
 // lock means creating the next epoch with O_EXCL, which exactly one of any number of racing
@@ -15,7 +19,8 @@ const UPDATE_MS = 2_000;
 // re-created it, and several waiters could each do so). Epochs are never removed on release
 // (the lease is made stale instead), so their number only grows, and a winner checks that
 // nothing overtook it. Like any lease, it dies with the wrapper: the command gets a watchdog
-// (the supervisor), and a holder that stalls for STALE_MS loses the lock (exit 75).
+// (the supervisor) that also wants the lease's heartbeats, and a holder that stalls for
+// LAPSE_MS loses the lock (exit 75).
 export function lockfileBackend(dir: string, name: string): LockBackend {
   const container = `${dir}/${name}.lockdir`;
   const tryOnce = (): Lock | null => {
@@ -42,19 +47,32 @@ function hold(container: string, epoch: bigint): Lock {
   const path = epochPath(container, epoch);
   let lostHandler: ((reason: string) => void) | null = null;
   let lost: string | null = null;
-  const refresh = setInterval(() => {
+  // Monotonic: a wall clock set back or forward is no stall.
+  let refreshedAt = performance.now();
+  const beats = new Set<() => void>();
+  const refresh = () => {
+    if (lost) return;
+    const gap = performance.now() - refreshedAt;
     try {
-      const highest = highestEpoch(container);
-      if (highest !== epoch) throw new Error(`epoch ${highest} overtook ours (${epoch})`);
-      const now = new Date();
-      lutimesSync(path, now, now);
+      if (gap >= LAPSE_MS) {
+        lost = `lockfile ${container}: the lease lapsed, not refreshed for ${(gap / 1000).toFixed(1)}s (cronguard was stopped or stalled)`;
+      } else {
+        const highest = highestEpoch(container);
+        if (highest !== epoch) throw new Error(`epoch ${highest} overtook ours (${epoch})`);
+        const now = new Date();
+        lutimesSync(path, now, now);
+        refreshedAt = performance.now();
+        for (const beat of beats) beat();
+        return;
+      }
     } catch (error) {
-      clearInterval(refresh);
       lost = `lockfile ${container} was taken over: ${(error as Error).message}`;
-      lostHandler?.(lost);
     }
-  }, UPDATE_MS);
-  refresh.unref();
+    clearInterval(timer);
+    lostHandler?.(lost);
+  };
+  const timer = setInterval(refresh, UPDATE_MS);
+  timer.unref();
   return {
     inheritFd: null,
     commandDiesWithWrapper: true,
@@ -62,8 +80,17 @@ function hold(container: string, epoch: bigint): Lock {
       lostHandler = handler;
       if (lost) handler(lost);
     },
+    verify: refresh,
+    heartbeat: {
+      limitMs: LAPSE_MS,
+      onBeat(beat) {
+        beats.add(beat);
+        return () => beats.delete(beat);
+      },
+    },
     release: async () => {
-      clearInterval(refresh);
+      clearInterval(timer);
+      beats.clear();
       // Stale at once: the next waiter takes the next epoch. Removing it would let the
       // highest epoch go down, and a slow waiter reuse a number. If that fails, the lease
       // goes stale after STALE_MS all the same.

@@ -1,4 +1,5 @@
 import { type StdioOptions, spawn } from 'node:child_process';
+import type { Heartbeat } from '../lock/backend.js';
 import { setLongTimeout } from '../util/io.js';
 import { ProcessGroup } from './group.js';
 import { QuietBuffer, TailBuffer } from './output.js';
@@ -16,6 +17,7 @@ export interface SuperviseOptions {
   readonly captureBytes: number;
   // The lock dies with cronguard, so the command's group must too (see Watchdog).
   readonly dieWithWrapper: boolean;
+  readonly heartbeat?: Heartbeat | null;
 }
 
 // What became of the command, success or not, in one shape (as execa's result).
@@ -53,7 +55,7 @@ export function supervise(options: SuperviseOptions): Supervision {
   const capture = options.captureBytes > 0 || options.quiet;
   const stdio: StdioOptions = ['inherit', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit'];
   if (options.inheritFd !== null) stdio.push(options.inheritFd);
-  const watchdog = options.dieWithWrapper ? Watchdog.start() : null;
+  const watchdog = options.dieWithWrapper ? Watchdog.start(options.heartbeat) : null;
   // Handlers go in before the child exists: a signal that arrives while the command starts
   // must reach it, not kill cronguard and orphan it. Until the spawn returns, the group
   // is unknown and the signal is delivered right after.
