@@ -10,7 +10,21 @@ export interface Lock {
   readonly commandDiesWithWrapper: boolean;
   // Registers what to do if the lock is taken away while held (e.g. a stale lockfile).
   onLost(handler: (reason: string) => void): void;
+  // Checks, now, that the lock is still held (a lease may have lapsed while cronguard was
+  // stopped); a loss goes to onLost's handler, as any other.
+  verify(): void;
+  // A lease that lapses unless cronguard keeps refreshing it; null for other locks.
+  readonly heartbeat: Heartbeat | null;
   release(): Promise<void>;
+}
+
+// What the watchdog of a lease needs to stop the command before the lease can lapse while
+// cronguard is stopped (SIGSTOP, a frozen VM): another holder could take it after that.
+export interface Heartbeat {
+  // How long the lease may go without a refresh before it counts as lost.
+  readonly limitMs: number;
+  // Calls `beat` after every refresh from now on; returns what stops that.
+  onBeat(beat: () => void): () => void;
 }
 
 export interface AcquireOptions {

@@ -36,6 +36,8 @@ export function flockBackend(path: string, inLockDir: boolean): LockBackend {
     inheritFd: fd,
     commandDiesWithWrapper: false,
     onLost: () => {},
+    verify: () => {},
+    heartbeat: null,
     // Closing, not LOCK_UN: anything the command left running shares this open file
     // description and must keep the lock, as with util-linux flock.
     release: async () => closeSync(fd),

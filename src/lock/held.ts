@@ -1,5 +1,6 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, lstatSync, readdirSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
+import { openRegular } from '../util/safe-path.js';
 import { epochPath, highestEpoch, isFresh } from './lockfile.js';
 
 export interface LocalLock {
@@ -19,7 +20,8 @@ export class LocalLocks {
     if (backend === 'lockfile') return leaseHolder(path);
     if (backend !== 'flock') return undefined;
     try {
-      const { dev, ino } = statSync(path, { bigint: true });
+      // The lock file itself, never what a link in its place points to.
+      const { dev, ino } = lstatSync(path, { bigint: true });
       const major = Number(((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn));
       const minor = Number((dev & 0xffn) | ((dev >> 12n) & ~0xffn));
       return this.heldFlocks().get(`${major}:${minor}:${ino}`);
@@ -64,13 +66,24 @@ export class LocalLocks {
   }
 }
 
-// A lockfile lease is held when its highest epoch is fresh; the epoch names its holder.
+// A lockfile lease is held when its highest epoch is fresh; the epoch names its holder. It
+// is read like any lock file (O_NOFOLLOW, O_NONBLOCK, regular files only): a FIFO planted
+// as an epoch would otherwise hang `cronguard locks` and every skipping run in open(2).
 function leaseHolder(container: string): number | null | undefined {
   try {
+    if (!lstatSync(container).isDirectory()) return undefined;
     const epoch = highestEpoch(container);
     const path = epochPath(container, epoch);
-    if (epoch === 0 || !isFresh(path)) return undefined;
-    const pid = Number(readFileSync(path, 'utf8').split(' ')[1]);
+    if (epoch === 0n || !isFresh(path)) return undefined;
+    const fd = openRegular(path, constants.O_RDONLY, 'lock file');
+    const head = Buffer.alloc(256);
+    let length: number;
+    try {
+      length = readSync(fd, head);
+    } finally {
+      closeSync(fd);
+    }
+    const pid = Number(head.subarray(0, length).toString().split(' ')[1]);
     return Number.isInteger(pid) && pid > 0 ? pid : null;
   } catch {
     return undefined;

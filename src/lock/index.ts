@@ -12,6 +12,8 @@ const noLock: LockBackend = {
     inheritFd: null,
     commandDiesWithWrapper: false,
     onLost: () => {},
+    verify: () => {},
+    heartbeat: null,
     release: async () => {},
   }),
 };

@@ -1,13 +1,17 @@
-import { closeSync, lutimesSync, mkdirSync, readdirSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, lstatSync, lutimesSync, mkdirSync, readdirSync, rmSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { fileError } from '../errors.js';
 import { createExclusive } from '../util/safe-path.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
 // A lease for file systems where flock(2) cannot be trusted (NFS): the holder refreshes it
-// every UPDATE_MS; one not refreshed for STALE_MS was abandoned and may be taken over.
+// every UPDATE_MS; one not refreshed for STALE_MS was abandoned and may be taken over. Its
+// holder counts it lost once it went LAPSE_MS without a refresh (cronguard was stopped or
+// stalled), and so does the command's watchdog, which stops the command then: well before
+// another waiter may take the lease over.
 export const STALE_MS = 10_000;
-const UPDATE_MS = 2_000;
+const UPDATE_MS = 1_000;
+const LAPSE_MS = 5_000;
 
 // The lock is a directory of numbered epoch files; the highest one is the lease. Taking the
 // lock means creating the next epoch with O_EXCL, which exactly one of any number of racing
@@ -15,42 +19,60 @@ const UPDATE_MS = 2_000;
 // re-created it, and several waiters could each do so). Epochs are never removed on release
 // (the lease is made stale instead), so their number only grows, and a winner checks that
 // nothing overtook it. Like any lease, it dies with the wrapper: the command gets a watchdog
-// (the supervisor), and a holder that stalls for STALE_MS loses the lock (exit 75).
+// (the supervisor) that also wants the lease's heartbeats, and a holder that stalls for
+// LAPSE_MS loses the lock (exit 75).
 export function lockfileBackend(dir: string, name: string): LockBackend {
   const container = `${dir}/${name}.lockdir`;
   const tryOnce = (): Lock | null => {
     makeContainer(container);
     const latest = highestEpoch(container);
-    if (latest > 0 && isFresh(epochPath(container, latest))) return null;
-    const mine = latest + 1;
+    if (latest > 0n && isFresh(epochPath(container, latest))) return null;
+    const mine = latest + 1n;
     const fd = createExclusive(container, epochName(mine), 'lock file');
     if (fd === null) return null;
-    writeSync(fd, `${hostname()} ${process.pid}\n`);
-    closeSync(fd);
+    try {
+      writeSync(fd, `${hostname()} ${process.pid}\n`);
+    } finally {
+      closeSync(fd);
+    }
     if (highestEpoch(container) !== mine) return null;
-    for (let old = latest; old > 0 && old > latest - 5; old--) rmSync(epochPath(container, old), { force: true });
+    // A few predecessors go; ours is above all of them, whatever their size.
+    for (let old = latest; old > 0n && old > latest - 5n; old--) rmSync(epochPath(container, old), { force: true });
     return hold(container, mine);
   };
   return { description: `lockfile ${container} (stale after ${STALE_MS / 1000}s)`, acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort) };
 }
 
-function hold(container: string, epoch: number): Lock {
+function hold(container: string, epoch: bigint): Lock {
   const path = epochPath(container, epoch);
   let lostHandler: ((reason: string) => void) | null = null;
   let lost: string | null = null;
-  const refresh = setInterval(() => {
+  // Monotonic: a wall clock set back or forward is no stall.
+  let refreshedAt = performance.now();
+  const beats = new Set<() => void>();
+  const refresh = () => {
+    if (lost) return;
+    const gap = performance.now() - refreshedAt;
     try {
-      const highest = highestEpoch(container);
-      if (highest !== epoch) throw new Error(`epoch ${highest} overtook ours (${epoch})`);
-      const now = new Date();
-      lutimesSync(path, now, now);
+      if (gap >= LAPSE_MS) {
+        lost = `lockfile ${container}: the lease lapsed, not refreshed for ${(gap / 1000).toFixed(1)}s (cronguard was stopped or stalled)`;
+      } else {
+        const highest = highestEpoch(container);
+        if (highest !== epoch) throw new Error(`epoch ${highest} overtook ours (${epoch})`);
+        const now = new Date();
+        lutimesSync(path, now, now);
+        refreshedAt = performance.now();
+        for (const beat of beats) beat();
+        return;
+      }
     } catch (error) {
-      clearInterval(refresh);
       lost = `lockfile ${container} was taken over: ${(error as Error).message}`;
-      lostHandler?.(lost);
     }
-  }, UPDATE_MS);
-  refresh.unref();
+    clearInterval(timer);
+    lostHandler?.(lost);
+  };
+  const timer = setInterval(refresh, UPDATE_MS);
+  timer.unref();
   return {
     inheritFd: null,
     commandDiesWithWrapper: true,
@@ -58,8 +80,17 @@ function hold(container: string, epoch: number): Lock {
       lostHandler = handler;
       if (lost) handler(lost);
     },
+    verify: refresh,
+    heartbeat: {
+      limitMs: LAPSE_MS,
+      onBeat(beat) {
+        beats.add(beat);
+        return () => beats.delete(beat);
+      },
+    },
     release: async () => {
-      clearInterval(refresh);
+      clearInterval(timer);
+      beats.clear();
       // Stale at once: the next waiter takes the next epoch. Removing it would let the
       // highest epoch go down, and a slow waiter reuse a number. If that fails, the lease
       // goes stale after STALE_MS all the same.
@@ -81,28 +112,41 @@ function makeContainer(container: string): void {
   }
 }
 
+// Epoch numbers in canonical decimal only, compared as BigInt: a Number would round
+// epoch-9007199254740993 down to its predecessor, and print 10^21 as "1e+21", a name the
+// next reader does not count. Any other name in the container is not an epoch.
+const EPOCH = /^epoch-([1-9]\d*)$/;
+
 // The highest epoch in the container; 0 when there is none yet.
-export function highestEpoch(container: string): number {
+export function highestEpoch(container: string): bigint {
   let names: string[];
   try {
     names = readdirSync(container);
   } catch (error) {
     throw fileError('lock directory', container, error);
   }
-  return names.reduce((max, name) => Math.max(max, /^epoch-(\d+)$/.exec(name) ? Number(name.slice(6)) : 0), 0);
+  let max = 0n;
+  for (const name of names) {
+    const digits = EPOCH.exec(name)?.[1];
+    if (digits !== undefined && BigInt(digits) > max) max = BigInt(digits);
+  }
+  return max;
 }
 
-export function epochPath(container: string, epoch: number): string {
+export function epochPath(container: string, epoch: bigint): string {
   return `${container}/${epochName(epoch)}`;
 }
 
-function epochName(epoch: number): string {
+function epochName(epoch: bigint): string {
   return `epoch-${epoch}`;
 }
 
+// A lease is an epoch that is a regular file refreshed within STALE_MS: a link, FIFO or
+// device planted in its place holds nothing, and is never followed or opened.
 export function isFresh(path: string): boolean {
   try {
-    return Date.now() - statSync(path).mtimeMs < STALE_MS;
+    const stat = lstatSync(path);
+    return stat.isFile() && Date.now() - stat.mtimeMs < STALE_MS;
   } catch {
     return false;
   }

@@ -18,6 +18,9 @@ export function postgresBackend(session: PgSession, key: bigint): PostgresLockBa
     inheritFd: null,
     commandDiesWithWrapper: true,
     onLost: (handler) => session.watch(handler),
+    // The heartbeat of the session tells, in its own time (PgSession.watch).
+    verify: () => {},
+    heartbeat: null,
     release: async () => {
       if (!session.isLost) {
         // If the unlock fails, closing the session releases the lock all the same.

@@ -16,6 +16,9 @@ export interface ConnectOptions {
   // How long to keep retrying while the server is busy.
   readonly retryForMs: number;
   readonly onRetry?: (retry: number, delayMs: number, reason: string) => void;
+  // A signal to cronguard: stops connecting, and waiting to, at once (a server that never
+  // answers would hold it for the connect timeout, a busy one for all of -w).
+  readonly abort?: AbortSignal;
 }
 
 // A dedicated session: one attempt, a second with or without TLS as the sslmode says, and
@@ -23,11 +26,13 @@ export interface ConnectOptions {
 // failure ends as one of the contract's errors (69, 77).
 export async function connect(db: DbConfig, applicationName: string, options: ConnectOptions): Promise<PgSession> {
   const deadline = Date.now() + options.retryForMs;
+  const { abort } = options;
   for (let retry = 1; ; retry++) {
     try {
-      return await attempt(db, applicationName);
+      abort?.throwIfAborted();
+      return await attempt(db, applicationName, abort);
     } catch (error) {
-      if (error instanceof CronguardError) throw error;
+      if (error instanceof CronguardError || abort?.aborted) throw error;
       const code = (error as { code?: string }).code ?? '';
       const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (retry - 1)) * (0.5 + Math.random() / 2);
       if (!BUSY.has(code) || Date.now() + delay > deadline) {
@@ -36,24 +41,24 @@ export async function connect(db: DbConfig, applicationName: string, options: Co
         throw mapped;
       }
       options.onRetry?.(retry, Math.round(delay), (error as Error).message);
-      await sleep(delay);
+      await sleep(delay, abort);
     }
   }
 }
 
 // 'prefer' tries TLS first and 'allow' plain first; each falls back to the other once.
-async function attempt(db: DbConfig, applicationName: string): Promise<PgSession> {
+async function attempt(db: DbConfig, applicationName: string, abort: AbortSignal | undefined): Promise<PgSession> {
   const mode = db.connection.sslmode;
   const tlsFirst = mode !== 'allow' && mode !== 'disable';
   try {
-    return await PgSession.open(db, applicationName, tlsFirst);
+    return await PgSession.open(db, applicationName, tlsFirst, abort);
   } catch (error) {
     const fallBack =
       (mode === 'prefer' && /does not support SSL/.test((error as Error).message)) ||
       (mode === 'allow' && (error as { code?: string }).code === '28000');
-    if (!fallBack) throw error;
+    if (!fallBack || abort?.aborted) throw error;
   }
-  return PgSession.open(db, applicationName, !tlsFirst);
+  return PgSession.open(db, applicationName, !tlsFirst, abort);
 }
 
 // A refused login is easier to fix when it says why ~/.pgpass was not used.

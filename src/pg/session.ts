@@ -31,8 +31,9 @@ export class PgSession {
     client.on('end', () => this.markLost('the server closed the connection'));
   }
 
-  // One connection attempt; see connect.ts for TLS fallbacks and retries.
-  static async open(db: DbConfig, applicationName: string, tls: boolean): Promise<PgSession> {
+  // One connection attempt; see connect.ts for TLS fallbacks and retries. An aborted `abort`
+  // ends it at once, throwing the abort's reason.
+  static async open(db: DbConfig, applicationName: string, tls: boolean, abort?: AbortSignal): Promise<PgSession> {
     const client = new pg.Client({
       ...clientConfig(db.connection, tls),
       application_name: applicationName.slice(0, 63),
@@ -43,11 +44,19 @@ export class PgSession {
     });
     // Errors before the session exists are reported by connect() itself.
     client.on('error', () => {});
+    let onAbort = () => {};
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(abort?.reason);
+      abort?.addEventListener('abort', onAbort, { once: true });
+    });
     try {
-      await client.connect();
+      abort?.throwIfAborted();
+      await Promise.race([client.connect(), aborted]);
     } catch (error) {
       await client.end().catch(() => {});
       throw error;
+    } finally {
+      abort?.removeEventListener('abort', onAbort);
     }
     return new PgSession(client, db);
   }

@@ -1,4 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
+import { EXIT } from '../errors.js';
 import { quote } from '../cli/config.js';
 import type { Lock } from '../lock/backend.js';
 import type { Textfile } from '../metrics/textfile.js';
@@ -12,7 +13,7 @@ import { LiveCopy } from './live.js';
 import { judge, type Verdict } from './outcome.js';
 import type { Pinger } from './ping.js';
 import type { RunRecorder } from './recorder.js';
-import { supervise, type Supervision } from './supervisor.js';
+import { type ChildResult, supervise, type Supervision } from './supervisor.js';
 
 // How long a command whose lock was lost gets between the kill signal and SIGKILL.
 export const LOCK_LOSS_GRACE_MS = 2000;
@@ -44,7 +45,7 @@ export class LockGuard {
       // Another instance may take the lock any moment now: the grace before SIGKILL is
       // short, whatever --kill-after says.
       if (config.onLockLoss === 'terminate') this.current?.terminate(reason, Math.min(config.killAfterMs, LOCK_LOSS_GRACE_MS));
-      else say.warn(`${config.name}: lock lost (${reason}); the command continues (--on-lock-loss continue)`);
+      else if (this.current) say.warn(`${config.name}: lock lost (${reason}); the command continues (--on-lock-loss continue)`);
     });
   }
 }
@@ -61,10 +62,14 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
   const command = argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`;
   const { guard } = ctx;
   let current = run;
+  const { lock } = ctx;
   for (let attempt = 1; ; attempt++) {
+    // A lease may have lapsed while cronguard was stopped, since it was last refreshed.
+    lock.verify();
+    if (guard.lost !== null) return lostBeforeStart(ctx, guard.lost);
     // Each attempt is a run of its own, with its own key, so its own live copy.
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: ctx.lock.inheritFd, dieWithWrapper: ctx.lock.commandDiesWithWrapper, live });
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, live });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
     if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);
@@ -74,7 +79,9 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     // All of the output is in the live copy before the outcome is recorded, and the copy
     // goes only after: a follower that sees the run end has everything left to read.
     await live?.drained();
-    const verdict = judge(result, { ...config, lockLostWhileRunning: guard.lost }, new Date());
+    // Or while the command ran: its watchdog then stopped the command, for the lease.
+    lock.verify();
+    const verdict = judge(endedBy(result, guard.lost, config), { ...config, lockLostWhileRunning: guard.lost }, new Date());
     const again = attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
     await ctx.recorder.finish(verdict.outcome, !again);
     live?.remove();
@@ -102,6 +109,24 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     current = { ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() };
     await ctx.recorder.retry(current);
   }
+}
+
+// A lock lost while the command ran ends the run as lock_lost (75) under --on-lock-loss
+// terminate, whoever stopped the command: cronguard, or the watchdog of a lease that lapsed
+// while cronguard was stopped (cronguard finds out when it runs again).
+function endedBy(result: ChildResult, lost: string | null, config: RunConfig): ChildResult {
+  const unseen = lost !== null && result.terminatedBecause === null && config.onLockLoss === 'terminate';
+  return unseen ? { ...result, terminatedBecause: lost } : result;
+}
+
+// The lock was gone before the command could start (a lease that lapsed while cronguard
+// was stopped): the attempt ends unrun, one line, 75.
+async function lostBeforeStart(ctx: Attempts, lost: string): Promise<number> {
+  const error = `lock lost before the command started (${lost}); nothing ran`;
+  const outcome = { status: 'lock_lost', finishedAt: new Date(), durationMs: 0, exitCode: null, signal: null, output: null, outputTruncated: false, error } as const;
+  await ctx.recorder.finish(outcome, true);
+  ctx.say.warn(summaryLine(ctx.config.name, error, ctx.recorder.runId));
+  return EXIT.lockLost;
 }
 
 // The arguments the served requests add: all of them in order (--batch), else those of

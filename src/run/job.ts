@@ -37,10 +37,11 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   try {
     if (config.jitterMs > 0) await sleep(Math.random() * config.jitterMs, stop.signal);
     if (stop.signal.aborted) throw interrupted('before the command started; nothing ran');
-    gate = await openGate(config, run, admitOptions(config, manual), say);
-    admission = await gate.admit(stop.signal).catch((error: unknown) => {
+    const notRun = (error: unknown) => {
       throw stop.signal.aborted ? interrupted('before the command started; nothing ran') : error;
-    });
+    };
+    gate = await openGate(config, run, admitOptions(config, manual), say, stop.signal).catch(notRun);
+    admission = await gate.admit(stop.signal).catch(notRun);
     // Runs of a loop are spaced from here: at or after the first run's recorded start.
     const admittedAt = Date.now();
     const lock = admission.admitted ? admission.lock : admission.held;

@@ -35,6 +35,8 @@ export class RunRecorder {
   private childPid: number | null = null;
   private spooling = false;
   private warned = false;
+  // Why the log failed, until it is said (see unavailable).
+  private failure: string | null = null;
 
   constructor(
     private readonly parts: RecorderParts,
@@ -62,12 +64,16 @@ export class RunRecorder {
     this.childPid = null;
   }
 
+  // Records spooled earlier. A failure here is the spool's, not this run's: it never sends
+  // this run's own records to the spool.
   async deliverSpool(): Promise<void> {
     const { spool } = this.parts;
-    if (!spool || !this.store) return;
-    await this.attempt('deliver spooled runs', async (store) => {
-      await spool.deliver(store, hostname());
-    });
+    if (!spool || !this.store || this.spooling) return;
+    try {
+      await spool.deliver(this.store, hostname(), this.say);
+    } catch (error) {
+      this.say.warn(`spooled runs in ${spool.dir} not delivered (${describe(error)})`);
+    }
   }
 
   // Under a lock already held: may this run start, and which requests does it serve? A log
@@ -84,6 +90,21 @@ export class RunRecorder {
     });
     if (verdict.admitted) this.spoolNow(null);
     return verdict;
+  }
+
+  // The reply to the statement that takes the lock and records the start was lost with its
+  // connection, and the server may have committed the run's row though nothing ran: a record
+  // in the spool settles it as not run (or records the attempt, if no row was made), delivered
+  // by the next run. This run ends with its one line (69), so a spool that cannot be written
+  // goes unsaid: the next run that takes the lock marks the row abandoned all the same.
+  lostAdmission(run: NewRun): void {
+    const error = 'connection lost before the command started; nothing ran';
+    const outcome = { status: 'abandoned', finishedAt: new Date().toISOString(), durationMs: 0, exitCode: null, signal: null, output: null, outputTruncated: false, error } as const;
+    try {
+      this.parts.spool?.write({ ...spooled(run, null, null), outcome });
+    } catch {
+      // Said above: the row is settled by the next run that takes the lock.
+    }
   }
 
   // The command started, with this command line (requests' arguments included).
@@ -175,21 +196,30 @@ export class RunRecorder {
   }
 
   async close(): Promise<void> {
+    this.sayFailure(`records go to ${this.parts.spool?.dir} until it can be written`);
     const store = this.store;
     this.store = null;
     await store?.close().catch(() => {});
   }
 
   // The log failed; from now on records go to the spool (or nowhere). Warns once, naming a
-  // missing privilege as such, since that is what the operator must grant.
+  // missing privilege as such, since that is what the operator must grant. With a spool, the
+  // one line also says whether the spool took the run's record, so it waits for the first
+  // record (or, if none comes, for close()).
   unavailable(what: string, error: unknown): void {
     this.spooling = this.parts.spool !== null;
     if (!this.spooling) void this.close();
-    if (this.warned) return;
-    this.warned = true;
-    const then = this.spooling ? `records go to ${this.parts.spool?.dir} until it can be written` : 'the job runs unrecorded';
+    if (this.warned || this.failure !== null) return;
     const why = isPrivilegeError(error) ? `permission denied: ${(error as Error).message}` : describe(error);
-    this.say.warn(`run log ${this.parts.where} unavailable (${what}: ${why}); ${then}`);
+    this.failure = `run log ${this.parts.where} unavailable (${what}: ${why})`;
+    if (!this.spooling) this.sayFailure('the job runs unrecorded');
+  }
+
+  private sayFailure(then: string): void {
+    if (this.failure === null) return;
+    this.say.warn(`${this.failure}; ${then}`);
+    this.failure = null;
+    this.warned = true;
   }
 
   private async attempt(what: string, op: (store: RunStore) => Promise<void>, retry = false): Promise<void> {
@@ -210,11 +240,15 @@ export class RunRecorder {
   }
 
   private spoolNow(outcome: RunOutcome | null): void {
-    if (!this.spooling || !this.parts.spool || !this.run) return;
+    const { spool } = this.parts;
+    if (!this.spooling || !spool || !this.run) return;
     try {
-      this.parts.spool.write(spooled(this.run, this.id, outcome, this.childPid));
+      spool.write(spooled(this.run, this.id, outcome, this.childPid));
+      this.sayFailure(`records go to ${spool.dir} until it can be written`);
     } catch (error) {
-      this.say.warn(`cannot write the spool in ${this.parts.spool.dir} (${describe(error)}); this run goes unrecorded`);
+      const lost = 'this run goes unrecorded';
+      if (this.failure !== null) this.sayFailure(`the spool in ${spool.dir} cannot be written either (${describe(error)}); ${lost}`);
+      else this.say.warn(`cannot write the spool in ${spool.dir} (${describe(error)}); ${lost}`);
       this.spooling = false;
       this.store = null;
     }

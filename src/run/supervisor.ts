@@ -1,4 +1,5 @@
 import { type StdioOptions, spawn } from 'node:child_process';
+import type { Heartbeat } from '../lock/backend.js';
 import { setLongTimeout } from '../util/io.js';
 import { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
@@ -19,6 +20,7 @@ export interface SuperviseOptions {
   readonly dieWithWrapper: boolean;
   // Where the output is copied for `logs -f` while the command runs; null without a run log.
   readonly live: LiveCopy | null;
+  readonly heartbeat?: Heartbeat | null;
 }
 
 // What became of the command, success or not, in one shape (as execa's result).
@@ -56,7 +58,7 @@ export function supervise(options: SuperviseOptions): Supervision {
   const capture = options.captureBytes > 0 || options.quiet;
   const stdio: StdioOptions = ['inherit', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit'];
   if (options.inheritFd !== null) stdio.push(options.inheritFd);
-  const watchdog = options.dieWithWrapper ? Watchdog.start() : null;
+  const watchdog = options.dieWithWrapper ? Watchdog.start(options.heartbeat) : null;
   // Handlers go in before the child exists: a signal that arrives while the command starts
   // must reach it, not kill cronguard and orphan it. Until the spawn returns, the group
   // is unknown and the signal is delivered right after.

@@ -1,37 +1,123 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { CronguardError, EXIT } from '../errors.js';
+import type { Heartbeat } from '../lock/backend.js';
+import { messages } from '../util/io.js';
 
-// The watchdog reads the command's process group id, then waits: a `done` line means
-// cronguard finished normally; end of input without it means cronguard died (SIGKILL, the
-// OOM killer) and its pipe closed, and then the whole group is killed.
-const SCRIPT =
-  'read -r group || exit 0; [ "$group" = done ] && exit 0; read -r word; [ "$word" = done ] || kill -s KILL -- "-$group" 2>/dev/null';
+// The watchdog reads the command's process group id (one started again for a command that
+// runs has it as $2: cronguard may die before it could write it), then waits: a `done` line
+// means cronguard finished normally; end of input without it means cronguard died (SIGKILL,
+// the OOM killer) and its pipe closed, and then the whole group is killed. With $1 > 0 (a
+// lease), a timer beside it kills the group too when no `beat` line came for $1 seconds:
+// cronguard is stopped and its lease running out. The timer counts whole seconds since the
+// last beat (a WINCH, which it ignores until its trap is set), and ends when the watchdog does.
+const SCRIPT = `group=$2
+[ -n "$group" ] || read -r group || exit 0
+[ "$group" = done ] && exit 0
+if [ "$1" -gt 0 ]; then
+  (trap 'n=0' WINCH; n=0
+   while sleep 1 && kill -0 $$ 2>/dev/null; do
+     n=$((n + 1)); [ "$n" -ge "$1" ] && { kill -s KILL -- "-$group" 2>/dev/null; exit; }
+   done) &
+  timer=$!
+fi
+while read -r word; do
+  case $word in
+    beat) kill -s WINCH "$timer" 2>/dev/null;;
+    done) [ -n "$timer" ] && kill "$timer" 2>/dev/null; exit 0;;
+  esac
+done
+kill -s KILL -- "-$group" 2>/dev/null`;
+
+// How often cronguard looks whether its watchdog was stopped (SIGSTOP): a stopped one would
+// do nothing when cronguard dies.
+const CHECK_MS = 1000;
 
 // For locks that die with cronguard (postgres, lockfile): when cronguard dies, the next
 // instance may take the lock at once, so the command's whole process group must die too,
 // grandchildren included (a parent-death signal reaches only the command itself). A second
 // process in a session of its own does it, so that whatever kills cronguard's group, or its
-// terminal, spares it. /bin/sh is all it needs, and if it cannot start, nothing runs.
+// terminal, spares it. /bin/sh is all it needs, and if it cannot start, nothing runs. One
+// that is killed, or stopped, is replaced at once; if none can start, the command is stopped.
 export class Watchdog {
-  private constructor(private readonly process: ChildProcess) {}
+  private child: ChildProcess;
+  private group: number | null = null;
+  private released = false;
+  private readonly stopBeats: () => void;
+  private readonly check: NodeJS.Timeout;
+
+  private constructor(private readonly heartbeat: Heartbeat | null) {
+    this.child = this.launch();
+    this.stopBeats = heartbeat?.onBeat(() => this.child.stdin?.write('beat\n')) ?? (() => {});
+    this.check = setInterval(() => this.replaceIfStopped(), CHECK_MS);
+    this.check.unref();
+  }
 
   // Started before the command, so that a command never runs unwatched.
-  static start(): Watchdog {
-    const child = spawn('/bin/sh', ['-c', SCRIPT], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  static start(heartbeat: Heartbeat | null = null): Watchdog {
+    return new Watchdog(heartbeat);
+  }
+
+  watch(pgid: number): void {
+    this.group = pgid;
+    this.child.stdin?.write(`${pgid}\n`);
+  }
+
+  // The command's group is gone (or was never there): stand down.
+  release(): void {
+    this.released = true;
+    clearInterval(this.check);
+    this.stopBeats();
+    this.child.stdin?.end('done\n');
+  }
+
+  private launch(): ChildProcess {
+    // The timer counts whole seconds since the last beat, the one it came in included: with
+    // limit + 1 it acts between limit and limit + 1 s after it, when the lease is lost to
+    // cronguard already, and seconds before it is stale for the next holder.
+    const seconds = this.heartbeat ? Math.ceil(this.heartbeat.limitMs / 1000) + 1 : 0;
+    const argv = ['-c', SCRIPT, 'cronguard-watchdog', String(seconds), ...(this.group === null ? [] : [String(this.group)])];
+    const child = spawn('/bin/sh', argv, { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
     if (child.pid === undefined) {
       throw new CronguardError('cannot start the watchdog (/bin/sh) that ends the command with cronguard; nothing ran', EXIT.unavailable);
     }
     child.on('error', () => {});
     child.stdin?.on('error', () => {});
-    return new Watchdog(child);
+    child.once('exit', () => this.replace(child));
+    return child;
   }
 
-  watch(pgid: number): void {
-    this.process.stdin?.write(`${pgid}\n`);
+  private replace(dead: ChildProcess): void {
+    if (this.released || dead !== this.child) return;
+    try {
+      this.child = this.launch();
+    } catch {
+      clearInterval(this.check);
+      if (this.group !== null) kill(-this.group);
+      messages(false).warn('the watchdog that ends the command with cronguard died and cannot be restarted; the command was killed');
+    }
   }
 
-  // The command's group is gone (or was never there): stand down.
-  release(): void {
-    this.process.stdin?.end('done\n');
+  // Stopped by a signal (T; not t, a tracer's brief stop): killed, with its whole group (the
+  // timer beside it must not be left behind), and so replaced.
+  private replaceIfStopped(): void {
+    const pid = this.child.pid as number;
+    let state = '';
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    } catch {
+      return;
+    }
+    if (state === 'T') kill(-pid);
+  }
+}
+
+// SIGKILL to a process group that may be gone already.
+function kill(target: number): void {
+  try {
+    process.kill(target, 'SIGKILL');
+  } catch {
+    // Gone: nothing left to kill.
   }
 }

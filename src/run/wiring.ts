@@ -40,16 +40,17 @@ export async function openRecorder(config: RunConfig, say: Messages): Promise<Ru
   return sqliteLog(config, say);
 }
 
-// Puts together the lock and the run log the configuration asks for.
-export async function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages): Promise<Gate> {
+// Puts together the lock and the run log the configuration asks for. An aborted `abort` (a
+// signal) ends connecting to PostgreSQL by throwing its reason.
+export async function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
   if (config.lock !== 'postgres' && config.log !== 'postgres') {
     const backend = await openLockBackend(config);
     return localGate(backend, await sqliteLog(config, say), run, config, options, () => 0);
   }
   const db = config.db as NonNullable<RunConfig['db']>;
   // The lock needs its connection: without it nothing runs (69). The log alone can wait.
-  const lockSession = config.lock === 'postgres' ? await connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say)) : null;
-  const log = config.log === 'postgres' ? await postgresLog(config, say, lockSession) : { recorder: await sqliteLog(config, say), store: null };
+  const lockSession = config.lock === 'postgres' ? await connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, abort)) : null;
+  const log = config.log === 'postgres' ? await postgresLog(config, say, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
   const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as PgSession[];
   const roundTrips = () => sessions().reduce((n, s) => n + s.roundTrips, 0);
   if (!lockSession) return localGate(await openLockBackend(config), log.recorder, run, config, options, roundTrips);
@@ -67,8 +68,8 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   // fails inside it (no privilege, a timeout), the lock is taken alone and the record spooled.
   const attempt = async (): Promise<Admission | null> => {
     if (log.recorder.writable) {
+      const stamped = atLock(run);
       try {
-        const stamped = atLock(run);
         const admission = await combined.lockAndAdmit(stamped, key, options, config.waitMs === 0);
         if (!admission.admitted) {
           if (keeps(options, admission)) return { ...admission, held: plain.held };
@@ -79,8 +80,11 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
         return { admitted: true, lock: plain.held, requests: admission.requests };
       } catch (error) {
         // Only an error the server sent is the log's; anything else is the connection, and
-        // without it there is no lock (69).
-        if (lockSession.isLost || !isServerError(error)) throw pgError(error, db.display);
+        // without it there is no lock (69), though the statement may have committed.
+        if (lockSession.isLost || !isServerError(error)) {
+          log.recorder.lostAdmission(stamped);
+          throw pgError(error, db.display);
+        }
         log.recorder.unavailable('record the start', error);
       }
     }
@@ -127,10 +131,11 @@ function localGate(backend: LockBackend, recorder: RunRecorder, run: NewRun, con
 
 // A busy server (no free connection slot) is retried for a few seconds, or for as long as
 // -w lets the run wait.
-function connectOptions(config: RunConfig, say: Messages): ConnectOptions {
+function connectOptions(config: RunConfig, say: Messages, abort?: AbortSignal): ConnectOptions {
   return {
     retryForMs: Math.max(BUSY_RETRY_MS, config.waitMs),
     onRetry: (retry, delayMs, reason) => say.verbose(`${config.name}: PostgreSQL is busy (${reason}); retry ${retry} in ${delayMs}ms`),
+    abort,
   };
 }
 
@@ -166,16 +171,23 @@ async function sqliteLog(config: RunConfig, say: Messages): Promise<RunRecorder>
 }
 
 // The shared log, on the lock's session when there is one. Records that cannot reach it
-// go to the spool in the state dir.
-async function postgresLog(config: RunConfig, say: Messages, session: PgSession | null): Promise<{ recorder: RunRecorder; store: PostgresStore | null }> {
+// go to the spool in the state dir. A signal stops its first connection (the run has not
+// begun), never a reconnection to record an outcome.
+async function postgresLog(
+  config: RunConfig,
+  say: Messages,
+  session: PgSession | null,
+  abort?: AbortSignal,
+): Promise<{ recorder: RunRecorder; store: PostgresStore | null }> {
   const db = config.db as NonNullable<RunConfig['db']>;
   const { Spool } = await import('../store/spool.js');
-  const connect = () => connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say));
+  const connect = (signal?: AbortSignal) => connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, signal));
   let store: PostgresStore | null = null;
   let openError: unknown = null;
   try {
-    store = await openPostgresStore(session ?? (await connect()), db.schema);
+    store = await openPostgresStore(session ?? (await connect(abort)), db.schema);
   } catch (error) {
+    if (abort?.aborted) throw error;
     openError = error;
   }
   const recorder = new RunRecorder(

@@ -68,16 +68,24 @@ export function statements(S: string) {
                          ON CONFLICT (name) DO UPDATE SET pending_overlaps = ${S}.jobs.pending_overlaps + 1)
               SELECT id, host, pid, started_at FROM o`),
     // A run written while the log was out of reach, or one that never started: one row per
-    // run key, however often it is delivered, and whether or not its start got through.
-    importRun: named(`INSERT INTO ${S}.runs (${RUN_COLUMNS}, child_pid, status, finished_at, duration_ms, exit_code, signal,
+    // run key, however often it is delivered, and whether or not its start got through. A key
+    // that names another run's row (not the same job, host, pid and start) changes nothing,
+    // and neither does an `abandoned` guessed from an old record of a run that did finish.
+    importRun: named(`INSERT INTO ${S}.runs AS r (${RUN_COLUMNS}, child_pid, status, finished_at, duration_ms, exit_code, signal,
                         output, output_truncated, error)
                       VALUES (${RUN_VALUES}, :child_pid, :status, :finished_at, :duration_ms, :exit_code, :signal, :output,
                         :output_truncated, :error)
-                      ON CONFLICT (run_key) DO UPDATE SET child_pid = coalesce(excluded.child_pid, ${S}.runs.child_pid),
+                      ON CONFLICT (run_key) DO UPDATE SET child_pid = coalesce(excluded.child_pid, r.child_pid),
                         status = excluded.status, finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
                         exit_code = excluded.exit_code, signal = excluded.signal, output = excluded.output,
                         output_truncated = excluded.output_truncated, error = excluded.error
+                      WHERE r.job = excluded.job AND r.host = excluded.host AND r.pid = excluded.pid
+                        AND r.started_at = excluded.started_at
+                        AND (excluded.status <> 'abandoned' OR r.status IN ('running', 'abandoned'))
                       RETURNING id`),
+    // The row a run key names, and whether it is this run's (importRun changed nothing).
+    keyOwner: named(`SELECT id, (job = :job AND host = :host AND pid = :pid AND started_at = :started_at) AS same
+                     FROM ${S}.runs WHERE run_key = :run_key`),
     // Advisory locks held right now by cronguard sessions; a bigint key is split into
     // classid (high 32 bits) and objid (low 32 bits).
     advisoryLocks: named(`SELECT substr(a.application_name, 11) AS job, a.pid AS backend_pid,

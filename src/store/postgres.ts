@@ -3,7 +3,7 @@ import type { PgSession } from '../pg/session.js';
 import type { QueryResultRow } from 'pg';
 import { migratePostgres, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
 import { listRunsStatement, type Statement, statements } from './postgres-sql.js';
-import { outcomeOf, runOf, type SpooledRun } from './spool.js';
+import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import type { JobStatus, Paused } from './jobs.js';
 import {
   type AdmitResult, type HolderRow, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues,
@@ -62,11 +62,13 @@ export class PostgresStore implements RunStore {
     const [row] = await this.withSchema(() => this.run<{ r: AdmitResult }>(this.sql.admit, { p: JSON.stringify(p) }));
     const r = row?.r as AdmitResult;
     await this.upgradeIfBehind(r.version);
+    // This host's rows of the job under other locks, whose wrappers only this host can
+    // check: as the embedded log does, whatever the verdict.
+    const gone = (r.running ?? []).filter(options.isGone).map((g) => String(g.id));
+    if (gone.length > 0) await this.run(this.sql.abandon, { ids: gone });
     if (!r.admitted) {
       return { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined };
     }
-    const gone = (r.running ?? []).filter(options.isGone).map((g) => String(g.id));
-    if (gone.length > 0) await this.run(this.sql.abandon, { ids: gone });
     return { admitted: true, runId: Number(r.id), requests: r.requests };
   }
 
@@ -131,10 +133,16 @@ export class PostgresStore implements RunStore {
     return rows.map(({ backend_start, ...r }) => ({ ...r, since: backend_start?.toISOString() ?? null }));
   }
 
+  // Under the record's run key, or, when that names another run's row, the key made from it.
   async importRun(record: SpooledRun): Promise<number> {
-    const values = { ...runValues(runOf(record)), child_pid: record.childPid, ...outcomeValues(outcomeOf(record)) };
-    const [row] = await this.withSchema(() => this.run<{ id: string }>(this.sql.importRun, values));
-    return Number(row?.id);
+    for (const runKey of [record.run.runKey, rekeyed(record)]) {
+      const values = { ...runValues({ ...runOf(record), runKey }), child_pid: record.childPid, ...outcomeValues(outcomeOf(record)) };
+      const [row] = await this.withSchema(() => this.run<{ id: string }>(this.sql.importRun, values));
+      if (row) return Number(row.id);
+      const [owner] = await this.run<{ id: string; same: boolean }>(this.sql.keyOwner, values);
+      if (owner?.same) return Number(owner.id);
+    }
+    throw new RunKeyTaken(record.run.runKey);
   }
 
   async recordOverlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null> {

@@ -1,6 +1,7 @@
-import { closeSync, constants, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, constants, fsyncSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { mkdirp } from '../util/io.js';
+import { describe } from '../errors.js';
+import { type Messages, mkdirp } from '../util/io.js';
 import { isSameProcess, processStart } from '../util/process-id.js';
 import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
 import type { NewRun, RunOutcome, RunStatus, RunStore } from './types.js';
@@ -13,7 +14,7 @@ export interface SpooledRun {
   id: number | null;
   run: Omit<NewRun, 'startedAt' | 'invokedAt' | 'tick'> & { startedAt: string; invokedAt: string; tick: string | null };
   childPid: number | null;
-  outcome: (Omit<RunOutcome, 'finishedAt'> & { finishedAt: string }) | null;
+  outcome: StoredOutcome | null;
 }
 
 // How a spooled run ended, as a store writes it.
@@ -45,6 +46,20 @@ export function runOf(record: SpooledRun): NewRun {
   return { ...r, startedAt: new Date(r.startedAt), invokedAt: new Date(r.invokedAt), tick: r.tick === null ? null : new Date(r.tick) };
 }
 
+// The key a record takes when its own names another run's row (keys made before they had a
+// random part collide across PID namespaces): made from the record alone, so that a second
+// delivery of it finds the row the first one wrote.
+export function rekeyed(record: SpooledRun): string {
+  return `${record.run.runKey}@${record.run.host}/${record.run.pid}/${record.run.startedAt}`;
+}
+
+// A record whose run key, and the key made from it, both name other runs' rows.
+export class RunKeyTaken extends Error {
+  constructor(runKey: string) {
+    super(`run key ${runKey} belongs to another run`);
+  }
+}
+
 // Run records kept on local disk while the shared run log is unreachable, one JSON file per
 // run, delivered by the next invocation that can connect. Nothing is lost: a file is removed
 // only after its row is in the database. Each database and schema has a directory of its
@@ -59,6 +74,8 @@ export class Spool {
     this.dir = join(stateDir, 'spool', fnv1a(target));
   }
 
+  // Written in full and flushed to disk before it takes its name: a full disk or a crash
+  // leaves the previous record of the run (or none), never a truncated one.
   write(record: SpooledRun): void {
     mkdirp(this.dir, 0o700);
     checkPrivateDirectory(this.stateDir, 'state directory');
@@ -67,7 +84,12 @@ export class Spool {
     rmSync(temp, { force: true });
     const fd = openRegular(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', temp, 0o600);
     try {
-      writeSync(fd, JSON.stringify({ ...record, target: this.target }));
+      const bytes = Buffer.from(JSON.stringify({ ...record, target: this.target }));
+      for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done);
+      fsyncSync(fd);
+    } catch (error) {
+      rmSync(temp, { force: true });
+      throw error;
     } finally {
       closeSync(fd);
     }
@@ -76,8 +98,11 @@ export class Spool {
 
   // Moves every finished (or orphaned) record into the store. A record is claimed by
   // renaming it to a name that says who delivers it, so two invocations delivering at once
-  // never both take it, and one whose deliverer died before it was done is taken again.
-  async deliver(store: RunStore, host: string): Promise<number> {
+  // never both take it, and one whose deliverer died before it was done is taken again. A
+  // record that can never be delivered (unreadable, or refused by the database for what it
+  // holds) is set aside for the operator with one warning; when the store itself fails, the
+  // record waits for the next delivery, and the run goes on to find out for itself.
+  async deliver(store: RunStore, host: string, say: Messages): Promise<number> {
     let names: string[];
     try {
       names = readdirSync(this.dir);
@@ -89,30 +114,88 @@ export class Spool {
     for (const name of names) {
       const base = /^(.*\.json)(?:\.delivering-(\d+)-(.+))?$/.exec(name);
       if (!base || (base[2] !== undefined && isSameProcess(Number(base[2]), (base[3] as string).replace('_', '/')))) continue;
-      const path = join(this.dir, name);
-      const claimed = join(this.dir, `${base[1]}${me}`);
+      const original = join(this.dir, base[1] as string);
+      const claimed = `${original}${me}`;
       try {
-        renameSync(path, claimed);
+        renameSync(join(this.dir, name), claimed);
       } catch {
         continue;
       }
-      const record = JSON.parse(readFileSync(claimed, 'utf8')) as SpooledRun;
+      const record = readRecord(claimed);
+      if (record === null) {
+        setAside(claimed, original, 'not a readable run record', say);
+        continue;
+      }
       const unfinishedHere = !record.outcome && record.run.host === host && isSameProcess(record.run.pid, record.run.wrapperStart);
       if (record.target !== this.target || unfinishedHere) {
-        renameSync(claimed, join(this.dir, base[1] as string));
+        putBack(claimed, original);
         continue;
       }
       try {
         await store.importRun(record);
       } catch (error) {
-        renameSync(claimed, join(this.dir, base[1] as string));
-        throw error;
+        if (isRecordError(error)) {
+          setAside(claimed, original, `refused: ${describe(error)}`, say);
+          continue;
+        }
+        putBack(claimed, original);
+        say.verbose(`spooled runs in ${this.dir} wait for the next run (${describe(error)})`);
+        return delivered;
       }
       rmSync(claimed);
       delivered++;
     }
     return delivered;
   }
+}
+
+// A spooled record, or null when the file does not hold one (empty or cut short by a crash
+// or a full disk before writes were flushed, or edited by hand).
+function readRecord(path: string): SpooledRun | null {
+  let record: SpooledRun;
+  try {
+    const fd = openRegular(path, constants.O_RDONLY, 'spool file');
+    try {
+      record = JSON.parse(readFileSync(fd, 'utf8')) as SpooledRun;
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
+  const run = record?.run;
+  const valid =
+    typeof run?.runKey === 'string' && typeof run.job === 'string' && typeof run.host === 'string' && Number.isInteger(run.pid) &&
+    !Number.isNaN(Date.parse(run.startedAt)) && !Number.isNaN(Date.parse(run.invokedAt)) &&
+    (record.outcome === null || !Number.isNaN(Date.parse(record.outcome?.finishedAt)));
+  return valid ? record : null;
+}
+
+// What the database refuses for a record's content (SQLSTATE class 22, data exception, or
+// 23, integrity constraint) it will refuse every time.
+function isRecordError(error: unknown): boolean {
+  return error instanceof RunKeyTaken || /^2[23]/.test(String((error as { code?: unknown })?.code));
+}
+
+// Puts a claimed record back under its name, unless its wrapper wrote a newer one there
+// meanwhile: rename(2) would replace that. Ours then stays beside it under a name of its
+// own, and the log keeps what the newer says whichever is delivered first (see importRun).
+function putBack(claimed: string, original: string): void {
+  try {
+    linkSync(claimed, original);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    renameSync(claimed, `${original.slice(0, -'.json'.length)}.${process.pid}-${Date.now()}.json`);
+    return;
+  }
+  unlinkSync(claimed);
+}
+
+// Kept for the operator under a name no deliverer picks up again, and said once.
+function setAside(claimed: string, original: string, why: string, say: Messages): void {
+  const aside = `${original}.bad-${Date.now()}-${process.pid}`;
+  renameSync(claimed, aside);
+  say.warn(`spooled run record ${original} cannot be delivered (${why}); moved aside to ${aside}`);
 }
 
 // A short, stable directory name for a database and schema (FNV-1a, 32 bits): no crypto on

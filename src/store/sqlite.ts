@@ -7,7 +7,7 @@ import { SQLITE_FILE } from '../util/paths.js';
 import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
-import { outcomeOf, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
+import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
 import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import { listRunsSql, SQL } from './sqlite-sql.js';
@@ -82,9 +82,16 @@ export class SqliteStore implements RunStore {
       .immediate();
   }
 
+  // Under the record's run key, or, when that names another run's row, the key made from it.
   async importRun(record: SpooledRun): Promise<number> {
-    const params = { ...runParams(runOf(record)), child_pid: record.childPid, ...outcomeParams(outcomeOf(record)) };
-    return (this.db.prepare(SQL.importRun).get(params) as { id: number }).id;
+    for (const runKey of [record.run.runKey, rekeyed(record)]) {
+      const params = { ...runParams({ ...runOf(record), runKey }), child_pid: record.childPid, ...outcomeParams(outcomeOf(record)) };
+      const row = this.db.prepare(SQL.importRun).get(params) as { id: number } | undefined;
+      if (row) return row.id;
+      const owner = this.db.prepare(SQL.keyOwner).get(params) as { id: number; same: number } | undefined;
+      if (owner?.same) return owner.id;
+    }
+    throw new RunKeyTaken(record.run.runKey);
   }
 
   async listRuns(filter: RunFilter): Promise<RunRow[]> {

@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
+import { createRequire } from 'node:module';
 
 // A pid alone does not name a process for long: pids are reused, quickly in a container.
 // With the host's boot id and the process's start time (in clock ticks since boot, from
@@ -35,13 +36,30 @@ export function isSameProcess(pid: number, start: string | null): boolean {
 
 let sequence = 0;
 
-// A key no other run anywhere will have: this process's identity and a counter. The run log
-// stores it under a unique constraint, so a record delivered twice, or delivered after its
-// lost start did commit, stays one row.
+// A key no other run anywhere will have. The run log stores it under a unique constraint, so
+// a record delivered twice, or delivered after its lost start did commit, stays one row. The
+// process's identity (kept for whoever reads the key) is not unique on its own: containers on
+// one host share the boot id, and start processes with equal pids in the same clock tick.
+// 96 random bits are.
 export function newRunKey(): string {
-  const self = processStart(process.pid) ?? `${Date.now()}/${Math.random().toString(36).slice(2)}`;
   sequence += 1;
-  return `${self}/${process.pid}/${sequence}`;
+  return `${processStart(process.pid) ?? 'unknown'}/${process.pid}/${sequence}/${randomHex(12)}`;
+}
+
+// /dev/urandom is a few reads away, where node:crypto costs milliseconds of every start.
+function randomHex(bytes: number): string {
+  const buffer = Buffer.alloc(bytes);
+  try {
+    const fd = openSync('/dev/urandom', 'r');
+    try {
+      readSync(fd, buffer);
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    (createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto')).randomFillSync(buffer);
+  }
+  return buffer.toString('hex');
 }
 
 function readOr(path: string): string | null {

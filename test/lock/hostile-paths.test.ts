@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { asNobody, cronguard, sandbox } from '../helpers.js';
@@ -21,6 +21,23 @@ describe('files another user planted', () => {
     expect(result).toMatchObject({ code: 73, stdout: '' });
     expect(result.stderr).toMatch(/^cronguard: lock file \S+ is not a regular file; remove it or choose another path\n$/);
     expect(existsSync(box.path('ran'))).toBe(false);
+  });
+
+  it.each([
+    ['a FIFO', (path: string) => fifo(path)],
+    ['a symlink to a fresh lease elsewhere', (path: string) => symlinkSync(`${path}.elsewhere`, path)],
+  ])("%s as a lease's highest epoch holds nothing and hangs nothing", async (_, plant) => {
+    const box = sandbox();
+    const container = join(box.lockDir, 'j.lockdir');
+    mkdirSync(container, { recursive: true });
+    writeFileSync(join(box.lockDir, 'j.lockdir', 'epoch-5.elsewhere'), 'elsewhere 1\n');
+    await plant(join(container, 'epoch-5'));
+    expect(await cronguard(['locks', '--json'], box.env)).toMatchObject({ code: 0, stdout: '[]\n' });
+    const result = await cronguard(['-l', 'lockfile', '-n', 'j', '--', 'touch', box.path('ran')], box.env);
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(existsSync(box.path('ran'))).toBe(true);
+    expect(readdirSync(container).sort()).toEqual(['epoch-5.elsewhere', 'epoch-6']);
+    expect(readFileSync(join(container, 'epoch-5.elsewhere'), 'utf8')).toBe('elsewhere 1\n');
   });
 
   it('a character device as --lock-file (/dev/null): 73', async () => {

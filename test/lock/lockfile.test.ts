@@ -1,9 +1,8 @@
-import { mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LocalLocks } from '../../src/lock/held.js';
-import { fixture, isAlive, lines, release, runs, sandbox, serialRuns, start, startMany, waitFor } from '../helpers.js';
-
+import { cronguard, fixture, isAlive, lines, release, runs, sandbox, serialRuns, start, startMany, waitFor } from '../helpers.js';
 
 describe('lockfile backend', () => {
   it('lets exactly one of several simultaneous invocations run', async () => {
@@ -76,5 +75,34 @@ describe('lockfile backend', () => {
     await run.done;
     await waitFor(() => !isAlive(commandPid), 'the command to die with its wrapper');
     expect(lines(log)).toEqual([expect.stringMatching(/^start \d+$/)]);
+  });
+
+  it.each([
+    ['beyond 2^53', 'epoch-9007199254740993', 'epoch-9007199254740994', 'epoch-9007199254740995'],
+    ['beyond 10^20', 'epoch-99999999999999999999', 'epoch-100000000000000000000', 'epoch-100000000000000000001'],
+  ])('an abandoned lease numbered %s is followed by the next number, never deleted by its own holder', async (_, old, next, after) => {
+    const box = sandbox();
+    const log = box.path('record');
+    const container = join(box.lockDir, 'big.lockdir');
+    mkdirSync(container, { recursive: true });
+    writeFileSync(join(container, old), 'elsewhere 1\n');
+    utimesSync(join(container, old), new Date(0), new Date(0));
+    const once = () => cronguard(['-l', 'lockfile', '-n', 'big', '--', fixture('record.sh'), log], box.env);
+    expect(await once()).toMatchObject({ code: 0, stderr: '' });
+    expect(readdirSync(container)).toEqual([next]);
+    expect(await once()).toMatchObject({ code: 0, stderr: '' });
+    expect(readdirSync(container)).toEqual([after]);
+    expect(serialRuns(log)).toBe(2);
+  });
+
+  it('counts only canonical epoch names: fresh files named otherwise do not hold the lease', async () => {
+    const box = sandbox();
+    const container = join(box.lockDir, 'odd.lockdir');
+    mkdirSync(container, { recursive: true });
+    for (const name of ['epoch-1e+21', 'epoch-007', 'epoch-0', 'epoch-']) writeFileSync(join(container, name), 'elsewhere 1\n');
+    const result = await cronguard(['-l', 'lockfile', '-n', 'odd', '--', 'touch', box.path('ran')], box.env);
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(readdirSync(container)).toContain('epoch-1');
+    expect(existsSync(box.path('ran'))).toBe(true);
   });
 });

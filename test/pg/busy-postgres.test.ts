@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cronguard, start, waitFor } from '../helpers.js';
+import { fakeServer } from '../pg-faults.js';
 import { databaseUrl, pgSandbox, sql } from '../pg-helpers.js';
 
 const roles: string[] = [];
@@ -44,5 +46,36 @@ describe('a server with no free connection slot', () => {
     await full.release();
     expect(result.code).toBe(69);
     expect(result.stderr).toMatch(/^cronguard: PostgreSQL at \S+: too many connections for role "busy_\w+" \(retried \d+ times\)\n$/);
+  });
+});
+
+// A signal while cronguard connects to PostgreSQL, or waits to connect again, ends it at
+// once: nothing has run, and nothing will.
+describe('a signal while connecting', () => {
+  it.each([
+    ['postgres', 'SIGTERM', 143],
+    ['flock', 'SIGINT', 130],
+  ] as const)('to a server that never answers (-l %s): %s ends it, one line, 128+N', async (lock, signal, code) => {
+    const box = pgSandbox();
+    const server = await fakeServer(false);
+    const run = start(['-l', lock, '-n', box.job('hung'), '--', 'touch', box.path('ran')], { ...box.env, CRONGUARD_DATABASE_URL: server.url });
+    await server.startups(1);
+    run.child.kill(signal);
+    const result = await run.done;
+    expect(result).toMatchObject({ code, stdout: '' });
+    expect(result.stderr).toMatch(new RegExp(`^cronguard: \\S+: stopped by ${signal} before the command started; nothing ran\\n$`));
+    expect(existsSync(box.path('ran'))).toBe(false);
+  });
+
+  it('to a server with no free slot, retried for as long as -w allows: SIGHUP ends it, one line, 129', async () => {
+    const box = pgSandbox();
+    const server = await fakeServer(true);
+    const run = start(['-w', '1h', '-n', box.job('busy'), '--', 'touch', box.path('ran')], { ...box.env, CRONGUARD_DATABASE_URL: server.url });
+    await server.startups(2);
+    run.child.kill('SIGHUP');
+    const result = await run.done;
+    expect(result).toMatchObject({ code: 129, stdout: '' });
+    expect(result.stderr).toMatch(/^cronguard: \S+: stopped by SIGHUP before the command started; nothing ran\n$/);
+    expect(existsSync(box.path('ran'))).toBe(false);
   });
 });

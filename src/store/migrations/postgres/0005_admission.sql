@@ -18,7 +18,8 @@ END $$;
 --   min_interval_ms, on_request, batch, batch_max, manual, claim
 --   keep_lock            a loop (--for) keeps the lock while nothing is due (idle, interval)
 -- Returns admitted, reason (locked, disabled, idle, interval, tick), id, requests, holder,
--- disabled, last_started_at, running (this host's running rows of other locks), version.
+-- disabled, last_started_at, running (this host's running rows of other locks, for the caller
+-- to abandon those whose wrapper is gone, admitted or not), version.
 CREATE FUNCTION {{schema}}.admit(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   job_name   text        := p->>'job';
@@ -87,7 +88,7 @@ BEGIN
   IF cardinality(claimed_id) = 0 THEN
     IF (p->>'on_request')::boolean AND p->>'min_interval_ms' IS NULL THEN
       IF took_lock AND NOT (p->>'keep_lock')::boolean THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
-      RETURN jsonb_build_object('admitted', false, 'reason', 'idle', 'version', version);
+      RETURN jsonb_build_object('admitted', false, 'reason', 'idle', 'running', others, 'version', version);
     END IF;
     IF p->>'min_interval_ms' IS NOT NULL AND NOT (p->>'manual')::boolean THEN
       -- The latest run by id, not max(started_at): one index probe however long the log.
@@ -95,22 +96,27 @@ BEGIN
       ORDER BY id DESC LIMIT 1;
       IF last_start > started - make_interval(secs => (p->>'min_interval_ms')::numeric / 1000) THEN
         IF took_lock AND NOT (p->>'keep_lock')::boolean THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
-        RETURN jsonb_build_object('admitted', false, 'reason', 'interval', 'last_started_at', last_start, 'version', version);
+        RETURN jsonb_build_object('admitted', false, 'reason', 'interval', 'last_started_at', last_start, 'running', others,
+                                  'version', version);
       END IF;
     END IF;
     -- One run per tick (see 0002): claim the minute on the job's row; ticks only move
-    -- forward, the same host may claim again, a tick beyond the caller's clock is bogus.
+    -- forward, the same host may claim again, a tick beyond the caller's clock is bogus. A
+    -- tick is served by a run that started its command or still may: not by one whose
+    -- wrapper was gone before (the reply to this statement lost with its connection).
     IF (p->>'fleet')::boolean AND tick_at IS NOT NULL THEN
       INSERT INTO {{schema}}.jobs AS j (name, tick, tick_host) VALUES (job_name, tick_at, host_name)
       ON CONFLICT (name) DO UPDATE
       SET tick = CASE WHEN j.tick > ahead THEN excluded.tick ELSE greatest(j.tick, excluded.tick) END, tick_host = excluded.tick_host
-      WHERE j.tick IS NULL OR excluded.tick > j.tick OR j.tick_host = excluded.tick_host OR j.tick > ahead;
+      WHERE j.tick IS NULL OR excluded.tick > j.tick OR j.tick_host = excluded.tick_host OR j.tick > ahead
+         OR NOT EXISTS (SELECT 1 FROM {{schema}}.runs r WHERE r.job = job_name AND r.tick = j.tick AND r.host = j.tick_host
+                        AND (r.status = 'running' OR r.child_pid IS NOT NULL));
       IF NOT FOUND THEN
         IF took_lock THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
         SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
           WHERE job = job_name AND tick >= tick_at AND tick <= ahead AND host <> host_name ORDER BY id DESC LIMIT 1) r;
         PERFORM {{schema}}.count_skip(job_name, (holder->>'id')::bigint);
-        RETURN jsonb_build_object('admitted', false, 'reason', 'tick', 'holder', holder, 'version', version);
+        RETURN jsonb_build_object('admitted', false, 'reason', 'tick', 'holder', holder, 'running', others, 'version', version);
       END IF;
     END IF;
   END IF;

@@ -1,0 +1,69 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import type BetterSqlite3 from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { cronguard, fixture, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+
+const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+
+// A command that notes whether process `pid` still runs beside it (a zombie does not).
+const besides = (pid: number, file: string) => [
+  'sh',
+  '-c',
+  'state=$(sed "s/.*) \\(.\\).*/\\1/" /proc/$0/stat 2>/dev/null); case "$state" in ""|Z|X) echo alone;; *) echo beside;; esac >> "$1"',
+  String(pid),
+  file,
+];
+
+// The lockfile lease lives as long as cronguard refreshes it; a cronguard that is stopped
+// (SIGSTOP, a frozen VM) cannot, and its command must not outlive the lease.
+describe('a lockfile holder that stalls', () => {
+  it('has its command stopped before the lease can be taken over; it exits 75 once it runs again', async () => {
+    const box = sandbox();
+    const log = box.path('log');
+    const holder = start(['-l', 'lockfile', '-n', 'stall', '--', fixture('hold.sh'), log, box.path('never')], box.env);
+    await waitFor(() => lines(log).length > 0, 'the command to start');
+    const command = Number(lines(log)[0]?.split(' ')[1]);
+    holder.child.kill('SIGSTOP');
+    try {
+      // A waiter takes the lease once it is stale, and looks whether the first command runs.
+      const waiter = await cronguard(['-l', 'lockfile', '-w', '10m', '-n', 'stall', '--', ...besides(command, box.path('seen'))], box.env);
+      expect(waiter).toMatchObject({ code: 0, stderr: '' });
+      expect(lines(box.path('seen'))).toEqual(['alone']);
+    } finally {
+      holder.child.kill('SIGCONT');
+    }
+    const result = await holder.done;
+    expect(result.code).toBe(75);
+    expect(result.stderr).toMatch(/^cronguard: stall: lock lost: lockfile \S+ the lease lapsed, not refreshed for [\d.]+s \(cronguard was stopped or stalled\); command terminated after /);
+    expect(runs(box.stateDir).map((r) => r.status)).toEqual(['lock_lost', 'succeeded']);
+  });
+
+  it('between taking the lease and starting the command starts nothing once the lease is gone', async () => {
+    const box = sandbox();
+    expect((await cronguard(['-l', 'lockfile', '-n', 'late', '--', 'true'], box.env)).code).toBe(0);
+    // The run log held by another writer keeps the holder in its admission, the lease taken.
+    const db = new Database(join(box.stateDir, 'cronguard.db'));
+    db.prepare('BEGIN IMMEDIATE').run();
+    const container = join(box.lockDir, 'late.lockdir');
+    const holder = start(['-l', 'lockfile', '-n', 'late', '--', 'touch', box.path('ran')], box.env);
+    const mine = (name: string) => readFileSync(join(container, name), 'utf8').endsWith(` ${holder.child.pid}\n`);
+    await waitFor(() => readdirSync(container).some(mine), 'the holder to take the lease');
+    // Meanwhile its lease went stale and another host took the next epoch.
+    const epoch = Math.max(...readdirSync(container).map((name) => Number(name.slice('epoch-'.length))));
+    writeFileSync(join(container, `epoch-${epoch + 1}`), 'elsewhere 1\n');
+    db.prepare('ROLLBACK').run();
+    db.close();
+    const result = await holder.done;
+    expect(result.code).toBe(75);
+    expect(result.stderr).toMatch(
+      /^cronguard: late: lock lost before the command started \(lockfile \S+ was taken over: epoch \d+ overtook ours \(\d+\)\); nothing ran \(run 2; cronguard logs 2\)\n$/,
+    );
+    expect(existsSync(box.path('ran'))).toBe(false);
+    expect(runs(box.stateDir).map((r) => [r.status, r.child_pid])).toEqual([
+      ['succeeded', expect.any(Number)],
+      ['lock_lost', null],
+    ]);
+  });
+});
