@@ -1,7 +1,7 @@
 import { closeSync, constants, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe } from '../errors.js';
-import type { JobStatus } from '../store/jobs.js';
+import type { RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { exposition } from './exposition.js';
 
@@ -21,9 +21,10 @@ export class Textfile {
     return join(this.dir, `cronguard_${this.job}.prom`);
   }
 
-  async update(status: () => Promise<JobStatus | null>): Promise<void> {
+  // From the job's status in the log (nothing while the log cannot be written).
+  async update(store: RunStore | null): Promise<void> {
     try {
-      const job = await status();
+      const [job] = store ? await store.jobStatus(this.job) : [];
       if (job) writeAtomically(this.dir, this.path, exposition([job]));
     } catch (error) {
       if (this.warned) return;

@@ -73,7 +73,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
     if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);
-    await ctx.metrics?.update(() => ctx.recorder.jobStatus(config.name));
+    await ctx.metrics?.update(ctx.recorder.openStore);
     const result = await child.result;
     guard.current = null;
     // All of the output is in the live copy before the outcome is recorded, and the copy
@@ -85,7 +85,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     const again = attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
     await ctx.recorder.finish(verdict.outcome, !again);
     live?.remove();
-    await ctx.metrics?.update(() => ctx.recorder.jobStatus(config.name));
+    await ctx.metrics?.update(ctx.recorder.openStore);
     // Before the summary line, which stays the run's last word.
     const pingWarning = again ? null : await ping?.finish(verdict.exitCode, result.output);
     const delay = Math.min(config.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS);

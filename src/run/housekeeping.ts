@@ -3,8 +3,11 @@ import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
 import { type Messages, mkdirp } from '../util/io.js';
 import { checkPrivateDirectory } from '../util/safe-path.js';
-import { PRUNE_EVERY_MS, type RunRecorder } from './recorder.js';
+import { describe } from '../errors.js';
+import type { RunRecorder } from './recorder.js';
 
+// The automatic prune runs about this often for a whole run log.
+const PRUNE_EVERY_MS = 86_400_000;
 // Every job keeps at least this many of its latest runs, however old.
 const KEEP = 10;
 // The most an automatic prune may add to one run; what is left waits for the next run.
@@ -19,11 +22,21 @@ export async function housekeep(recorder: RunRecorder, config: RunConfig, say: M
   const now = Date.now();
   if (touchedSince(stamp, now - PRUNE_EVERY_MS)) return;
   touch(config.stateDir, stamp, now);
-  const result = await recorder.prune(new Date(now - config.retentionMs), KEEP, BUDGET_MS);
-  if (typeof result === 'string') return;
-  say.verbose(`${config.name}: pruned ${result.runs} runs and ${result.requests} requests older than ${new Date(now - config.retentionMs).toISOString()}`);
-  // Unfinished: the next run carries on rather than waiting a day.
-  if (!result.complete) unlinkQuietly(stamp);
+  const store = recorder.openStore;
+  if (!store) return;
+  const before = new Date(now - config.retentionMs);
+  // A failure (a role without DELETE, a lost connection) is a note for -v, never the run's.
+  try {
+    if (!(await store.claimTask('prune', PRUNE_EVERY_MS))) return;
+    const result = await store.prune({ before, keep: KEEP, deadline: Date.now() + BUDGET_MS });
+    say.verbose(`${config.name}: pruned ${result.runs} runs and ${result.requests} requests older than ${before.toISOString()}`);
+    if (result.complete) return;
+    // Unfinished: the next run carries on rather than waiting a day.
+    await store.releaseTask('prune');
+    unlinkQuietly(stamp);
+  } catch (error) {
+    say.verbose(`${config.name}: automatic prune of the run log failed: ${describe(error)}`);
+  }
 }
 
 // Which run log the stamp stands for: each database and schema has its own.

@@ -3,12 +3,8 @@ import { describe } from '../errors.js';
 import { isPrivilegeError } from '../pg/config.js';
 import type { Spool, SpooledRun } from '../store/spool.js';
 import type { ClaimedRequest } from '../store/requests.js';
-import type { JobStatus } from '../store/jobs.js';
-import type { Admission, AdmitOptions, Holder, NewRun, PruneResult, RunOutcome, RunStore } from '../store/types.js';
+import type { Admission, AdmitOptions, Holder, NewRun, RunOutcome, RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
-
-// The automatic prune runs about this often for a whole run log.
-export const PRUNE_EVERY_MS = 86_400_000;
 
 export interface RecorderParts {
   readonly store: RunStore | null;
@@ -170,29 +166,10 @@ export class RunRecorder {
     return holder;
   }
 
-  // The job as status sees it, for the metrics textfile; null when the log cannot say.
-  async jobStatus(job: string): Promise<JobStatus | null> {
-    let status: JobStatus | null = null;
-    await this.attempt('read the job status', async (store) => {
-      [status = null] = await store.jobStatus(job);
-    });
-    return status;
-  }
-
-  // The automatic prune, when it is due for the whole log: a time-boxed delete. Its failure
-  // (a role without DELETE, a lost connection) is a note for -v, never the run's problem.
-  async prune(before: Date, keep: number, budgetMs: number): Promise<PruneResult | 'not due' | 'failed'> {
-    const store = this.writable ? this.store : null;
-    if (!store) return 'failed';
-    try {
-      if (!(await store.claimTask('prune', PRUNE_EVERY_MS))) return 'not due';
-      const result = await store.prune({ before, keep, deadline: Date.now() + budgetMs });
-      if (!result.complete) await store.releaseTask('prune');
-      return result;
-    } catch (error) {
-      this.say.verbose(`automatic prune of the run log ${this.parts.where} failed: ${describe(error)}`);
-      return 'failed';
-    }
+  // The store while records still go to it, for work beside the run's own records (the
+  // automatic prune, the metrics textfile); null otherwise.
+  get openStore(): RunStore | null {
+    return this.writable ? this.store : null;
   }
 
   async close(): Promise<void> {
