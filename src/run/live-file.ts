@@ -22,7 +22,7 @@ export function liveDir(stateDir: string): string {
   return join(stateDir, LIVE_DIR);
 }
 
-// The file name of a run's live copy: its run key (`<boot id>/<start>/<pid>/<n>`, see
+// The file name of a run's live copy: its run key (`<boot id>/<start>/<pid>/<n>/<random>`, see
 // newRunKey) with `_` for `/`. A key of any other shape, as a hostile or foreign row of a
 // shared log could hold, has no live copy: it never becomes a path.
 export function liveName(runKey: string | null): string | null {
@@ -31,8 +31,8 @@ export function liveName(runKey: string | null): string | null {
   return NAME.test(name) ? name : null;
 }
 
-const NAME = /^[A-Za-z0-9-]+_[A-Za-z0-9]+_\d+_\d+$/;
-const ENTRY = /^([A-Za-z0-9-]+)_([A-Za-z0-9]+)_(\d+)_\d+(?:\.[a-z]+)?$/;
+const NAME = /^[A-Za-z0-9-]+_[A-Za-z0-9]+_\d+_\d+(?:_[0-9a-f]+)?$/;
+const ENTRY = /^([A-Za-z0-9-]+)_([A-Za-z0-9]+)_(\d+)_\d+(?:_[0-9a-f]+)?(?:\.[a-z]+)?$/;
 
 // Removes the live files of wrappers that are gone (killed before they could clean up),
 // leaving those of running wrappers alone. Called by a wrapper after its own run, so the
