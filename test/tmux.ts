@@ -18,6 +18,8 @@ afterEach(() => {
   }
 });
 
+const CI_VARS = ['CI', 'CONTINUOUS_INTEGRATION', 'BUILD_NUMBER', 'RUN_ID'];
+
 export const HAVE_TMUX = ['/usr/bin/tmux', '/usr/local/bin/tmux'].some(existsSync);
 
 // Runs `cronguard ARGS` in a fresh WIDTHxHEIGHT terminal and returns the screen once the
@@ -26,8 +28,12 @@ export async function onScreen(args: readonly string[], env: NodeJS.ProcessEnv, 
   const name = `cg-${randomBytes(4).toString('hex')}`;
   sessions.push(name);
   const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-  const command = `${[process.execPath, BINARY, ...args].map(quote).join(' ')}; echo __done__; sleep 600`;
-  const vars = Object.entries(env).filter(([, v]) => v !== undefined).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
+  // A person's terminal is not a CI job: colour libraries turn colour off when CI is set,
+  // and the tmux server hands its own environment (the test runner's) to the shell.
+  const command = `unset ${CI_VARS.join(' ')}; ${[process.execPath, BINARY, ...args].map(quote).join(' ')}; echo __done__; sleep 600`;
+  const vars = Object.entries(env)
+    .filter(([k, v]) => v !== undefined && !CI_VARS.includes(k))
+    .flatMap(([k, v]) => ['-e', `${k}=${v}`]);
   execFileSync('tmux', ['-u', 'new-session', '-d', '-s', name, '-x', String(width), '-y', String(height), ...vars, command], { env: { ...env, TERM: 'xterm-256color' } });
   let screen = '';
   await waitFor(() => {
