@@ -158,10 +158,17 @@ export function spooled(stateDir: string): string[] {
 // Runs the built binary in a pseudo-terminal (util-linux script(1)), as from a person's
 // terminal: stdout and stderr are a TTY, and both come back, in order, as `stdout` (with the
 // terminal's \r\n turned back into \n).
+// What a person's terminal does not have: colour libraries turn colour off when CI is set.
+export const CI_VARS = ['CI', 'CONTINUOUS_INTEGRATION', 'BUILD_NUMBER', 'RUN_ID'];
+
+export function asPerson(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([k]) => !CI_VARS.includes(k)));
+}
+
 export function inTerminal(args: readonly string[], env: NodeJS.ProcessEnv): Promise<Finished> {
   const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`;
   const command = [process.execPath, BINARY, ...args].map(quote).join(' ');
-  const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...env, SHELL: '/bin/sh' }, cwd: env[SANDBOX_CWD] ?? ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...asPerson(env), SHELL: '/bin/sh' }, cwd: env[SANDBOX_CWD] ?? ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

@@ -2,8 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { afterEach } from 'vitest';
-import { BINARY } from './helpers.js';
-import { waitFor } from './helpers.js';
+import { BINARY, CI_VARS, waitFor } from './helpers.js';
 
 // A real terminal for the output a person reads: tmux runs cronguard in a pane of a given
 // size, and the test reads the screen back (with colours, as escape codes, when asked).
@@ -18,8 +17,6 @@ afterEach(() => {
   }
 });
 
-const CI_VARS = ['CI', 'CONTINUOUS_INTEGRATION', 'BUILD_NUMBER', 'RUN_ID'];
-
 export const HAVE_TMUX = ['/usr/bin/tmux', '/usr/local/bin/tmux'].some(existsSync);
 
 // Runs `cronguard ARGS` in a fresh WIDTHxHEIGHT terminal and returns the screen once the
@@ -28,8 +25,8 @@ export async function onScreen(args: readonly string[], env: NodeJS.ProcessEnv, 
   const name = `cg-${randomBytes(4).toString('hex')}`;
   sessions.push(name);
   const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-  // A person's terminal is not a CI job: colour libraries turn colour off when CI is set,
-  // and the tmux server hands its own environment (the test runner's) to the shell.
+  // The tmux server hands its own environment (the test runner's, perhaps a CI job's) to
+  // the shell, which must be a person's.
   const command = `unset ${CI_VARS.join(' ')}; ${[process.execPath, BINARY, ...args].map(quote).join(' ')}; echo __done__; sleep 600`;
   const vars = Object.entries(env)
     .filter(([k, v]) => v !== undefined && !CI_VARS.includes(k))

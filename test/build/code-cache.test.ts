@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { appendFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { appendFileSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT, sandbox } from '../helpers.js';
 
@@ -14,6 +14,7 @@ afterEach(() => {
 function copyOfDist(): string {
   const dir = join(ROOT, 'node_modules', '.cache', `cronguard-dist-${process.pid}-${copies.length}`);
   copies.push(dir);
+  mkdirSync(dirname(dir), { recursive: true });
   // cp -a keeps times to the nanosecond (Node's cpSync does not).
   execFileSync('cp', ['-a', join(ROOT, 'dist'), dir]);
   return dir;
