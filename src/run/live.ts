@@ -41,7 +41,7 @@ export class LiveCopy {
   private idle: (() => void) | null = null;
 
   constructor(
-    stateDir: string,
+    private readonly stateDir: string,
     runKey: string,
     private readonly job: string,
     private readonly say: Messages,
@@ -98,6 +98,10 @@ export class LiveCopy {
   private create(name: string, what: string): number | null {
     try {
       this.touched = true;
+      // The state directory first: one another user owns is refused as the run log refuses
+      // it, and nothing is created inside it.
+      mkdirp(this.stateDir, 0o700);
+      checkPrivateDirectory(this.stateDir, 'state directory');
       mkdirp(this.dir, 0o700);
       checkPrivateDirectory(this.dir, 'live output directory');
       const fd = createExclusive(this.dir, name, `live output ${what}`, 0o600, constants.O_APPEND);
