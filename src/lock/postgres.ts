@@ -9,11 +9,14 @@ export interface PostgresLockBackend extends LockBackend {
   // run's record (see PostgresStore.lockAndAdmit).
   readonly held: Lock;
   tryOnce(): Promise<Lock | null>;
+  // A statement of the run log released the lock (PostgresStore.finishRun): nothing to do.
+  releasedElsewhere(): void;
 }
 
 // A session-level advisory lock on a dedicated connection. It is held as long as the session
 // lives; the heartbeat notices a lost session within seconds (see PgSession.watch).
 export function postgresBackend(session: PgSession, key: bigint): PostgresLockBackend {
+  let released = false;
   const held: Lock = {
     inheritFd: null,
     commandDiesWithWrapper: true,
@@ -22,7 +25,7 @@ export function postgresBackend(session: PgSession, key: bigint): PostgresLockBa
     verify: () => {},
     heartbeat: null,
     release: async () => {
-      if (!session.isLost) {
+      if (!session.isLost && !released) {
         // If the unlock fails, closing the session releases the lock all the same.
         await session.query('SELECT pg_advisory_unlock($1::bigint)', [key.toString()]).catch(() => {});
       }
@@ -40,6 +43,9 @@ export function postgresBackend(session: PgSession, key: bigint): PostgresLockBa
     description: `postgres advisory lock ${key} on ${session.db.display}`,
     held,
     tryOnce,
+    releasedElsewhere: () => {
+      released = true;
+    },
     acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort),
   };
 }

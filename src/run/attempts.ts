@@ -72,9 +72,13 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, live });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
-    if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);
-    await ctx.metrics?.update(ctx.recorder.openStore);
+    // Recorded while the command runs: nothing waits for it but the outcome.
+    const started = (async () => {
+      if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);
+      await ctx.metrics?.update(ctx.recorder.openStore);
+    })();
     const result = await child.result;
+    await started;
     guard.current = null;
     // All of the output is in the live copy before the outcome is recorded, and the copy
     // goes only after: a follower that sees the run end has everything left to read.
@@ -83,7 +87,8 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     lock.verify();
     const verdict = judge(endedBy(result, guard.lost, config), { ...config, lockLostWhileRunning: guard.lost }, new Date());
     const again = attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
-    await ctx.recorder.finish(verdict.outcome, !again);
+    // The last outcome of an invocation that keeps no lock for later takes the lock with it.
+    await ctx.recorder.finish(verdict.outcome, !again, !again && config.forMs === null && guard.lost === null);
     live?.remove();
     await ctx.metrics?.update(ctx.recorder.openStore);
     // Before the summary line, which stays the run's last word.

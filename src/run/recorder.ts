@@ -33,6 +33,7 @@ export class RunRecorder {
   private warned = false;
   // Why the log failed, until it is said (see unavailable).
   private failure: string | null = null;
+  private unlock: { readonly key: bigint; readonly released: () => void } | null = null;
 
   constructor(
     private readonly parts: RecorderParts,
@@ -111,12 +112,21 @@ export class RunRecorder {
     this.spoolNow(null);
   }
 
-  // The attempt's outcome; on the last attempt (`final`) its requests end with it.
-  async finish(outcome: RunOutcome, final: boolean): Promise<void> {
+  // The attempt's outcome; on the last attempt (`final`) its requests end with it. With
+  // `release`, the lock goes with it where the store holds it (see releasesLock).
+  async finish(outcome: RunOutcome, final: boolean, release = false): Promise<void> {
     await this.attempt('record the outcome', async (store) => {
-      if (this.id !== null) await store.finishRun(this.id, outcome, final);
+      if (this.id === null) return;
+      const unlock = release && store === this.parts.store ? (this.unlock?.key ?? null) : null;
+      if ((await store.finishRun(this.id, outcome, final, unlock)) && unlock !== null) this.unlock?.released();
     }, true);
     this.spoolNow(outcome);
+  }
+
+  // The lock is an advisory lock of the store's own session, released by the last outcome's
+  // statement; `released` tells the lock it has nothing left to do.
+  releasesLock(key: bigint, released: () => void): void {
+    this.unlock = { key, released };
   }
 
   // The next attempt of the same run: a row of its own, which the requests follow.
@@ -133,9 +143,7 @@ export class RunRecorder {
   // reach), and a way to be woken the moment one is made (when the store can notify).
   async hasDueRequest(job: string): Promise<boolean> {
     let due = false;
-    await this.attempt('look for requests', async (store) => {
-      due = await store.hasDueRequest(job);
-    });
+    await this.attempt('look for requests', async (store) => void (due = await store.hasDueRequest(job)));
     return due;
   }
 
@@ -160,9 +168,7 @@ export class RunRecorder {
 
   async overlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null> {
     let holder: Holder | null = null;
-    await this.attempt('count the skipped run', async (store) => {
-      holder = await store.recordOverlap(job, host, holderPid);
-    });
+    await this.attempt('count the skipped run', async (store) => void (holder = await store.recordOverlap(job, host, holderPid)));
     return holder;
   }
 

@@ -49,7 +49,12 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   }
   const db = config.db as NonNullable<RunConfig['db']>;
   // The lock needs its connection: without it nothing runs (69). The log alone can wait.
-  const lockSession = config.lock === 'postgres' ? await connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, abort)) : null;
+  const connecting = config.lock === 'postgres' ? connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, abort)) : null;
+  // The code that will use the session loads while the connection is made (its failure is
+  // the await's below; this catch only keeps it from counting as unhandled meanwhile).
+  connecting?.catch(() => {});
+  await Promise.all([import('../lock/postgres.js'), import('../store/postgres.js'), import('../store/spool.js')]);
+  const lockSession = connecting && (await connecting);
   const log = config.log === 'postgres' ? await postgresLog(config, say, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
   const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as PgSession[];
   const roundTrips = () => sessions().reduce((n, s) => n + s.roundTrips, 0);
@@ -64,6 +69,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   };
   const combined = log.store?.session === lockSession ? log.store : null;
   if (!combined) return { ...gate, close };
+  log.recorder.releasesLock(key, () => plain.releasedElsewhere());
   // One statement takes the lock, applies the fleet rule and records the run. If the log
   // fails inside it (no privilege, a timeout), the lock is taken alone and the record spooled.
   const attempt = async (): Promise<Admission | null> => {

@@ -76,9 +76,10 @@ export class PostgresStore implements RunStore {
     await this.run(this.sql.setChildPid, { id, child_pid: childPid, command });
   }
 
-  async finishRun(id: number, o: RunOutcome, final: boolean): Promise<void> {
-    const values = { id, final, schema: this.schema, request_status: requestStatusOf(o.status) };
-    await this.run(this.sql.finish, { ...values, ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) });
+  async finishRun(id: number, o: RunOutcome, final: boolean, unlock: bigint | null = null): Promise<boolean> {
+    const values = { id, final, schema: this.schema, request_status: requestStatusOf(o.status), unlock: unlock?.toString() ?? null };
+    const [row] = await this.run<{ unlocked: boolean }>(this.sql.finish, { ...values, ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) });
+    return row?.unlocked === true;
   }
 
   async startRetry(previous: number, run: NewRun): Promise<number> {

@@ -50,13 +50,14 @@ export class SqliteStore implements RunStore {
     this.db.prepare(SQL.setChildPid).run(childPid, command, id);
   }
 
-  async finishRun(id: number, o: RunOutcome, final: boolean): Promise<void> {
+  async finishRun(id: number, o: RunOutcome, final: boolean): Promise<boolean> {
     const { db } = this;
     const finishedAt = o.finishedAt.toISOString();
     db.transaction(() => {
       db.prepare(SQL.finishRun).run({ id, ...outcomeParams({ ...o, finishedAt }) });
       if (final) db.prepare(SQL.finishRequests).run({ id, status: requestStatusOf(o.status), finished_at: finishedAt, exit_code: o.exitCode });
     }).immediate();
+    return false;
   }
 
   async startRetry(previous: number, run: NewRun): Promise<number> {

@@ -174,7 +174,9 @@ export interface RunStore {
   // The command started (its pid, and its command line with the requests' arguments).
   setChildPid(id: number, childPid: number, command: string): Promise<void>;
   // Records the outcome; on the last attempt (`final`), the requests of the run end with it.
-  finishRun(id: number, outcome: RunOutcome, final: boolean): Promise<void>;
+  // `unlock`: an advisory lock of the store's session to release in the same round trip;
+  // returns whether it was released (never, by a store without such locks).
+  finishRun(id: number, outcome: RunOutcome, final: boolean, unlock?: bigint | null): Promise<boolean>;
   // A retry of run `previous`: a new row, which the requests follow; returns its id.
   startRetry(previous: number, run: NewRun): Promise<number>;
   // Counts an invocation skipped because the lock was held, on the run that holds it
