@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { BINARY, type Finished, fixture, lines, start, waitFor } from '../helpers.js';
-import { pgRuns, pgSandbox, sql } from '../pg-helpers.js';
+import { holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 // A "host": its own UTS namespace with its own hostname, and its own clock (the fixture
 // starts it at `clock`). The run log and the database are shared, as in a fleet.
@@ -122,6 +122,30 @@ describe('one run per tick across a fleet', () => {
     // run) parked on the job for its next run.
     const [parked] = await sql<{ n: number }>(`SELECT coalesce(sum(pending_overlaps), 0)::int AS n FROM "${box.schema}".jobs`);
     expect((rows[0]?.overlaps ?? 0) + (parked?.n ?? 0)).toBe(5);
+  });
+
+  it('a host whose tick claim waited for another host\'s claim sees that host\'s run, and skips (local locks)', async () => {
+    const box = pgSandbox();
+    const job = box.job('wait-claim');
+    const log = box.path('record');
+    expect((await start(['migrate'], box.env).done).code).toBe(0);
+    // Host a's admission, held open by the test: its claim of the minute and its run row,
+    // not yet committed, as between the two statements of a real admission.
+    const a = await holdingClient();
+    await a.query('BEGIN');
+    const p = { job, host: 'host-a', tick: at('03:00:00'), now: at('03:00:01'), started_at: at('03:00:01'), invoked_at: at('03:00:01'),
+      fleet: true, trigger: 'cron', attempt: 1, pid: 1, username: 'a', command: 'true', lock_backend: 'flock', lock_key: 'k',
+      run_key: `a-${job}`, wrapper_start: null, manual: false, on_request: false, batch: false, keep_lock: false };
+    const [admitted] = (await a.query(`SELECT "${box.schema}".admit($1::jsonb) AS r`, [JSON.stringify(p)])).rows;
+    expect(admitted.r).toMatchObject({ admitted: true });
+    const b = onHost('host-b', at('03:00:02'), ['-l', 'flock', '-n', job, '--', fixture('record.sh'), log], box.env);
+    await waitFor(async () => (await sql(`SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+      [`cronguard:${job}`.slice(0, 63)])).length > 0, 'host b to wait for host a\'s claim');
+    await a.query('COMMIT');
+    await a.end();
+    expect(await b.done).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(lines(log)).toEqual([]);
+    expect(await pgRuns(box.schema)).toEqual([expect.objectContaining({ host: 'host-a', overlaps: 1 })]);
   });
 
   it('a waiter (-w) of the same minute skips once the run it waited for ends; one of a later minute runs', async () => {
