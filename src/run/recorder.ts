@@ -90,10 +90,9 @@ export class RunRecorder {
   }
 
   // The reply to the statement that takes the lock and records the start was lost with its
-  // connection, and the server may have committed the run's row though nothing ran: a record
-  // in the spool settles it as not run (or records the attempt, if no row was made), delivered
-  // by the next run. This run ends with its one line (69), so a spool that cannot be written
-  // goes unsaid: the next run that takes the lock marks the row abandoned all the same.
+  // connection; the server may have committed the run's row though nothing ran. The spooled
+  // record settles it as not run. A spool that cannot be written goes unsaid (this run ends
+  // with its one line, 69): the next run that takes the lock marks the row abandoned.
   lostAdmission(run: NewRun): void {
     const error = 'connection lost before the command started; nothing ran';
     const outcome = { status: 'abandoned', finishedAt: new Date().toISOString(), durationMs: 0, exitCode: null, signal: null, output: null, outputTruncated: false, error } as const;
@@ -143,7 +142,9 @@ export class RunRecorder {
   // reach), and a way to be woken the moment one is made (when the store can notify).
   async hasDueRequest(job: string): Promise<boolean> {
     let due = false;
-    await this.attempt('look for requests', async (store) => void (due = await store.hasDueRequest(job)));
+    await this.attempt('look for requests', async (store) => {
+      due = await store.hasDueRequest(job);
+    });
     return due;
   }
 
@@ -168,12 +169,13 @@ export class RunRecorder {
 
   async overlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null> {
     let holder: Holder | null = null;
-    await this.attempt('count the skipped run', async (store) => void (holder = await store.recordOverlap(job, host, holderPid)));
+    await this.attempt('count the skipped run', async (store) => {
+      holder = await store.recordOverlap(job, host, holderPid);
+    });
     return holder;
   }
 
-  // The store while records still go to it, for work beside the run's own records (the
-  // automatic prune, the metrics textfile); null otherwise.
+  // The store while records go to it, for the automatic prune and the metrics textfile.
   get openStore(): RunStore | null {
     return this.writable ? this.store : null;
   }
