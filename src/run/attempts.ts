@@ -89,7 +89,8 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     // Before the summary line, which stays the run's last word.
     const pingWarning = again ? null : await ping?.finish(verdict.exitCode, result.output);
     const delay = Math.min(config.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS);
-    if (result.endsMidLine && (pingWarning || verdict.summary)) process.stderr.write('\n');
+    if (result.endsMidLine && (result.replayNote || pingWarning || verdict.summary)) process.stderr.write('\n');
+    if (result.replayNote) say.warn(`${config.name}: ${result.replayNote}`);
     if (pingWarning) say.warn(pingWarning);
     if (verdict.summary) {
       const next = again ? `; retrying in ${formatDuration(delay)} (attempt ${attempt + 1} of ${config.retries + 1})` : '';

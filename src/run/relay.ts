@@ -3,7 +3,8 @@ import type { Readable } from 'node:stream';
 import { sleep } from '../util/io.js';
 import type { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
-import type { QuietBuffer, StreamId, TailBuffer } from './output.js';
+import type { StreamId, TailBuffer } from './output.js';
+import type { QuietBuffer } from './quiet.js';
 
 const POLL_MS = 100;
 // Silence on the pipes for this long, with no reader holding us back, before looking at who

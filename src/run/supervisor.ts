@@ -3,7 +3,8 @@ import type { Heartbeat } from '../lock/backend.js';
 import { setLongTimeout } from '../util/io.js';
 import { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
-import { QuietBuffer, TailBuffer } from './output.js';
+import { TailBuffer } from './output.js';
+import { QuietBuffer } from './quiet.js';
 import { Relay } from './relay.js';
 import { Watchdog } from './watchdog.js';
 
@@ -38,6 +39,9 @@ export interface ChildResult {
   readonly outputTruncated: boolean;
   // Why output was not drained to its end, for the run log; null when it was.
   readonly outputNote: string | null;
+  // What a -q replay could not show (its held output did not fit anywhere), for stderr and
+  // the run log; null when it showed everything, or there was none.
+  readonly replayNote: string | null;
   // cronguard's stderr was left mid-line, so its own next line must start a new one.
   readonly endsMidLine: boolean;
 }
@@ -99,7 +103,8 @@ export function supervise(options: SuperviseOptions): Supervision {
       watchdog?.release();
       for (const s of FORWARDED) process.off(s, forward);
       const durationMs = Math.round(performance.now() - started);
-      if (quiet && (exitCode !== 0 || processGroup.stopping || spawnError)) await quiet.replay((id, chunk) => relay.write(id, chunk));
+      const replay = quiet !== null && (exitCode !== 0 || processGroup.stopping || spawnError !== null);
+      const replayNote = replay ? await quiet.replay((id, chunk) => relay.write(id, chunk)) : null;
       quiet?.dispose();
       resolve({
         pid: child.pid ?? null,
@@ -114,6 +119,7 @@ export function supervise(options: SuperviseOptions): Supervision {
         output: tail.text(),
         outputTruncated: tail.truncated,
         outputNote,
+        replayNote,
         endsMidLine: relay.endsMidLine(),
       });
     };
