@@ -1,6 +1,6 @@
 import { fstatSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { sleep } from '../util/io.js';
+import { abandon, handedOn, sleep } from '../util/io.js';
 import type { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
 import type { StreamId, TailBuffer } from './output.js';
@@ -23,12 +23,18 @@ interface Source {
 // Passes the command's output through to cronguard's own stdout and stderr while it runs,
 // keeping the tail for the run log (and all of it for -q), and copying it for `logs -f`. A slow reader slows the command
 // down rather than growing our memory; one that went away (EPIPE) stops the writing, not
-// the command. When the command exits, everything it wrote is drained; only descendants
-// that keep a pipe open are not waited for.
+// the command. When the command exits, everything it wrote is drained, and handed on to
+// the reader; only descendants that keep a pipe open are not waited for, and a signal to
+// cronguard stops the waiting.
 export class Relay {
   private readonly sources: Source[] = [];
+  private readonly outs = new Set<NodeJS.WriteStream>();
   private lastData = 0;
   private readonly lastByte = new Map<string, number>();
+  // The signal that ended the delivery of the output, once the command had exited.
+  private interruptedBy: NodeJS.Signals | null = null;
+  // Replay writes waiting for a slow reader, let go by that signal.
+  private readonly waiting = new Set<() => void>();
 
   constructor(
     private readonly tail: TailBuffer,
@@ -40,6 +46,7 @@ export class Relay {
     if (!stream) return;
     const source: Source = { stream, ended: false, blocked: false };
     this.sources.push(source);
+    this.outs.add(out);
     let broken = false;
     out.on('error', () => {
       broken = true;
@@ -72,16 +79,32 @@ export class Relay {
 
   // Writes a -q replay's chunk, waiting for the reader when it is slow.
   async write(id: StreamId, chunk: Buffer): Promise<void> {
+    if (this.interruptedBy !== null) return;
     this.noteWritten(id, chunk);
     const out = id === 1 ? process.stdout : process.stderr;
-    if (!out.write(chunk) && !out.destroyed) await new Promise((resolve) => out.once('drain', resolve).once('error', resolve));
+    this.outs.add(out);
+    if (!out.write(chunk) && !out.destroyed) await this.drained(out);
   }
 
-  // After the command exited: reads until both pipes end. Returns a note for the run log
-  // when processes that outlived the command still held a pipe, and it stopped there.
+  // After the command exited: reads until both pipes end, then waits until our own streams
+  // have handed everything on. Returns a note for the run log when it stopped short: processes
+  // that outlived the command still held a pipe, or a signal came.
   async drain(deadline: number | null, group: ProcessGroup): Promise<string | null> {
-    for (;;) {
-      if (this.sources.every((s) => s.ended)) return null;
+    const note = await this.readToEnd(deadline, group);
+    return [note, await this.delivered()].filter(Boolean).join('; ') || null;
+  }
+
+  // Waits until our own streams have handed all that was written to them to the reader:
+  // nothing of cronguard's own (its summary line, on a stderr that shares cron's pipe) may
+  // overtake the output, and the outcome is recorded once the output is through. Null when
+  // it is; else the note that a signal stopped the wait.
+  async delivered(): Promise<string | null> {
+    while (this.interruptedBy === null && ![...this.outs].every(handedOn)) await sleep(POLL_MS);
+    return this.interruptedBy === null ? null : `${this.interruptedBy} arrived while its output was still being passed on; the rest was dropped`;
+  }
+
+  private async readToEnd(deadline: number | null, group: ProcessGroup): Promise<string | null> {
+    while (this.interruptedBy === null && !this.sources.every((s) => s.ended)) {
       await sleep(POLL_MS);
       if (deadline !== null && Date.now() > deadline) return this.cut('the timeout expired while output was still arriving');
       const idle = Date.now() - this.lastData;
@@ -90,6 +113,16 @@ export class Relay {
       if (members !== null) return this.cut(`${members.join(', ') || 'its process group'} kept its output open after the command exited; not waited for`);
       if (idle >= IDLE_OUTSIDE_MS) return this.cut('a process outside its group kept its output open after the command exited; not waited for');
     }
+    return null;
+  }
+
+  // A signal to cronguard after the command exited: stop waiting for the pipes and for the
+  // reader, dropping what is still queued for it (its delivery could take forever).
+  interrupt(signal: NodeJS.Signals): void {
+    this.interruptedBy ??= signal;
+    this.stopReading();
+    for (const out of this.outs) if (!handedOn(out)) abandon(out);
+    for (const resume of this.waiting) resume();
   }
 
   // Whether cronguard's stderr (the stream its summary line goes to) was left in the middle
@@ -99,13 +132,29 @@ export class Relay {
     return last !== undefined && last !== 0x0a;
   }
 
+  private drained(out: NodeJS.WriteStream): Promise<void> {
+    return new Promise((resolve) => {
+      const resume = () => {
+        this.waiting.delete(resume);
+        out.off('drain', resume).off('error', resume);
+        resolve();
+      };
+      this.waiting.add(resume);
+      out.once('drain', resume).once('error', resume);
+    });
+  }
+
   private noteWritten(id: StreamId, chunk: Buffer): void {
     if (chunk.length > 0) this.lastByte.set(sinkOf(id), chunk[chunk.length - 1] as number);
   }
 
   private cut(note: string): string {
-    for (const source of this.sources) source.stream.destroy();
+    this.stopReading();
     return note;
+  }
+
+  private stopReading(): void {
+    for (const source of this.sources) source.stream.destroy();
   }
 }
 

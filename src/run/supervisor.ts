@@ -68,9 +68,13 @@ export function supervise(options: SuperviseOptions): Supervision {
   // is unknown and the signal is delivered right after.
   let group: ProcessGroup | null = null;
   let forwardedSignal: NodeJS.Signals | null = null;
+  let exited = false;
   const forward = (signal: NodeJS.Signals) => {
-    forwardedSignal = signal;
     group?.signal(signal);
+    // Once the command has exited, what is left is its output on the way to a reader that
+    // may never take it: the signal ends that wait (what it left running gets it too).
+    if (exited) relay.interrupt(signal);
+    else forwardedSignal = signal;
   };
   for (const signal of FORWARDED) process.on(signal, forward);
   // detached: the command leads a new process group, so signals and the timeout reach
@@ -96,16 +100,18 @@ export function supervise(options: SuperviseOptions): Supervision {
     const settle = async (exitCode: number | null, signal: NodeJS.Signals | null, spawnError: NodeJS.ErrnoException | null) => {
       if (settled) return;
       settled = true;
+      exited = true;
       timer?.clear();
       // A stopped group is waited out first: once its members are gone, so are their pipes.
       await processGroup.waitUntilGone();
       const outputNote = await relay.drain(deadline, processGroup);
       watchdog?.release();
-      for (const s of FORWARDED) process.off(s, forward);
       const durationMs = Math.round(performance.now() - started);
       const replay = quiet !== null && (exitCode !== 0 || processGroup.stopping || spawnError !== null);
       const replayNote = replay ? await quiet.replay((id, chunk) => relay.write(id, chunk)) : null;
+      const replayCut = replay ? await relay.delivered() : null;
       quiet?.dispose();
+      for (const s of FORWARDED) process.off(s, forward);
       resolve({
         pid: child.pid ?? null,
         exitCode,
@@ -118,7 +124,7 @@ export function supervise(options: SuperviseOptions): Supervision {
         durationMs,
         output: tail.text(),
         outputTruncated: tail.truncated,
-        outputNote,
+        outputNote: outputNote ?? replayCut,
         replayNote,
         endsMidLine: relay.endsMidLine(),
       });

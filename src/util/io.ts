@@ -18,10 +18,23 @@ export function messages(verbose: boolean, prefix = 'cronguard'): Messages {
   };
 }
 
+// Streams whose queued output cronguard gave up on, told to by a signal while a reader was
+// not taking it: waiting for them could take forever. (A stdio stream cannot be destroyed:
+// Node undoes it.)
+const abandoned = new WeakSet<NodeJS.WriteStream>();
+export function abandon(stream: NodeJS.WriteStream): void {
+  abandoned.add(stream);
+}
+
+// Whether everything written to the stream has been handed to the OS (or given up on).
+export function handedOn(stream: NodeJS.WriteStream): boolean {
+  return stream.writableLength === 0 || stream.destroyed || abandoned.has(stream);
+}
+
 // Resolves once everything written to the stream has been handed to the OS. process.exit()
 // would otherwise drop what is still queued for a pipe, such as a -q replay of a failed job.
 export function flushed(stream: NodeJS.WriteStream): Promise<void> {
-  if (stream.writableLength === 0 || stream.destroyed) return Promise.resolve();
+  if (handedOn(stream)) return Promise.resolve();
   return new Promise((resolve) => {
     stream.once('drain', resolve);
     stream.once('error', resolve);

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { BINARY, cronguard, isAlive, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { BINARY, cronguard, isAlive, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
 
 describe('output after the command exits', () => {
   it('behind a slow reader, every byte reaches stdout and the run log', async () => {
@@ -47,6 +47,56 @@ describe('output after the command exits', () => {
     process.kill(escaped);
     expect(result.code).toBe(0);
     expect(runs(box.stateDir)[0]?.error).toBe('a process outside its group kept its output open after the command exited; not waited for');
+  });
+
+  it('with stdout and stderr on one slow pipe (as cron has them), the summary line comes after all of the output', async () => {
+    const box = sandbox();
+    const done = box.path('done');
+    const out = box.path('out');
+    // 100 KB that the command writes and exits on: more than the pipe to the reader holds,
+    // so some of it is still queued inside cronguard when the command is gone.
+    const script = `head -c 100000 /dev/zero | tr '\\0' a; touch ${done}; exit 1`;
+    const reader = `while [ ! -e ${done} ]; do sleep 0.05; done; sleep 1; cat > ${out}`;
+    const command = `${process.execPath} ${BINARY} -n shared -- sh -c "${script}" 2>&1 | sh -c '${reader}'`;
+    const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
+    await new Promise((resolve) => child.on('close', resolve));
+    expect(readFileSync(out, 'utf8')).toMatch(/^a{100000}\ncronguard: shared: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
+  });
+
+  it.each([
+    ['its output', [], 'head -c 100000 /dev/zero; exit 0', 0, 'succeeded'],
+    ['a -q replay', ['-q'], 'head -c 10000000 /dev/zero; exit 3', 3, 'failed'],
+  ])('a signal while %s waits for a reader that does not read ends the wait: the run keeps its outcome', async (_what, flags, script, code, status) => {
+    const box = sandbox();
+    const gone = box.path('gone');
+    const exited = box.path('exited');
+    const reader = `while [ ! -e ${gone} ]; do sleep 0.05; done; cat > /dev/null`;
+    const command = `${process.execPath} ${BINARY} -n stuck ${flags.join(' ')} -- sh -c '${script}' | sh -c '${reader}'; echo \${PIPESTATUS[0]} > ${exited}`;
+    const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
+    const closed = new Promise((resolve) => child.on('close', resolve));
+    // The command has exited and been reaped by cronguard (its /proc entry is gone), so all
+    // that is left is output no one reads.
+    // The run log may exist before its tables do.
+    const first = () => {
+      try {
+        return runs(box.stateDir)[0];
+      } catch {
+        return undefined;
+      }
+    };
+    await waitFor(() => first()?.child_pid != null, 'the command to start');
+    const row = first();
+    await waitFor(() => !existsSync(`/proc/${row?.child_pid}`), 'the command to exit');
+    process.kill(row?.pid as number, 'SIGTERM');
+    await waitFor(() => !isAlive(row?.pid as number), 'cronguard to end');
+    release(gone);
+    await closed;
+    expect(readFileSync(exited, 'utf8')).toBe(`${code}\n`);
+    expect(runs(box.stateDir)[0]).toMatchObject({
+      status,
+      exit_code: code,
+      error: 'SIGTERM arrived while its output was still being passed on; the rest was dropped',
+    });
   });
 
   it('starts its summary line on a line of its own after output without a final newline', async () => {
