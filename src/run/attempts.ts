@@ -69,7 +69,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     if (guard.lost !== null) return lostBeforeStart(ctx, guard.lost);
     // Each attempt is a run of its own, with its own key, so its own live copy.
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, live });
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, live, say });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
     if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);

@@ -1,5 +1,6 @@
 import { fstatSync } from 'node:fs';
 import type { Readable } from 'node:stream';
+import { describe } from '../errors.js';
 import { abandon, handedOn, sleep } from '../util/io.js';
 import type { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
@@ -35,11 +36,17 @@ export class Relay {
   private interruptedBy: NodeJS.Signals | null = null;
   // Replay writes waiting for a slow reader, let go by that signal.
   private readonly waiting = new Set<() => void>();
+  // Our streams that failed (a reader gone, a full disk): nothing more is written to them.
+  private readonly broken = new Set<NodeJS.WriteStream>();
+  // Why output was dropped other than for a reader that went away, for the run log.
+  readonly failures: string[] = [];
 
   constructor(
     private readonly tail: TailBuffer,
     private readonly quiet: QuietBuffer | null,
     private readonly live: LiveCopy | null,
+    // Says one line on stderr, as cronguard's own messages do.
+    private readonly warn: (line: string) => void,
   ) {}
 
   pipe(id: StreamId, stream: Readable | null, out: NodeJS.WriteStream): void {
@@ -47,9 +54,8 @@ export class Relay {
     const source: Source = { stream, ended: false, blocked: false };
     this.sources.push(source);
     this.outs.add(out);
-    let broken = false;
-    out.on('error', () => {
-      broken = true;
+    out.on('error', (error: NodeJS.ErrnoException) => {
+      this.failed(id, out, error);
       source.blocked = false;
       stream.resume();
     });
@@ -60,7 +66,7 @@ export class Relay {
       this.tail.push(chunk);
       this.live?.push(chunk);
       if (this.quiet) return this.quiet.push(id, chunk);
-      if (broken) return;
+      if (this.broken.has(out)) return;
       this.noteWritten(id, chunk);
       const flowing = out.write(chunk);
       // Node writes to a pipe synchronously on Linux: a slow reader holds us inside write(),
@@ -79,9 +85,9 @@ export class Relay {
 
   // Writes a -q replay's chunk, waiting for the reader when it is slow.
   async write(id: StreamId, chunk: Buffer): Promise<void> {
-    if (this.interruptedBy !== null) return;
-    this.noteWritten(id, chunk);
     const out = id === 1 ? process.stdout : process.stderr;
+    if (this.interruptedBy !== null || this.broken.has(out)) return;
+    this.noteWritten(id, chunk);
     this.outs.add(out);
     if (!out.write(chunk) && !out.destroyed) await this.drained(out);
   }
@@ -130,6 +136,21 @@ export class Relay {
   endsMidLine(): boolean {
     const last = this.lastByte.get(sinkOf(2));
     return last !== undefined && last !== 0x0a;
+  }
+
+  // A reader that went away (EPIPE) is no news: `cronguard ... | head` is how one reads the
+  // start of the output. Anything else (a full disk, an I/O error) loses output, and says so
+  // once per stream.
+  private failed(id: StreamId, out: NodeJS.WriteStream, error: NodeJS.ErrnoException): void {
+    if (this.broken.has(out)) return;
+    this.broken.add(out);
+    // What it still holds will never go anywhere: neither this drain nor cronguard's exit
+    // waits for it.
+    abandon(out);
+    if (error.code === 'EPIPE') return;
+    const note = `its ${id === 1 ? 'stdout' : 'stderr'} could not be written (${describe(error)}); the rest of the output to it was dropped`;
+    this.failures.push(note);
+    this.warn(note);
   }
 
   private drained(out: NodeJS.WriteStream): Promise<void> {

@@ -1,6 +1,6 @@
 import { type StdioOptions, spawn } from 'node:child_process';
 import type { Heartbeat } from '../lock/backend.js';
-import { setLongTimeout } from '../util/io.js';
+import { type Messages, setLongTimeout } from '../util/io.js';
 import { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
 import { TailBuffer } from './output.js';
@@ -22,6 +22,9 @@ export interface SuperviseOptions {
   // Where the output is copied for `logs -f` while the command runs; null without a run log.
   readonly live: LiveCopy | null;
   readonly heartbeat?: Heartbeat | null;
+  // The job's name and cronguard's voice, for a warning that its output could not be written.
+  readonly name: string;
+  readonly say: Messages;
 }
 
 // What became of the command, success or not, in one shape (as execa's result).
@@ -86,7 +89,7 @@ export function supervise(options: SuperviseOptions): Supervision {
   if (forwardedSignal) processGroup.signal(forwardedSignal);
   const tail = new TailBuffer(options.captureBytes);
   const quiet = options.quiet ? new QuietBuffer() : null;
-  const relay = new Relay(tail, quiet, capture ? options.live : null);
+  const relay = new Relay(tail, quiet, capture ? options.live : null, (line) => options.say.warn(`${options.name}: ${line}`));
   if (!capture) options.live?.markUncaptured();
   relay.pipe(1, child.stdout, process.stdout);
   relay.pipe(2, child.stderr, process.stderr);
@@ -124,7 +127,7 @@ export function supervise(options: SuperviseOptions): Supervision {
         durationMs,
         output: tail.text(),
         outputTruncated: tail.truncated,
-        outputNote: outputNote ?? replayCut,
+        outputNote: [...relay.failures, outputNote ?? replayCut].filter(Boolean).join('; ') || null,
         replayNote,
         endsMidLine: relay.endsMidLine(),
       });

@@ -1,28 +1,7 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { cronguard, runs, sandbox } from '../helpers.js';
+import { describe, expect, it } from 'vitest';
+import { cronguard, runs, sandbox, smallDisk } from '../helpers.js';
 
 const MiB = 1024 * 1024;
-
-const mounts: string[] = [];
-afterEach(() => {
-  for (const dir of mounts.splice(0)) {
-    execFileSync('umount', [dir]);
-    rmSync(dir, { recursive: true });
-  }
-});
-
-// A temporary directory on a file system of 1 MiB: -q's spill file fills it long before
-// the command is done.
-function smallTmp(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'cronguard-tmp-'));
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=1777', 'tmpfs', dir]);
-  mounts.push(dir);
-  return dir;
-}
 
 // Numbered lines, so any lost, doubled or reordered part shows.
 const numbered = (count: number) => `seq 1 ${count}; exit 1`;
@@ -33,7 +12,7 @@ describe('-q when its temporary file takes no more', () => {
     if (process.geteuid?.() !== 0) return;
     const box = sandbox();
     // About 7 MB: 4 MiB in memory, about 1 MiB in the file, the rest in memory again.
-    const result = await cronguard(['-q', '-n', 'full', '--', 'sh', '-c', numbered(1_000_000)], { ...box.env, TMPDIR: smallTmp() });
+    const result = await cronguard(['-q', '-n', 'full', '--', 'sh', '-c', numbered(1_000_000)], { ...box.env, TMPDIR: smallDisk('1m') });
     expect(result.code).toBe(1);
     expect(result.stdout === expected(1_000_000)).toBe(true);
     expect(result.stderr).toMatch(/^cronguard: full: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
