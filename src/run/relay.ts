@@ -1,4 +1,4 @@
-import { fstatSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { describe } from '../errors.js';
 import { abandon, handedOn, sleep } from '../util/io.js';
@@ -132,8 +132,12 @@ export class Relay {
   }
 
   // Whether cronguard's stderr (the stream its summary line goes to) was left in the middle
-  // of a line, counting stdout when both are the same file, as in cron's mail.
+  // of a line, counting stdout when both are the same file, as in cron's mail. A regular
+  // file is asked itself: with --capture 0 the command wrote to it unseen. A pipe or a
+  // terminal cannot be asked, so there only what passed through here counts.
   endsMidLine(): boolean {
+    const inFile = fileEndsMidLine(2);
+    if (inFile !== null) return inFile;
     const last = this.lastByte.get(sinkOf(2));
     return last !== undefined && last !== 0x0a;
   }
@@ -186,5 +190,24 @@ function sinkOf(fd: number): string {
     return `${dev}:${ino}`;
   } catch {
     return `fd${fd}`;
+  }
+}
+
+// Whether the regular file behind `fd` ends in the middle of a line; null when `fd` is not
+// a regular file, or it cannot be read (it was opened write-only: it is reopened through
+// /proc to read its last byte).
+function fileEndsMidLine(fd: number): boolean | null {
+  let reader: number | null = null;
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) return null;
+    if (stat.size === 0) return false;
+    reader = openSync(`/proc/self/fd/${fd}`, constants.O_RDONLY | constants.O_NONBLOCK);
+    const last = Buffer.alloc(1);
+    return readSync(reader, last, 0, 1, stat.size - 1) === 1 ? last[0] !== 0x0a : null;
+  } catch {
+    return null;
+  } finally {
+    if (reader !== null) closeSync(reader);
   }
 }

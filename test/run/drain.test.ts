@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { BINARY, cronguard, isAlive, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
 
@@ -103,6 +103,27 @@ describe('output after the command exits', () => {
     const box = sandbox();
     const result = await cronguard(['-n', 'mid', '--', 'sh', '-c', 'printf "partial error" >&2; exit 1'], box.env);
     expect(result.stderr).toMatch(/^partial error\ncronguard: mid: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
+  });
+});
+
+describe('the summary line in a log file', () => {
+  it.each([[['--capture', '0']], [[]], [['-q']], [['--capture', '0', '-q']]])('starts on a line of its own after a last line without newline (%j)', async (flags) => {
+    const box = sandbox();
+    const log = box.path('job.log');
+    const command = `${process.execPath} ${BINARY} -n mid ${flags.join(' ')} -- sh -c 'printf partial; exit 1' >> ${log} 2>&1`;
+    const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
+    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(1);
+    expect(readFileSync(log, 'utf8')).toMatch(/^partial\ncronguard: mid: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
+  });
+
+  it('even when it was what the log held before that ended without one', async () => {
+    const box = sandbox();
+    const log = box.path('job.log');
+    writeFileSync(log, 'an earlier line, cut short');
+    const command = `${process.execPath} ${BINARY} -n mid -- sh -c 'exit 1' 2>> ${log}`;
+    const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
+    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(1);
+    expect(readFileSync(log, 'utf8')).toMatch(/^an earlier line, cut short\ncronguard: mid: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
   });
 });
 
