@@ -13,6 +13,12 @@ const POLL_MS = 100;
 const IDLE_MS = 200;
 // ...or, when the group is gone, a process that left it (setsid) and kept the output.
 const IDLE_OUTSIDE_MS = 1000;
+// Members that never fall silent (a daemon that a cron script started, logging away) are
+// found by what they write after the command exited: data that keeps coming this long while
+// the reader keeps up, or more than the command itself can have left in its pipes (the
+// largest pipe an unprivileged process can make, fs.pipe-max-size, is 1 MiB by default)...
+const WRITING_ON_MS = 1000;
+const BACKLOG_BYTES = 1024 * 1024 + 64 * 1024;
 
 interface Source {
   readonly stream: Readable;
@@ -31,6 +37,10 @@ export class Relay {
   private readonly sources: Source[] = [];
   private readonly outs = new Set<NodeJS.WriteStream>();
   private lastData = 0;
+  // Bytes read, and how often a slow reader held a pipe back: to tell, after the command
+  // exited, its own last output from what its survivors write.
+  private bytesRead = 0;
+  private holdUps = 0;
   private readonly lastByte = new Map<string, number>();
   // The signal that ended the delivery of the output, once the command had exited.
   private interruptedBy: NodeJS.Signals | null = null;
@@ -63,6 +73,7 @@ export class Relay {
     stream.on('close', () => (source.ended = true));
     stream.on('data', (chunk: Buffer) => {
       this.lastData = Date.now();
+      this.bytesRead += chunk.length;
       this.tail.push(chunk);
       this.live?.push(chunk);
       if (this.quiet) return this.quiet.push(id, chunk);
@@ -73,6 +84,7 @@ export class Relay {
       // and that time is not silence from the command.
       this.lastData = Date.now();
       if (!flowing) {
+        this.holdUps++;
         source.blocked = true;
         stream.pause();
         out.once('drain', () => {
@@ -110,11 +122,15 @@ export class Relay {
   }
 
   private async readToEnd(deadline: number | null, group: ProcessGroup): Promise<string | null> {
+    const exit = { at: Date.now(), bytes: this.bytesRead, holdUps: this.holdUps, held: this.sources.some((s) => s.blocked) };
+    // ...never, behind a reader slower than the command, its own last output.
+    const survivorsWriting = () =>
+      this.bytesRead - exit.bytes > BACKLOG_BYTES || (!exit.held && this.holdUps === exit.holdUps && Date.now() - exit.at >= WRITING_ON_MS);
     while (this.interruptedBy === null && !this.sources.every((s) => s.ended)) {
       await sleep(POLL_MS);
       if (deadline !== null && Date.now() > deadline) return this.cut('the timeout expired while output was still arriving');
       const idle = Date.now() - this.lastData;
-      if (this.sources.some((s) => s.blocked) || idle < IDLE_MS) continue;
+      if (this.sources.some((s) => s.blocked) || (idle < IDLE_MS && !survivorsWriting())) continue;
       const members = group.liveMembers();
       if (members !== null) return this.cut(`${members.join(', ') || 'its process group'} kept its output open after the command exited; not waited for`);
       if (idle >= IDLE_OUTSIDE_MS) return this.cut('a process outside its group kept its output open after the command exited; not waited for');

@@ -37,6 +37,23 @@ describe('output after the command exits', () => {
     });
   });
 
+  it('nor for one that never falls silent (a daemon logging away): the run ends, naming it', async () => {
+    const box = sandbox();
+    const pids = box.path('pids');
+    const writer = `(while [ -d ${box.dir} ]; do echo tick; sleep 0.02; done) & echo $! > ${pids}; exit 0`;
+    const run = start(['-n', 'chatty', '--', 'sh', '-c', writer], box.env);
+    let ended = false;
+    void run.done.then(() => (ended = true));
+    await waitFor(() => ended, 'cronguard to end although the writer goes on');
+    const chatty = Number(lines(pids)[0]);
+    if (isAlive(chatty)) process.kill(chatty);
+    expect((await run.done).code).toBe(0);
+    expect(runs(box.stateDir)[0]).toMatchObject({ status: 'succeeded' });
+    const error = runs(box.stateDir)[0]?.error;
+    expect(error).toContain(`pid ${chatty} (sh)`);
+    expect(error).toMatch(/kept its output open after the command exited; not waited for$/);
+  });
+
   it('nor for one that left the group (setsid) with the output', async () => {
     const box = sandbox();
     const pids = box.path('pids');
@@ -56,7 +73,7 @@ describe('output after the command exits', () => {
     // 100 KB that the command writes and exits on: more than the pipe to the reader holds,
     // so some of it is still queued inside cronguard when the command is gone.
     const script = `head -c 100000 /dev/zero | tr '\\0' a; touch ${done}; exit 1`;
-    const reader = `while [ ! -e ${done} ]; do sleep 0.05; done; sleep 1; cat > ${out}`;
+    const reader = `while [ ! -e ${done} ] && [ -d ${box.dir} ]; do sleep 0.05; done; sleep 1; cat > ${out}`;
     const command = `${process.execPath} ${BINARY} -n shared -- sh -c "${script}" 2>&1 | sh -c '${reader}'`;
     const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
     await new Promise((resolve) => child.on('close', resolve));
@@ -70,7 +87,8 @@ describe('output after the command exits', () => {
     const box = sandbox();
     const gone = box.path('gone');
     const exited = box.path('exited');
-    const reader = `while [ ! -e ${gone} ]; do sleep 0.05; done; cat > /dev/null`;
+    // It gives up once the sandbox is gone, should the test fail before releasing it.
+    const reader = `while [ ! -e ${gone} ] && [ -d ${box.dir} ]; do sleep 0.05; done; cat > /dev/null`;
     const command = `${process.execPath} ${BINARY} -n stuck ${flags.join(' ')} -- sh -c '${script}' | sh -c '${reader}'; echo \${PIPESTATUS[0]} > ${exited}`;
     const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
     const closed = new Promise((resolve) => child.on('close', resolve));
