@@ -1,4 +1,3 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { describe } from '../errors.js';
 import { abandon, handedOn, sleep } from '../util/io.js';
@@ -6,6 +5,7 @@ import type { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
 import type { StreamId, TailBuffer } from './output.js';
 import type { QuietBuffer } from './quiet.js';
+import { fileEndsMidLine, sinkOf } from './sink.js';
 
 const POLL_MS = 100;
 // Silence on the pipes for this long, with no reader holding us back, before looking at who
@@ -196,34 +196,5 @@ export class Relay {
 
   private stopReading(): void {
     for (const source of this.sources) source.stream.destroy();
-  }
-}
-
-// Which file one of our output streams goes to: the same key for both when they share it.
-function sinkOf(fd: number): string {
-  try {
-    const { dev, ino } = fstatSync(fd);
-    return `${dev}:${ino}`;
-  } catch {
-    return `fd${fd}`;
-  }
-}
-
-// Whether the regular file behind `fd` ends in the middle of a line; null when `fd` is not
-// a regular file, or it cannot be read (it was opened write-only: it is reopened through
-// /proc to read its last byte).
-function fileEndsMidLine(fd: number): boolean | null {
-  let reader: number | null = null;
-  try {
-    const stat = fstatSync(fd);
-    if (!stat.isFile()) return null;
-    if (stat.size === 0) return false;
-    reader = openSync(`/proc/self/fd/${fd}`, constants.O_RDONLY | constants.O_NONBLOCK);
-    const last = Buffer.alloc(1);
-    return readSync(reader, last, 0, 1, stat.size - 1) === 1 ? last[0] !== 0x0a : null;
-  } catch {
-    return null;
-  } finally {
-    if (reader !== null) closeSync(reader);
   }
 }
