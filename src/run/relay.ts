@@ -1,11 +1,11 @@
 import type { Readable } from 'node:stream';
 import { describe } from '../errors.js';
-import { abandon, handedOn, sleep } from '../util/io.js';
+import { abandon, handedOn, setStderrMidLine, sleep } from '../util/io.js';
 import type { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
 import type { StreamId, TailBuffer } from './output.js';
 import type { QuietBuffer } from './quiet.js';
-import { fileEndsMidLine, sinkOf } from './sink.js';
+import { sinkOf } from './sink.js';
 
 const POLL_MS = 100;
 // Silence on the pipes for this long, with no reader holding us back, before looking at who
@@ -41,7 +41,6 @@ export class Relay {
   // exited, its own last output from what its survivors write.
   private bytesRead = 0;
   private holdUps = 0;
-  private readonly lastByte = new Map<string, number>();
   // The signal that ended the delivery of the output, once the command had exited.
   private interruptedBy: NodeJS.Signals | null = null;
   // Replay writes waiting for a slow reader, let go by that signal.
@@ -147,17 +146,6 @@ export class Relay {
     for (const resume of this.waiting) resume();
   }
 
-  // Whether cronguard's stderr (the stream its summary line goes to) was left in the middle
-  // of a line, counting stdout when both are the same file, as in cron's mail. A regular
-  // file is asked itself: with --capture 0 the command wrote to it unseen. A pipe or a
-  // terminal cannot be asked, so there only what passed through here counts.
-  endsMidLine(): boolean {
-    const inFile = fileEndsMidLine(2);
-    if (inFile !== null) return inFile;
-    const last = this.lastByte.get(sinkOf(2));
-    return last !== undefined && last !== 0x0a;
-  }
-
   // A reader that went away (EPIPE) is no news: `cronguard ... | head` is how one reads the
   // start of the output. Anything else (a full disk, an I/O error) loses output, and says so
   // once per stream.
@@ -185,8 +173,10 @@ export class Relay {
     });
   }
 
+  // Keeps track of whether cronguard's stderr (where its own lines go) is left in the middle
+  // of a line, counting stdout when both are the same file, as in cron's mail.
   private noteWritten(id: StreamId, chunk: Buffer): void {
-    if (chunk.length > 0) this.lastByte.set(sinkOf(id), chunk[chunk.length - 1] as number);
+    if (chunk.length > 0 && (id === 2 || sinkOf(1) === sinkOf(2))) setStderrMidLine(chunk[chunk.length - 1] !== 0x0a);
   }
 
   private cut(note: string): string {

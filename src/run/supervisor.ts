@@ -45,8 +45,6 @@ export interface ChildResult {
   // What a -q replay could not show (its held output did not fit anywhere), for stderr and
   // the run log; null when it showed everything, or there was none.
   readonly replayNote: string | null;
-  // cronguard's stderr was left mid-line, so its own next line must start a new one.
-  readonly endsMidLine: boolean;
 }
 
 export interface Supervision {
@@ -129,7 +127,6 @@ export function supervise(options: SuperviseOptions): Supervision {
         outputTruncated: tail.truncated,
         outputNote: [...relay.failures, outputNote ?? replayCut].filter(Boolean).join('; ') || null,
         replayNote,
-        endsMidLine: relay.endsMidLine(),
       });
     };
     // Without a pid the spawn itself failed, and no 'exit' may follow.

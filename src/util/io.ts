@@ -11,7 +11,7 @@ export interface Messages {
 }
 
 export function messages(verbose: boolean, prefix = 'cronguard'): Messages {
-  const write = (line: string) => process.stderr.write(redact(`${prefix}: ${line}\n`));
+  const write = (line: string) => process.stderr.write(redact(ownLine(`${prefix}: ${line}\n`)));
   return {
     warn: write,
     verbose: verbose ? write : () => {},
@@ -29,6 +29,22 @@ export function abandon(stream: NodeJS.WriteStream): void {
 // Whether everything written to the stream has been handed to the OS (or given up on).
 export function handedOn(stream: NodeJS.WriteStream): boolean {
   return stream.writableLength === 0 || stream.destroyed || abandoned.has(stream);
+}
+
+// Whether the command's output left cronguard's stderr in the middle of a line (kept up to
+// date by the relay as output passes, and set once more when the command is done, when a
+// log file can tell): cronguard's next line of its own then starts a new line first, rather
+// than glue onto the command's unfinished one.
+let stderrMidLine = false;
+export function setStderrMidLine(midLine: boolean): void {
+  stderrMidLine = midLine;
+}
+
+// `text`, one or more whole lines of cronguard's own for stderr, on a line of its own.
+export function ownLine(text: string): string {
+  const line = stderrMidLine ? `\n${text}` : text;
+  stderrMidLine = false;
+  return line;
 }
 
 // Resolves once everything written to the stream has been handed to the OS. process.exit()

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BINARY, cronguard, isAlive, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
 
@@ -132,6 +133,16 @@ describe('the summary line in a log file', () => {
     const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
     expect(await new Promise((resolve) => child.on('close', resolve))).toBe(1);
     expect(readFileSync(log, 'utf8')).toMatch(/^partial\ncronguard: mid: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
+  });
+
+  it('so does every line of cronguard\'s own after the output, such as a run log that failed at the end', async () => {
+    const box = sandbox();
+    await cronguard(['-n', 'mid', '--', 'true'], box.env);
+    // The command leaves its last line unfinished, and ruins the run log under cronguard.
+    const ruin = `printf partial >&2; head -c 65536 /dev/zero > ${join(box.stateDir, 'cronguard.db')}; exit 1`;
+    const result = await cronguard(['-n', 'mid', '--', 'sh', '-c', ruin], box.env);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^partial\ncronguard: run log in \S+ unavailable \(record the outcome: .*\); the job runs unrecorded\ncronguard: mid: failed with exit 1 after \S+ \(run 2; cronguard logs 2\)\n$/);
   });
 
   it('even when it was what the log held before that ended without one', async () => {
