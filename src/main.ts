@@ -142,6 +142,11 @@ process.on('warning', (warning) => {
   if (showWarnings) messages(true).verbose(`node: ${warning.name}: ${warning.message}`);
 });
 
+// A stdout or stderr whose reader went away must not crash cronguard with an unhandled
+// 'error' when it writes a line of its own; whoever writes the command's output (the relay),
+// or a subcommand's, listens for itself.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+
 // A promise that never settles would let the event loop drain and Node exit 0 without
 // running the job: cron would see success. That is a bug, and must say so.
 let settled = false;

@@ -49,6 +49,8 @@ export class Relay {
   private readonly broken = new Set<NodeJS.WriteStream>();
   // Why output was dropped other than for a reader that went away, for the run log.
   readonly failures: string[] = [];
+  // Takes our listeners off cronguard's stdout and stderr, which outlive this attempt.
+  private readonly releases: (() => void)[] = [];
 
   constructor(
     private readonly tail: TailBuffer,
@@ -63,11 +65,13 @@ export class Relay {
     const source: Source = { stream, ended: false, blocked: false };
     this.sources.push(source);
     this.outs.add(out);
-    out.on('error', (error: NodeJS.ErrnoException) => {
+    const onError = (error: NodeJS.ErrnoException) => {
       this.failed(id, out, error);
       source.blocked = false;
       stream.resume();
-    });
+    };
+    out.on('error', onError);
+    this.releases.push(() => out.off('error', onError));
     stream.on('end', () => (source.ended = true));
     stream.on('close', () => (source.ended = true));
     stream.on('data', (chunk: Buffer) => {
@@ -144,6 +148,12 @@ export class Relay {
     this.stopReading();
     for (const out of this.outs) if (!handedOn(out)) abandon(out);
     for (const resume of this.waiting) resume();
+  }
+
+  // Done with the attempt: a loop (--every) or retries would otherwise pile up listeners,
+  // one pair per attempt, on streams that live as long as cronguard.
+  release(): void {
+    for (const release of this.releases.splice(0)) release();
   }
 
   // A reader that went away (EPIPE) is no news: `cronguard ... | head` is how one reads the

@@ -112,6 +112,7 @@ export function supervise(options: SuperviseOptions): Supervision {
       const replayNote = replay ? await quiet.replay((id, chunk) => relay.write(id, chunk)) : null;
       const replayCut = replay ? await relay.delivered() : null;
       quiet?.dispose();
+      relay.release();
       for (const s of FORWARDED) process.off(s, forward);
       resolve({
         pid: child.pid ?? null,

@@ -60,15 +60,19 @@ export function flushed(stream: NodeJS.WriteStream): Promise<void> {
 
 // A promise timer. Deliberately not node:timers/promises, whose load is a measurable part of
 // cronguard's start-up.
-// With `abort`, it ends early when that is aborted.
+// With `abort`, it ends early when that is aborted; either way it takes its listener off
+// again, or a wait that polls (for a lock, between retries) would pile them up on the one
+// signal an invocation has.
 export function sleep(ms: number, abort?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (abort?.aborted) return resolve();
-    const timer = setTimeout(resolve, ms);
-    abort?.addEventListener('abort', () => {
+    const done = () => {
       clearTimeout(timer);
+      abort?.removeEventListener('abort', done);
       resolve();
-    });
+    };
+    const timer = setTimeout(done, ms);
+    abort?.addEventListener('abort', done);
   });
 }
 

@@ -97,6 +97,18 @@ describe('output that cannot be written', () => {
   });
 });
 
+describe('many attempts in one invocation', () => {
+  it('leave nothing behind on cronguard\'s own stdout and stderr (no listener piles up)', async () => {
+    const box = sandbox();
+    // Thirteen attempts: Node warns (shown under -v) past ten listeners on one stream.
+    const result = await cronguard(['-v', '-n', 'again', '--retries', '12', '--retry-delay', '0', '--', 'sh', '-c', 'echo hi; exit 1'], box.env);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('hi\n'.repeat(13));
+    expect(runs(box.stateDir)).toHaveLength(13);
+    expect(result.stderr).not.toMatch(/node: /);
+  });
+});
+
 describe('-q (chronic-style)', () => {
   it('prints nothing when the command succeeds, yet logs the output', async () => {
     const box = sandbox();
