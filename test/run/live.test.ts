@@ -72,7 +72,7 @@ describe('live copy', () => {
     live.copy.push(Buffer.from('y'));
     await live.copy.drained();
     live.copy.remove();
-    expect(live.notes).toEqual([expect.stringMatching(/^j: live copy of the output for logs -f stopped: ENOTDIR/)]);
+    expect(live.notes).toEqual([expect.stringMatching(/^j: live copy of the output for logs -f stopped: state directory \S+ is not a directory$/)]);
   });
 });
 
