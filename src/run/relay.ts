@@ -13,10 +13,11 @@ const POLL_MS = 100;
 const IDLE_MS = 200;
 // ...or, when the group is gone, a process that left it (setsid) and kept the output.
 const IDLE_OUTSIDE_MS = 1000;
-// Members that never fall silent (a daemon that a cron script started, logging away) are
-// found by what they write after the command exited: data that keeps coming this long while
-// the reader keeps up, or more than the command itself can have left in its pipes (the
-// largest pipe an unprivileged process can make, fs.pipe-max-size, is 1 MiB by default)...
+// Survivors that never fall silent (a daemon that a cron script started, logging away), in
+// its group or not, are found by what they write after the command exited: data that keeps
+// coming this long while the reader keeps up, or more than the command itself can have left
+// in its pipes (the largest pipe an unprivileged process can make, fs.pipe-max-size, is
+// 1 MiB by default)...
 const WRITING_ON_MS = 1000;
 const BACKLOG_BYTES = 1024 * 1024 + 64 * 1024;
 
@@ -110,8 +111,8 @@ export class Relay {
   // After the command exited: reads until both pipes end, then waits until our own streams
   // have handed everything on. Returns a note for the run log when it stopped short: processes
   // that outlived the command still held a pipe, or a signal came.
-  async drain(deadline: number | null, group: ProcessGroup): Promise<string | null> {
-    const note = await this.readToEnd(deadline, group);
+  async drain(group: ProcessGroup): Promise<string | null> {
+    const note = await this.readToEnd(group);
     return [note, await this.delivered()].filter(Boolean).join('; ') || null;
   }
 
@@ -124,19 +125,20 @@ export class Relay {
     return this.interruptedBy === null ? null : `${this.interruptedBy} arrived while its output was still being passed on; the rest was dropped`;
   }
 
-  private async readToEnd(deadline: number | null, group: ProcessGroup): Promise<string | null> {
+  // Not bounded by --timeout: that stops the command, and the output it left in the pipes
+  // is delivered however slow the reader, as it is for a command that ends by itself.
+  private async readToEnd(group: ProcessGroup): Promise<string | null> {
     const exit = { at: Date.now(), bytes: this.bytesRead, holdUps: this.holdUps, held: this.sources.some((s) => s.blocked) };
     // ...never, behind a reader slower than the command, its own last output.
     const survivorsWriting = () =>
       this.bytesRead - exit.bytes > BACKLOG_BYTES || (!exit.held && this.holdUps === exit.holdUps && Date.now() - exit.at >= WRITING_ON_MS);
     while (this.interruptedBy === null && !this.sources.every((s) => s.ended)) {
       await sleep(POLL_MS);
-      if (deadline !== null && Date.now() > deadline) return this.cut('the timeout expired while output was still arriving');
       const idle = Date.now() - this.lastData;
       if (this.sources.some((s) => s.blocked) || (idle < IDLE_MS && !survivorsWriting())) continue;
       const members = group.liveMembers();
       if (members !== null) return this.cut(`${members.join(', ') || 'its process group'} kept its output open after the command exited; not waited for`);
-      if (idle >= IDLE_OUTSIDE_MS) return this.cut('a process outside its group kept its output open after the command exited; not waited for');
+      if (idle >= IDLE_OUTSIDE_MS || survivorsWriting()) return this.cut('a process outside its group kept its output open after the command exited; not waited for');
     }
     return null;
   }

@@ -93,7 +93,6 @@ export function supervise(options: SuperviseOptions): Supervision {
   relay.pipe(2, child.stderr, process.stderr);
 
   let terminatedBecause: string | null = null;
-  const deadline = options.timeoutMs === null ? null : Date.now() + options.timeoutMs;
   const timer = options.timeoutMs === null ? null : setLongTimeout(() => processGroup.stop(), options.timeoutMs);
 
   const result = new Promise<ChildResult>((resolve) => {
@@ -105,7 +104,7 @@ export function supervise(options: SuperviseOptions): Supervision {
       timer?.clear();
       // A stopped group is waited out first: once its members are gone, so are their pipes.
       await processGroup.waitUntilGone();
-      const outputNote = await relay.drain(deadline, processGroup);
+      const outputNote = await relay.drain(processGroup);
       watchdog?.release();
       const durationMs = Math.round(performance.now() - started);
       const replay = quiet !== null && (exitCode !== 0 || processGroup.stopping || spawnError !== null);

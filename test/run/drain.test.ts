@@ -24,6 +24,19 @@ describe('output after the command exits', () => {
     expect(row?.error).toBeNull();
   });
 
+  it('with --timeout, a command that ended in time has all of its output delivered, however long the reader takes', async () => {
+    const box = sandbox();
+    const [done, out] = [box.path('done'), box.path('out')];
+    // The reader takes 100 KB, then nothing until the command is done and the timeout has
+    // passed: the rest of the output, some of it still in the command's pipe, comes after.
+    const reader = `dd bs=100000 count=1 iflag=fullblock status=none > ${out}; while [ ! -e ${done} ] && [ -d ${box.dir} ]; do sleep 0.05; done; sleep 1.5; cat >> ${out}`;
+    const command = `${process.execPath} ${BINARY} -n intime -t 1s -- sh -c "head -c 300000 /dev/zero | tr '\\0' a; touch ${done}" | sh -c '${reader}'`;
+    const child = spawn('bash', ['-o', 'pipefail', '-c', command], { env: box.env, stdio: 'ignore' });
+    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(0);
+    expect(readFileSync(out, 'utf8')).toBe('a'.repeat(300000));
+    expect(runs(box.stateDir)[0]).toMatchObject({ status: 'succeeded', error: null });
+  });
+
   it('does not wait for a background process of its group that keeps the output open, and says so', async () => {
     const box = sandbox();
     const pids = box.path('pids');
@@ -53,6 +66,20 @@ describe('output after the command exits', () => {
     const error = runs(box.stateDir)[0]?.error;
     expect(error).toContain(`pid ${chatty} (sh)`);
     expect(error).toMatch(/kept its output open after the command exited; not waited for$/);
+  });
+
+  it('nor for one that left the group (setsid) and never falls silent', async () => {
+    const box = sandbox();
+    const pids = box.path('pids');
+    const writer = `setsid sh -c 'echo $$ > ${pids}; while [ -d ${box.dir} ]; do echo tick; sleep 0.02; done' & exit 0`;
+    const run = start(['-n', 'away', '--', 'sh', '-c', writer], box.env);
+    let ended = false;
+    void run.done.then(() => (ended = true));
+    await waitFor(() => ended, 'cronguard to end although the writer goes on');
+    const escaped = Number(lines(pids)[0]);
+    if (isAlive(escaped)) process.kill(escaped);
+    expect((await run.done).code).toBe(0);
+    expect(runs(box.stateDir)[0]?.error).toBe('a process outside its group kept its output open after the command exited; not waited for');
   });
 
   it('nor for one that left the group (setsid) with the output', async () => {
