@@ -3,7 +3,7 @@ import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
 import { Settings } from './cli/settings.js';
 import { CronguardError, EXIT, storeError, UsageError } from './errors.js';
 import { runJob } from './run/job.js';
-import { flushed, messages } from './util/io.js';
+import { flushed, messages, ownLine } from './util/io.js';
 import { isRoot } from './util/paths.js';
 import { addSecret, addSecretsOf, redact } from './util/redact.js';
 
@@ -115,11 +115,11 @@ async function subcommand(name: string, args: readonly string[]): Promise<number
 // a stack, and then it says so.
 function report(error: unknown): number {
   if (error instanceof CronguardError) {
-    if (error.message) process.stderr.write(redact(`${error.command ?? 'cronguard'}: ${error.message}${hint(error)}\n`));
+    if (error.message) process.stderr.write(redact(ownLine(`${error.command ?? 'cronguard'}: ${error.message}${hint(error)}\n`)));
     return error.exitCode;
   }
   const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
-  process.stderr.write(redact(`cronguard: internal error (this is a bug; please report it): ${detail}\n`));
+  process.stderr.write(redact(ownLine(`cronguard: internal error (this is a bug; please report it): ${detail}\n`)));
   return EXIT.internal;
 }
 
@@ -141,6 +141,11 @@ process.removeAllListeners('warning');
 process.on('warning', (warning) => {
   if (showWarnings) messages(true).verbose(`node: ${warning.name}: ${warning.message}`);
 });
+
+// A stdout or stderr whose reader went away must not crash cronguard with an unhandled
+// 'error' when it writes a line of its own; whoever writes the command's output (the relay),
+// or a subcommand's, listens for itself.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
 
 // A promise that never settles would let the event loop drain and Node exit 0 without
 // running the job: cron would see success. That is a bug, and must say so.

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -185,4 +185,17 @@ export function collected(started: Started): { stdout(): string; stderr(): strin
   started.child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
   started.child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
   return { stdout: () => stdout, stderr: () => stderr };
+}
+
+// A directory on a file system of its own, `size` big (tmpfs, so root only: tests that need
+// it return early otherwise); `full` fills it up. Unmounted after the test.
+export function smallDisk(size: string, full = false): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cronguard-disk-'));
+  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size},mode=1777`, 'tmpfs', dir]);
+  cleanups.push(() => {
+    execFileSync('umount', [dir]);
+    rmSync(dir, { recursive: true });
+  });
+  if (full) execFileSync('sh', ['-c', `cat /dev/zero > ${dir}/filler 2>/dev/null; true`]);
+  return dir;
 }

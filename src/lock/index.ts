@@ -55,12 +55,13 @@ export function ensureLockDir(dir: string, isDefault: boolean): void {
     } catch (error) {
       throw fileError('lock directory', dir, error);
     }
-    stat = lstatOrNull(dir) as Stats;
+    stat = lstatOrNull(dir);
+    // Made, and gone or swapped at once: someone else has a hand in this directory.
+    if (!stat) throw new CantCreateError(`lock directory ${dir} vanished as it was created`);
   }
   if (stat.isSymbolicLink()) {
-    throw new CantCreateError(
-      `lock directory ${dir} is a symbolic link (to ${readlinkSync(dir)}); give the real directory with --lock-dir`,
-    );
+    const target = linkTarget(dir);
+    throw new CantCreateError(`lock directory ${dir} is a symbolic link${target === null ? '' : ` (to ${target})`}; give the real directory with --lock-dir`);
   }
   if (!stat.isDirectory()) throw new CantCreateError(`lock directory ${dir} is not a directory`);
   if (isDefault && stat.uid !== process.geteuid?.()) {
@@ -74,5 +75,14 @@ function lstatOrNull(path: string): Stats | null {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw fileError('lock directory', path, error);
+  }
+}
+
+// Where a link points, for a message; null when it was swapped away since the lstat.
+function linkTarget(path: string): string | null {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return null;
   }
 }

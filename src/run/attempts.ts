@@ -6,13 +6,14 @@ import type { Textfile } from '../metrics/textfile.js';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
-import { type Messages, sleep } from '../util/io.js';
+import { type Messages, setStderrMidLine, sleep } from '../util/io.js';
 import { newRunKey } from '../util/process-id.js';
 import { Interrupted } from './interrupted.js';
 import { LiveCopy } from './live.js';
 import { judge, type Verdict } from './outcome.js';
 import type { Pinger } from './ping.js';
 import type { RunRecorder } from './recorder.js';
+import { fileEndsMidLine } from './sink.js';
 import { type ChildResult, supervise, type Supervision } from './supervisor.js';
 
 // How long a command whose lock was lost gets between the kill signal and SIGKILL.
@@ -69,7 +70,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     if (guard.lost !== null) return lostBeforeStart(ctx, guard.lost);
     // Each attempt is a run of its own, with its own key, so its own live copy.
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, live });
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, live, say });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
     // Recorded while the command runs: nothing waits for it but the outcome.
@@ -79,6 +80,9 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     })();
     const result = await child.result;
     await started;
+    // A log file tells where it ends, even what the command wrote to it unseen (--capture 0).
+    const inFile = fileEndsMidLine(2);
+    if (inFile !== null) setStderrMidLine(inFile);
     guard.current = null;
     // All of the output is in the live copy before the outcome is recorded, and the copy
     // goes only after: a follower that sees the run end has everything left to read.
@@ -94,7 +98,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
     // Before the summary line, which stays the run's last word.
     const pingWarning = again ? null : await ping?.finish(verdict.exitCode, result.output);
     const delay = Math.min(config.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS);
-    if (result.endsMidLine && (pingWarning || verdict.summary)) process.stderr.write('\n');
+    if (result.replayNote) say.warn(`${config.name}: ${result.replayNote}`);
     if (pingWarning) say.warn(pingWarning);
     if (verdict.summary) {
       const next = again ? `; retrying in ${formatDuration(delay)} (attempt ${attempt + 1} of ${config.retries + 1})` : '';

@@ -97,13 +97,13 @@ export class LiveCopy {
   // Creates `name` exclusively in the private directory; null (copy stopped) when it cannot.
   private create(name: string, what: string): number | null {
     try {
-      this.touched = true;
-      // The state directory first: one another user owns is refused as the run log refuses
-      // it, and nothing is created inside it.
+      // The state directory first: nothing is made inside one that is not ours alone (root's
+      // run log refuses another user's; so must its live copy).
       mkdirp(this.stateDir, 0o700);
       checkPrivateDirectory(this.stateDir, 'state directory');
       mkdirp(this.dir, 0o700);
       checkPrivateDirectory(this.dir, 'live output directory');
+      this.touched = true;
       const fd = createExclusive(this.dir, name, `live output ${what}`, 0o600, constants.O_APPEND);
       if (fd === null) throw new Error(`${join(this.dir, name)} already exists`);
       if (!name.endsWith(NEXT_SUFFIX)) this.created.push(name);

@@ -27,6 +27,7 @@ export function judge(result: ChildResult, ending: Ending, finishedAt: Date): Ve
   const notes = [
     lost !== null && result.terminatedBecause === null ? `lock lost while running (${lost}); the command was allowed to continue` : null,
     result.outputNote,
+    result.replayNote,
   ].filter((n): n is string => n !== null);
   if (notes.length === 0) return verdict;
   const error = [verdict.outcome.error, ...notes].filter(Boolean).join('; ');

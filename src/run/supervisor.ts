@@ -1,9 +1,10 @@
 import { type StdioOptions, spawn } from 'node:child_process';
 import type { Heartbeat } from '../lock/backend.js';
-import { setLongTimeout } from '../util/io.js';
+import { type Messages, setLongTimeout } from '../util/io.js';
 import { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
-import { QuietBuffer, TailBuffer } from './output.js';
+import { TailBuffer } from './output.js';
+import { QuietBuffer } from './quiet.js';
 import { Relay } from './relay.js';
 import { Watchdog } from './watchdog.js';
 
@@ -21,6 +22,9 @@ export interface SuperviseOptions {
   // Where the output is copied for `logs -f` while the command runs; null without a run log.
   readonly live: LiveCopy | null;
   readonly heartbeat?: Heartbeat | null;
+  // The job's name and cronguard's voice, for a warning that its output could not be written.
+  readonly name: string;
+  readonly say: Messages;
 }
 
 // What became of the command, success or not, in one shape (as execa's result).
@@ -38,8 +42,9 @@ export interface ChildResult {
   readonly outputTruncated: boolean;
   // Why output was not drained to its end, for the run log; null when it was.
   readonly outputNote: string | null;
-  // cronguard's stderr was left mid-line, so its own next line must start a new one.
-  readonly endsMidLine: boolean;
+  // What a -q replay could not show (its held output did not fit anywhere), for stderr and
+  // the run log; null when it showed everything, or there was none.
+  readonly replayNote: string | null;
 }
 
 export interface Supervision {
@@ -64,9 +69,13 @@ export function supervise(options: SuperviseOptions): Supervision {
   // is unknown and the signal is delivered right after.
   let group: ProcessGroup | null = null;
   let forwardedSignal: NodeJS.Signals | null = null;
+  let exited = false;
   const forward = (signal: NodeJS.Signals) => {
-    forwardedSignal = signal;
     group?.signal(signal);
+    // Once the command has exited, what is left is its output on the way to a reader that
+    // may never take it: the signal ends that wait (what it left running gets it too).
+    if (exited) relay.interrupt(signal);
+    else forwardedSignal = signal;
   };
   for (const signal of FORWARDED) process.on(signal, forward);
   // detached: the command leads a new process group, so signals and the timeout reach
@@ -78,13 +87,12 @@ export function supervise(options: SuperviseOptions): Supervision {
   if (forwardedSignal) processGroup.signal(forwardedSignal);
   const tail = new TailBuffer(options.captureBytes);
   const quiet = options.quiet ? new QuietBuffer() : null;
-  const relay = new Relay(tail, quiet, capture ? options.live : null);
+  const relay = new Relay(tail, quiet, capture ? options.live : null, (line) => options.say.warn(`${options.name}: ${line}`));
   if (!capture) options.live?.markUncaptured();
   relay.pipe(1, child.stdout, process.stdout);
   relay.pipe(2, child.stderr, process.stderr);
 
   let terminatedBecause: string | null = null;
-  const deadline = options.timeoutMs === null ? null : Date.now() + options.timeoutMs;
   const timer = options.timeoutMs === null ? null : setLongTimeout(() => processGroup.stop(), options.timeoutMs);
 
   const result = new Promise<ChildResult>((resolve) => {
@@ -92,15 +100,19 @@ export function supervise(options: SuperviseOptions): Supervision {
     const settle = async (exitCode: number | null, signal: NodeJS.Signals | null, spawnError: NodeJS.ErrnoException | null) => {
       if (settled) return;
       settled = true;
+      exited = true;
       timer?.clear();
       // A stopped group is waited out first: once its members are gone, so are their pipes.
       await processGroup.waitUntilGone();
-      const outputNote = await relay.drain(deadline, processGroup);
+      const outputNote = await relay.drain(processGroup);
       watchdog?.release();
-      for (const s of FORWARDED) process.off(s, forward);
       const durationMs = Math.round(performance.now() - started);
-      if (quiet && (exitCode !== 0 || processGroup.stopping || spawnError)) await quiet.replay((id, chunk) => relay.write(id, chunk));
+      const replay = quiet !== null && (exitCode !== 0 || processGroup.stopping || spawnError !== null);
+      const replayNote = replay ? await quiet.replay((id, chunk) => relay.write(id, chunk)) : null;
+      const replayCut = replay ? await relay.delivered() : null;
       quiet?.dispose();
+      relay.release();
+      for (const s of FORWARDED) process.off(s, forward);
       resolve({
         pid: child.pid ?? null,
         exitCode,
@@ -113,8 +125,8 @@ export function supervise(options: SuperviseOptions): Supervision {
         durationMs,
         output: tail.text(),
         outputTruncated: tail.truncated,
-        outputNote,
-        endsMidLine: relay.endsMidLine(),
+        outputNote: [...relay.failures, outputNote ?? replayCut].filter(Boolean).join('; ') || null,
+        replayNote,
       });
     };
     // Without a pid the spawn itself failed, and no 'exit' may follow.

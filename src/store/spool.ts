@@ -77,8 +77,10 @@ export class Spool {
   // Written in full and flushed to disk before it takes its name: a full disk or a crash
   // leaves the previous record of the run (or none), never a truncated one.
   write(record: SpooledRun): void {
-    mkdirp(this.dir, 0o700);
+    // The state directory is checked before anything is made in it.
+    mkdirp(this.stateDir, 0o700);
     checkPrivateDirectory(this.stateDir, 'state directory');
+    mkdirp(this.dir, 0o700);
     const file = join(this.dir, `${record.run.runKey.replace(/[^A-Za-z0-9._-]/g, '_')}.json`);
     const temp = `${file}.tmp`;
     rmSync(temp, { force: true });

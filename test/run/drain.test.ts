@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { BINARY, cronguard, isAlive, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { BINARY, cronguard, isAlive, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
 
 describe('output after the command exits', () => {
   it('behind a slow reader, every byte reaches stdout and the run log', async () => {
@@ -23,6 +24,19 @@ describe('output after the command exits', () => {
     expect(row?.error).toBeNull();
   });
 
+  it('with --timeout, a command that ended in time has all of its output delivered, however long the reader takes', async () => {
+    const box = sandbox();
+    const [done, out] = [box.path('done'), box.path('out')];
+    // The reader takes 100 KB, then nothing until the command is done and the timeout has
+    // passed: the rest of the output, some of it still in the command's pipe, comes after.
+    const reader = `dd bs=100000 count=1 iflag=fullblock status=none > ${out}; while [ ! -e ${done} ] && [ -d ${box.dir} ]; do sleep 0.05; done; sleep 1.5; cat >> ${out}`;
+    const command = `${process.execPath} ${BINARY} -n intime -t 1s -- sh -c "head -c 300000 /dev/zero | tr '\\0' a; touch ${done}" | sh -c '${reader}'`;
+    const child = spawn('bash', ['-o', 'pipefail', '-c', command], { env: box.env, stdio: 'ignore' });
+    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(0);
+    expect(readFileSync(out, 'utf8')).toBe('a'.repeat(300000));
+    expect(runs(box.stateDir)[0]).toMatchObject({ status: 'succeeded', error: null });
+  });
+
   it('does not wait for a background process of its group that keeps the output open, and says so', async () => {
     const box = sandbox();
     const pids = box.path('pids');
@@ -37,6 +51,37 @@ describe('output after the command exits', () => {
     });
   });
 
+  it('nor for one that never falls silent (a daemon logging away): the run ends, naming it', async () => {
+    const box = sandbox();
+    const pids = box.path('pids');
+    const writer = `(while [ -d ${box.dir} ]; do echo tick; sleep 0.02; done) & echo $! > ${pids}; exit 0`;
+    const run = start(['-n', 'chatty', '--', 'sh', '-c', writer], box.env);
+    let ended = false;
+    void run.done.then(() => (ended = true));
+    await waitFor(() => ended, 'cronguard to end although the writer goes on');
+    const chatty = Number(lines(pids)[0]);
+    if (isAlive(chatty)) process.kill(chatty);
+    expect((await run.done).code).toBe(0);
+    expect(runs(box.stateDir)[0]).toMatchObject({ status: 'succeeded' });
+    const error = runs(box.stateDir)[0]?.error;
+    expect(error).toContain(`pid ${chatty} (sh)`);
+    expect(error).toMatch(/kept its output open after the command exited; not waited for$/);
+  });
+
+  it('nor for one that left the group (setsid) and never falls silent', async () => {
+    const box = sandbox();
+    const pids = box.path('pids');
+    const writer = `setsid sh -c 'echo $$ > ${pids}; while [ -d ${box.dir} ]; do echo tick; sleep 0.02; done' & exit 0`;
+    const run = start(['-n', 'away', '--', 'sh', '-c', writer], box.env);
+    let ended = false;
+    void run.done.then(() => (ended = true));
+    await waitFor(() => ended, 'cronguard to end although the writer goes on');
+    const escaped = Number(lines(pids)[0]);
+    if (isAlive(escaped)) process.kill(escaped);
+    expect((await run.done).code).toBe(0);
+    expect(runs(box.stateDir)[0]?.error).toBe('a process outside its group kept its output open after the command exited; not waited for');
+  });
+
   it('nor for one that left the group (setsid) with the output', async () => {
     const box = sandbox();
     const pids = box.path('pids');
@@ -49,10 +94,92 @@ describe('output after the command exits', () => {
     expect(runs(box.stateDir)[0]?.error).toBe('a process outside its group kept its output open after the command exited; not waited for');
   });
 
+  it('with stdout and stderr on one slow pipe (as cron has them), the summary line comes after all of the output', async () => {
+    const box = sandbox();
+    const done = box.path('done');
+    const out = box.path('out');
+    // 100 KB that the command writes and exits on: more than the pipe to the reader holds,
+    // so some of it is still queued inside cronguard when the command is gone.
+    const script = `head -c 100000 /dev/zero | tr '\\0' a; touch ${done}; exit 1`;
+    const reader = `while [ ! -e ${done} ] && [ -d ${box.dir} ]; do sleep 0.05; done; sleep 1; cat > ${out}`;
+    const command = `${process.execPath} ${BINARY} -n shared -- sh -c "${script}" 2>&1 | sh -c '${reader}'`;
+    const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
+    await new Promise((resolve) => child.on('close', resolve));
+    expect(readFileSync(out, 'utf8')).toMatch(/^a{100000}\ncronguard: shared: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
+  });
+
+  it.each([
+    ['its output', [], 'head -c 100000 /dev/zero; exit 0', 0, 'succeeded'],
+    ['a -q replay', ['-q'], 'head -c 10000000 /dev/zero; exit 3', 3, 'failed'],
+  ])('a signal while %s waits for a reader that does not read ends the wait: the run keeps its outcome', async (_what, flags, script, code, status) => {
+    const box = sandbox();
+    const gone = box.path('gone');
+    const exited = box.path('exited');
+    // It gives up once the sandbox is gone, should the test fail before releasing it.
+    const reader = `while [ ! -e ${gone} ] && [ -d ${box.dir} ]; do sleep 0.05; done; cat > /dev/null`;
+    const command = `${process.execPath} ${BINARY} -n stuck ${flags.join(' ')} -- sh -c '${script}' | sh -c '${reader}'; echo \${PIPESTATUS[0]} > ${exited}`;
+    const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
+    const closed = new Promise((resolve) => child.on('close', resolve));
+    // The command has exited and been reaped by cronguard (its /proc entry is gone), so all
+    // that is left is output no one reads.
+    // The run log may exist before its tables do.
+    const first = () => {
+      try {
+        return runs(box.stateDir)[0];
+      } catch {
+        return undefined;
+      }
+    };
+    await waitFor(() => first()?.child_pid != null, 'the command to start');
+    const row = first();
+    await waitFor(() => !existsSync(`/proc/${row?.child_pid}`), 'the command to exit');
+    process.kill(row?.pid as number, 'SIGTERM');
+    await waitFor(() => !isAlive(row?.pid as number), 'cronguard to end');
+    release(gone);
+    await closed;
+    expect(readFileSync(exited, 'utf8')).toBe(`${code}\n`);
+    expect(runs(box.stateDir)[0]).toMatchObject({
+      status,
+      exit_code: code,
+      error: 'SIGTERM arrived while its output was still being passed on; the rest was dropped',
+    });
+  });
+
   it('starts its summary line on a line of its own after output without a final newline', async () => {
     const box = sandbox();
     const result = await cronguard(['-n', 'mid', '--', 'sh', '-c', 'printf "partial error" >&2; exit 1'], box.env);
     expect(result.stderr).toMatch(/^partial error\ncronguard: mid: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
+  });
+});
+
+describe('the summary line in a log file', () => {
+  it.each([[['--capture', '0']], [[]], [['-q']], [['--capture', '0', '-q']]])('starts on a line of its own after a last line without newline (%j)', async (flags) => {
+    const box = sandbox();
+    const log = box.path('job.log');
+    const command = `${process.execPath} ${BINARY} -n mid ${flags.join(' ')} -- sh -c 'printf partial; exit 1' >> ${log} 2>&1`;
+    const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
+    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(1);
+    expect(readFileSync(log, 'utf8')).toMatch(/^partial\ncronguard: mid: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
+  });
+
+  it('so does every line of cronguard\'s own after the output, such as a run log that failed at the end', async () => {
+    const box = sandbox();
+    await cronguard(['-n', 'mid', '--', 'true'], box.env);
+    // The command leaves its last line unfinished, and ruins the run log under cronguard.
+    const ruin = `printf partial >&2; head -c 65536 /dev/zero > ${join(box.stateDir, 'cronguard.db')}; exit 1`;
+    const result = await cronguard(['-n', 'mid', '--', 'sh', '-c', ruin], box.env);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^partial\ncronguard: run log in \S+ unavailable \(record the outcome: .*\); the job runs unrecorded\ncronguard: mid: failed with exit 1 after \S+ \(run 2; cronguard logs 2\)\n$/);
+  });
+
+  it('even when it was what the log held before that ended without one', async () => {
+    const box = sandbox();
+    const log = box.path('job.log');
+    writeFileSync(log, 'an earlier line, cut short');
+    const command = `${process.execPath} ${BINARY} -n mid -- sh -c 'exit 1' 2>> ${log}`;
+    const child = spawn('bash', ['-c', command], { env: box.env, stdio: 'ignore' });
+    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(1);
+    expect(readFileSync(log, 'utf8')).toMatch(/^an earlier line, cut short\ncronguard: mid: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
   });
 });
 

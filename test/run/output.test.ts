@@ -1,5 +1,8 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, release, runs, sandbox, start, waitFor } from '../helpers.js';
+import { BINARY, cronguard, fixture, release, runs, sandbox, smallDisk, start, waitFor } from '../helpers.js';
 
 describe('output', () => {
   it('passes stdout and stderr through to their own streams and keeps the arrival order', async () => {
@@ -54,6 +57,55 @@ describe('output', () => {
     const result = await cronguard(['--capture', '0', '--', 'echo', 'hi'], box.env);
     expect(result.stdout).toBe('hi\n');
     expect(runs(box.stateDir)[0]).toMatchObject({ output: null, output_truncated: 0 });
+  });
+});
+
+describe('output that cannot be written', () => {
+  it.each([
+    ['passed through', [], 0, 'succeeded'],
+    ['replayed (-q)', ['-q'], 3, 'failed'],
+  ])('to a stdout on a full disk, %s: one line says so, the run log too, and the exit code stays the command\'s', async (_how, flags, code, status) => {
+    if (process.geteuid?.() !== 0) return;
+    const box = sandbox();
+    const out = join(smallDisk('64k', true), 'out');
+    const command = `${process.execPath} ${BINARY} -n full ${flags.join(' ')} -- sh -c 'echo hello; exit ${code}' > ${out}`;
+    const child = spawn('bash', ['-c', command], { env: box.env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    expect(await new Promise((resolve) => child.on('close', resolve))).toBe(code);
+    const note = 'its stdout could not be written (ENOSPC (write)); the rest of the output to it was dropped';
+    expect(stderr.split('\n')[0]).toBe(`cronguard: full: ${note}`);
+    expect(stderr.match(/could not be written/g)).toHaveLength(1);
+    expect(runs(box.stateDir)[0]).toMatchObject({ status, exit_code: code, error: note });
+  });
+
+  it('to a reader that went away (EPIPE): nothing said, the command goes on, its exit code is truthful', async () => {
+    const box = sandbox();
+    const done = box.path('done');
+    const command = `${process.execPath} ${BINARY} -n gone -- sh -c 'seq 1 100000; touch ${done}; exit 4' | head -1; echo \${PIPESTATUS[0]}`;
+    const result = await new Promise<[string, string]>((resolve) => {
+      const child = spawn('bash', ['-c', command], { env: box.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let [stdout, stderr] = ['', ''];
+      child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      child.on('close', () => resolve([stdout, stderr]));
+    });
+    expect(result[0]).toBe('1\n4\n');
+    expect(result[1]).toMatch(/^cronguard: gone: failed with exit 4 after \S+ \(run 1; cronguard logs 1\)\n$/);
+    expect(existsSync(done)).toBe(true);
+    expect(runs(box.stateDir)[0]).toMatchObject({ status: 'failed', exit_code: 4, error: null });
+  });
+});
+
+describe('many attempts in one invocation', () => {
+  it('leave nothing behind on cronguard\'s own stdout and stderr (no listener piles up)', async () => {
+    const box = sandbox();
+    // Thirteen attempts: Node warns (shown under -v) past ten listeners on one stream.
+    const result = await cronguard(['-v', '-n', 'again', '--retries', '12', '--retry-delay', '0', '--', 'sh', '-c', 'echo hi; exit 1'], box.env);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('hi\n'.repeat(13));
+    expect(runs(box.stateDir)).toHaveLength(13);
+    expect(result.stderr).not.toMatch(/node: /);
   });
 });
 
