@@ -1,0 +1,63 @@
+import type { JobStatus } from '../store/jobs.js';
+import type { StoreAccess } from './store-access.js';
+
+// Every job changed (the log went away or came back).
+export const EVERYTHING = '*';
+const MIN_INTERVAL_MS = 500;
+
+export type Changes = ReadonlySet<string>;
+
+// Watches the run log for the pages' live updates: while any page listens, reads every
+// job's status about twice a second and tells the listeners which jobs changed. One reader
+// for all the open pages, so ten browsers cost what one does; it waits at least five times
+// as long as a read took, so a large log is not read back to back.
+export class Watcher {
+  private readonly listeners = new Set<(changes: Changes) => void>();
+  private seen = new Map<string, string>();
+  private down = false;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly store: StoreAccess) {}
+
+  subscribe(listener: (changes: Changes) => void): () => void {
+    this.listeners.add(listener);
+    if (this.listeners.size === 1) this.schedule(0);
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0 && this.timer) {
+        clearTimeout(this.timer);
+        this.timer = null;
+      }
+    };
+  }
+
+  private schedule(ms: number): void {
+    this.timer = setTimeout(() => void this.poll(), ms);
+  }
+
+  private async poll(): Promise<void> {
+    const started = Date.now();
+    const changes = new Set<string>();
+    try {
+      const jobs = await this.store.read((s) => s.jobStatus(null), []);
+      if (this.down) changes.add(EVERYTHING);
+      this.down = false;
+      const next = new Map(jobs.map((j) => [j.job, digest(j)]));
+      for (const [job, d] of next) if (this.seen.get(job) !== d) changes.add(job);
+      for (const job of this.seen.keys()) if (!next.has(job)) changes.add(job);
+      this.seen = next;
+    } catch {
+      // Whatever failed, the pages fetch themselves again and say what it was (see server.ts).
+      if (!this.down) changes.add(EVERYTHING);
+      this.down = true;
+    }
+    if (changes.size > 0) for (const listener of this.listeners) listener(changes);
+    if (this.listeners.size > 0) this.schedule(Math.max(MIN_INTERVAL_MS, 5 * (Date.now() - started)));
+    else this.timer = null;
+  }
+}
+
+// What a page shows of a job that can change without a new run id.
+function digest(j: JobStatus): string {
+  return JSON.stringify([j.state, j.running_run_id, j.last_run_id, j.last_status, j.pending_requests, j.disabled_reason, j.disabled_since]);
+}
