@@ -1,5 +1,6 @@
 import type { Context } from 'hono';
 import { html } from 'hono/html';
+import { validateName } from '../util/name.js';
 import type { Csrf } from './csrf.js';
 import type { StoreAccess } from './store-access.js';
 import { errorPage } from './views/layout.js';
@@ -32,3 +33,12 @@ export function idOf(text: string | undefined): number | null {
 }
 
 export const escapeText = (text: string): string => String(html`${text}`);
+
+// The job a URL names, or null when it cannot be one (so: not found).
+export function nameOf(c: Context): string | null {
+  try {
+    return validateName(c.req.param('name') ?? '');
+  } catch {
+    return null;
+  }
+}

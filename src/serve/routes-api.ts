@@ -1,8 +1,7 @@
-import type { Context, Hono } from 'hono';
+import type { Hono } from 'hono';
 import { exposition } from '../metrics/exposition.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
-import { validateName } from '../util/name.js';
-import { badRequest, idOf, notFound, type ServeContext } from './context.js';
+import { badRequest, idOf, nameOf, notFound, type ServeContext } from './context.js';
 
 const MAX_LIMIT = 1000;
 
@@ -61,10 +60,3 @@ export function apiRoutes(app: Hono, ctx: ServeContext): void {
   });
 }
 
-function nameOf(c: Context): string | null {
-  try {
-    return validateName(c.req.param('name') ?? '');
-  } catch {
-    return null;
-  }
-}

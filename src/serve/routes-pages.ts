@@ -1,12 +1,11 @@
 import { hostname } from 'node:os';
 import type { Context, Hono } from 'hono';
-import { validateName } from '../util/name.js';
 import { liveDir, liveName } from '../run/live-file.js';
 import { LiveReader } from '../commands/live-reader.js';
 import { CronguardError } from '../errors.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
 import { ansiToHtml } from './ansi.js';
-import { badRequest, idOf, notFound, type ServeContext } from './context.js';
+import { badRequest, idOf, nameOf, notFound, type ServeContext } from './context.js';
 import { jobsQuery, jobsView } from './views/jobs.js';
 import { jobView, RUNS_PER_PAGE } from './views/job.js';
 import { page } from './views/layout.js';
@@ -24,7 +23,7 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
   });
 
   app.get('/jobs/:name', async (c) => {
-    const name = jobName(c);
+    const name = nameOf(c);
     if (name === null) return notFound(c, 'There is no such job.');
     const status = c.req.query('status') ?? '';
     const host = (c.req.query('host') ?? '').trim().slice(0, 255);
@@ -78,20 +77,13 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
   );
 }
 
-function jobName(c: Context): string | null {
-  try {
-    return validateName(c.req.param('name') ?? '');
-  } catch {
-    return null;
-  }
-}
 
 type Form = Record<string, string | File | (string | File)[]>;
 
 // A form's POST on a job that exists, then back to the job's page (post/redirect/get, so a
 // reload never sends the form twice); `done` returns what the page is to say.
 async function action(c: Context, ctx: ServeContext, done: (name: string, form: Form) => Promise<string | null>): Promise<Response> {
-  const name = jobName(c);
+  const name = nameOf(c);
   const known = name !== null && (await ctx.store.read((s) => s.jobStatus(name), [])).length > 0;
   if (!known || name === null) return notFound(c, 'There is no such job.');
   const said = await done(name, await c.req.parseBody());

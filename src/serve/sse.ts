@@ -29,10 +29,11 @@ export function sseRoutes(app: Hono, ctx: ServeContext): void {
       }
     }
     return streamSSE(c, async (stream) => {
-      // A change may have come between the page's render and this stream: one at once.
+      // A change may have come between the page's render and this stream: one as soon as
+      // the watcher has read the state it compares with.
       let pending = true;
       let wake = () => {};
-      const unsubscribe = ctx.watcher.subscribe((changes) => {
+      const { ready, unsubscribe } = ctx.watcher.subscribe((changes) => {
         if (job === null || changes.has(job) || changes.has(EVERYTHING)) {
           pending = true;
           wake();
@@ -42,6 +43,7 @@ export function sseRoutes(app: Hono, ctx: ServeContext): void {
       stream.onAbort(stop);
       ctx.stopping.addEventListener('abort', stop);
       try {
+        await ready;
         while (!stream.aborted && !ctx.stopping.aborted) {
           if (pending) {
             pending = false;

@@ -41,6 +41,9 @@ export class StoreAccess {
   }
 
   private async use<T>(fn: (store: RunStore) => Promise<T>): Promise<T> {
+    // A connection known dead (the server restarted while we were idle) is replaced before
+    // use, so the first request after a restart already succeeds.
+    if (this.store && isLost(this.store)) await this.drop(this.store);
     let store: RunStore;
     try {
       store = this.store ?? (await this.open());
@@ -50,14 +53,17 @@ export class StoreAccess {
     try {
       return await fn(store);
     } catch (error) {
-      const lost = (store as { session?: { isLost?: boolean } }).session?.isLost === true;
       const mapped = error instanceof CronguardError ? error : storeError(error);
-      if (!lost && !mapped) throw error;
+      if (!isLost(store) && !mapped) throw error;
       // Whatever the failure, the next request starts from a fresh connection.
-      if (this.store === store) this.store = null;
-      await store.close().catch(() => {});
+      await this.drop(store);
       throw new StoreDown(mapped ? mapped.message : describe(error));
     }
+  }
+
+  private async drop(store: RunStore): Promise<void> {
+    if (this.store === store) this.store = null;
+    await store.close().catch(() => {});
   }
 
   private open(): Promise<RunStore> {
@@ -72,6 +78,10 @@ export class StoreAccess {
       });
     return this.opening;
   }
+}
+
+function isLost(store: RunStore): boolean {
+  return (store as { session?: { isLost?: boolean } }).session?.isLost === true;
 }
 
 function down(error: unknown): StoreDown {

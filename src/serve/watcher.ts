@@ -13,22 +13,33 @@ export type Changes = ReadonlySet<string>;
 // as long as a read took, so a large log is not read back to back.
 export class Watcher {
   private readonly listeners = new Set<(changes: Changes) => void>();
-  private seen = new Map<string, string>();
+  // Null until the first read after the first listener came: what later reads compare with.
+  private seen: Map<string, string> | null = null;
+  private primed: Promise<void> = Promise.resolve();
+  private prime = () => {};
   private down = false;
   private timer: NodeJS.Timeout | null = null;
 
   constructor(private readonly store: StoreAccess) {}
 
-  subscribe(listener: (changes: Changes) => void): () => void {
+  // Calls `listener` with every change from now on; `ready` resolves once the state that
+  // later changes are measured against has been read, so a page that fetches itself after
+  // `ready` misses none.
+  subscribe(listener: (changes: Changes) => void): { ready: Promise<void>; unsubscribe: () => void } {
     this.listeners.add(listener);
-    if (this.listeners.size === 1) this.schedule(0);
-    return () => {
+    if (this.listeners.size === 1) {
+      this.seen = null;
+      this.primed = new Promise((resolve) => (this.prime = resolve));
+      this.schedule(0);
+    }
+    const unsubscribe = () => {
       this.listeners.delete(listener);
       if (this.listeners.size === 0 && this.timer) {
         clearTimeout(this.timer);
         this.timer = null;
       }
     };
+    return { ready: this.primed, unsubscribe };
   }
 
   private schedule(ms: number): void {
@@ -43,14 +54,16 @@ export class Watcher {
       if (this.down) changes.add(EVERYTHING);
       this.down = false;
       const next = new Map(jobs.map((j) => [j.job, digest(j)]));
-      for (const [job, d] of next) if (this.seen.get(job) !== d) changes.add(job);
-      for (const job of this.seen.keys()) if (!next.has(job)) changes.add(job);
+      const seen = this.seen ?? next;
+      for (const [job, d] of next) if (seen.get(job) !== d) changes.add(job);
+      for (const job of seen.keys()) if (!next.has(job)) changes.add(job);
       this.seen = next;
     } catch {
       // Whatever failed, the pages fetch themselves again and say what it was (see server.ts).
       if (!this.down) changes.add(EVERYTHING);
       this.down = true;
     }
+    this.prime();
     if (changes.size > 0) for (const listener of this.listeners) listener(changes);
     if (this.listeners.size > 0) this.schedule(Math.max(MIN_INTERVAL_MS, 5 * (Date.now() - started)));
     else this.timer = null;

@@ -61,28 +61,45 @@ export async function serve(args: readonly string[], env: NodeJS.ProcessEnv): Pr
   return served;
 }
 
-// The events of a server-sent event stream until `until` says enough (or the stream ends).
-export async function events(response: Response, until: (events: { event: string; data: string }[]) => boolean): Promise<{ event: string; data: string }[]> {
-  const seen: { event: string; data: string }[] = [];
+export interface ServerEvent {
+  readonly event: string;
+  readonly data: string;
+}
+
+// Reads a server-sent event stream: `until` waits for the events seen so far to satisfy a
+// condition (or the stream to end) and returns them all.
+export function eventStream(response: Response): { until(enough: (events: ServerEvent[]) => boolean): Promise<ServerEvent[]>; close(): Promise<void> } {
+  const seen: ServerEvent[] = [];
   const reader = (response.body as ReadableStream<Uint8Array>).getReader();
   const decoder = new TextDecoder();
   let buffer = '';
-  try {
-    while (!until(seen)) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let end = buffer.indexOf('\n\n');
-      for (; end >= 0; end = buffer.indexOf('\n\n')) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const event = /^event: (.*)$/m.exec(block)?.[1];
-        const data = [...block.matchAll(/^data: ?(.*)$/gm)].map((m) => m[1]).join('\n');
-        if (event) seen.push({ event, data });
+  let ended = false;
+  return {
+    async until(enough) {
+      while (!enough(seen) && !ended) {
+        const { value, done } = await reader.read();
+        ended = done;
+        buffer += decoder.decode(value, { stream: !done });
+        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const event = /^event: (.*)$/m.exec(block)?.[1];
+          const data = [...block.matchAll(/^data: ?(.*)$/gm)].map((m) => m[1]).join('\n');
+          if (event) seen.push({ event, data });
+        }
       }
-    }
+      return seen;
+    },
+    close: () => reader.cancel().catch(() => {}),
+  };
+}
+
+// All the events of a stream until `enough`, then the stream is closed.
+export async function events(response: Response, enough: (events: ServerEvent[]) => boolean): Promise<ServerEvent[]> {
+  const stream = eventStream(response);
+  try {
+    return await stream.until(enough);
   } finally {
-    await reader.cancel().catch(() => {});
+    await stream.close();
   }
-  return seen;
 }
