@@ -81,12 +81,14 @@ tr.stale td:first-child { border-left: 4px solid var(--warn); }
 .filters { display: flex; flex-wrap: wrap; gap: .5em; margin: .5em 0; }
 input, select, textarea, button { font: inherit; padding: .35em .5em; border: 1px solid var(--line); border-radius: 4px; background: var(--bg); color: var(--fg); }
 button { background: var(--run); color: #fff; border: 0; cursor: pointer; }
-.actions { display: flex; flex-wrap: wrap; gap: 1em; margin: 1em 0; }
+.actions { display: flex; flex-wrap: wrap; gap: 1em; margin: 1em 0; align-items: flex-start; }
 .card { display: flex; flex-direction: column; gap: .4em; padding: .8em; background: var(--card); border-radius: 6px; min-width: 16em; flex: 1; }
 .card label { display: flex; flex-direction: column; gap: .2em; }
 .facts { display: grid; grid-template-columns: max-content 1fr; gap: .25em 1em; margin: 0; }
 .facts dt { color: var(--muted); } .facts dd { margin: 0; word-break: break-word; }
 code { font: .9em ui-monospace, monospace; word-break: break-all; }
+code.arg { padding: 0 .3em; border: 1px solid var(--line); border-radius: 3px; white-space: pre-wrap; }
+h1 small { font-weight: 400; color: var(--muted); }
 .output { font: 13px/1.35 ui-monospace, monospace; background: #0f1216; color: #d8dee4; padding: .8em; border-radius: 6px;
   white-space: pre-wrap; word-break: break-all; max-height: 80vh; overflow: auto; }
 .notice { padding: .5em .8em; border-radius: 4px; background: var(--card); border-left: 4px solid var(--ok); }

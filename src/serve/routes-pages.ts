@@ -34,7 +34,9 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
       const [job] = await s.jobStatus(name);
       if (!job) return null;
       const filter = { jobs: [name], status: query.status ?? undefined, host: query.host ?? undefined, beforeId: query.before ?? undefined, limit: RUNS_PER_PAGE + 1 };
-      return { job, runs: await s.listRuns(filter), requests: await s.listRequests(name, REQUESTS_SHOWN) };
+      const requested = idOf(c.req.query('requested'));
+      const request = requested === null ? null : await s.getRequest(requested);
+      return { job, runs: await s.listRuns(filter), requests: await s.listRequests(name, REQUESTS_SHOWN), requested: request?.job === name ? request : null };
     }, null);
     if (!found) return notFound(c, `No job ${name} in the run log.`);
     const view = { ...found, runs: found.runs.slice(0, RUNS_PER_PAGE), more: found.runs.length > RUNS_PER_PAGE, query, csrf: ctx.readOnly ? null : ctx.csrf.token(c) };
@@ -98,8 +100,6 @@ function by(c: Context): string {
 }
 
 function notice(c: Context): string | null {
-  const requested = idOf(c.req.query('requested'));
-  if (requested !== null) return `Request ${requested} queued: the job's next invocation (or its waiting loop) runs it.`;
   if (c.req.query('paused') !== undefined) return 'Paused: its invocations skip until it is resumed.';
   if (c.req.query('resumed') !== undefined) return 'Resumed.';
   return null;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, release, runs, sandbox, start, waitFor } from '../helpers.js';
-import { events, eventStream, serve } from './serve-helpers.js';
+import { events, eventStream, runsSoFar, serve } from './serve-helpers.js';
 
 // Live updates: server-sent events for state changes and a running job's output.
 describe('serve: live updates', () => {
@@ -9,7 +9,7 @@ describe('serve: live updates', () => {
     const barrier = box.path('go');
     const script = `echo first; while [ ! -e '${barrier}' ]; do sleep 0.02; done; printf '\\033[32m<b>second</b>\\033[0m\\n'`;
     const job = start(['-n', 'live', '--', 'sh', '-c', script], box.env);
-    await waitFor(() => runs(box.stateDir).some((r) => r.status === 'running' && r.child_pid !== null), 'the job to start');
+    await waitFor(() => runsSoFar(box.stateDir).some((r) => r.status === 'running' && r.child_pid !== null), 'the job to start');
     const server = await serve([], box.env);
     const id = (runs(box.stateDir)[0] as { id: number }).id;
     let page = '';

@@ -56,7 +56,8 @@ describe.each(STORES)('serve pages (%s)', (kind) => {
     expect(location).toMatch(new RegExp(`^/jobs/${job}\\?requested=\\d+$`));
     expect((await box.requests()).map((r) => r.args)).toEqual([[HOSTILE, 'second "arg"']]);
     const page = await (await server.get(location)).text();
-    expect(page).toContain(`<code>${ESCAPED} second &quot;arg&quot;</code>`);
+    expect(page).toContain(`<code class="arg">${ESCAPED}</code> <code class="arg">second &quot;arg&quot;</code>`);
+    expect(page).toMatch(/Request \d+ queued/);
     expect(page).not.toContain('<script>alert');
   });
 

@@ -1,5 +1,6 @@
 import { afterEach } from 'vitest';
-import { collected, type Started, start, waitFor } from '../helpers.js';
+import type { RunRow } from '../../src/store/types.js';
+import { collected, runs, type Started, start, waitFor } from '../helpers.js';
 
 // A real `cronguard serve` process on a port the system chose, stopped after each test.
 export interface Served {
@@ -101,5 +102,14 @@ export async function events(response: Response, enough: (events: ServerEvent[])
     return await stream.until(enough);
   } finally {
     await stream.close();
+  }
+}
+
+// The runs of an embedded log that a job may be creating right now (no tables yet: none).
+export function runsSoFar(stateDir: string): RunRow[] {
+  try {
+    return runs(stateDir);
+  } catch {
+    return [];
   }
 }

@@ -23,13 +23,15 @@ export interface JobPage {
   readonly query: RunsQuery;
   // The CSRF field of this browser's forms; null on a read-only server (no forms).
   readonly csrf: string | null;
+  // The request this browser just made with Run now, followed until its run ends.
+  readonly requested: RequestRow | null;
 }
 
 // A job: how it stands, its buttons, its runs (paged, filtered) and its requests.
 export function jobView(p: JobPage): Html {
   const j = p.job;
   const name = encodeURIComponent(j.job);
-  return html`<h1 class="name">${j.job}</h1>
+  return html`${p.requested ? requestNotice(p.requested, j.state === 'disabled') : ''}<h1 class="name">${j.job}</h1>
 <div id="summary" data-live>
 <dl class="facts">
 <dt>State</dt><dd>${stateCell(j)}${j.state === 'disabled' && j.disabled_by ? html` <span class="muted">by ${j.disabled_by}</span>` : ''}</dd>
@@ -94,6 +96,15 @@ function pager(name: string, p: JobPage): Html | string {
   return newest || older ? html`<p class="pager">${newest} ${older}</p>` : '';
 }
 
+// What became of the request: queued, running, or how its run ended.
+function requestNotice(q: RequestRow, paused: boolean): Html {
+  const run = q.run_id === null ? '' : html` by <a href="/runs/${q.run_id}">run ${q.run_id}</a>`;
+  const waits = paused ? 'the job is paused, so it waits until the job is resumed' : "the job's next invocation (or its waiting loop) runs it";
+  const text = q.status === 'pending' ? html`Request ${q.id} queued: ${waits}.` : html`Request ${q.id} ${statusBadge(q.status, q.exit_code)}${run}.`;
+  const kind = q.status === 'failed' || q.status === 'cancelled' ? 'error' : q.status === 'pending' && paused ? 'warn' : 'ok';
+  return html`<div id="notice" data-live><p class="notice ${kind}" role="status">${text}</p></div>`;
+}
+
 export function requestsTable(requests: readonly RequestRow[]): Html | string {
   if (requests.length === 0) return html`<p class="muted">No requests.</p>`;
   return html`<table class="requests">
@@ -104,7 +115,7 @@ export function requestsTable(requests: readonly RequestRow[]): Html | string {
 <td data-label="Status">${statusBadge(q.status, q.exit_code)}</td>
 <td data-label="Requested">${time(q.requested_at)}${q.not_before > q.requested_at ? html`, not before ${time(q.not_before)}` : ''}</td>
 <td data-label="By">${q.requested_by ?? '-'}</td>
-<td data-label="Arguments"><code>${q.args.join(' ')}</code></td>
+<td data-label="Arguments">${q.args.map((a) => html`<code class="arg">${a}</code> `)}</td>
 <td data-label="Run">${q.run_id === null ? '-' : html`<a href="/runs/${q.run_id}">${q.run_id}</a>`}</td>
 </tr>`,
   )}</tbody></table>`;

@@ -29,7 +29,7 @@ export function runView(r: RunRow, outputHtml: string, cut: string | null, live:
     ['Command', html`<code>${r.command}</code>`],
   ];
   if (r.error) rows.push(['Note', r.error]);
-  return html`<h1>Run ${r.id}</h1>
+  return html`<h1>Run ${r.id} <small>${r.job}</small></h1>
 <div id="header" data-live>
 <dl class="facts">${rows.map(([k, v]) => html`<dt>${k}</dt><dd>${v}</dd>`)}</dl>
 </div>
