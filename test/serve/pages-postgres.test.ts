@@ -29,6 +29,22 @@ describe.each(STORES)('serve pages (%s)', (kind) => {
     expect(server.stderr()).toMatch(/ GET \/\?sort=-name 200 /);
   });
 
+  it('the jobs page shows a hundred jobs at a time', async () => {
+    const box = storeBox(kind);
+    await cronguard(['migrate'], box.env);
+    const startedAt = new Date();
+    await box.insertRuns(Array.from({ length: 101 }, (_, i) => ({ job: box.job(`many-${String(i).padStart(3, '0')}`), status: 'succeeded', startedAt, durationMs: 10 })));
+    const server = await serve(['-q'], box.env);
+    const first = await (await server.get('/')).text();
+    expect(first).toContain('1–100 of 101 jobs');
+    expect(first.match(/<tr class=/g)).toHaveLength(100);
+    expect(first).toContain('<a href="?sort=name&amp;page=2">next</a>');
+    const second = await (await server.get('/?sort=name&page=2')).text();
+    expect(second.match(/<tr class=/g)).toHaveLength(1);
+    expect(second).toContain(`data-job="${box.job('many-100')}"`);
+    expect(await (await server.get('/?q=many-09&page=1')).text()).toContain('10 matching, of 101 jobs');
+  });
+
   it('a run page shows its output escaped, with ANSI colours as spans', async () => {
     const box = storeBox(kind);
     const job = box.job('red');

@@ -9,11 +9,16 @@ import { ago, duration, percent, sparkline, statusBadge, time } from './parts.js
 export const STATE_FILTERS = ['running', 'idle', 'disabled', 'failing', 'stale'] as const;
 export const SORTS = ['name', 'state', 'last', 'success', 'rate'] as const;
 
+// Rows per page: a thousand jobs in one page weigh megabytes, too much for a phone.
+export const JOBS_PER_PAGE = 100;
+
 export interface JobsQuery {
   readonly q: string;
   readonly state: (typeof STATE_FILTERS)[number] | null;
   readonly sort: (typeof SORTS)[number];
   readonly desc: boolean;
+  // 1-based.
+  readonly page: number;
 }
 
 // Unknown values fall back to the defaults rather than erroring: these come from links.
@@ -26,6 +31,7 @@ export function jobsQuery(get: (name: string) => string | undefined): JobsQuery 
     state: (STATE_FILTERS as readonly string[]).includes(state) ? (state as JobsQuery['state']) : null,
     sort: (SORTS as readonly string[]).includes(key) ? (key as JobsQuery['sort']) : 'name',
     desc: sort.startsWith('-'),
+    page: /^\d{1,6}$/.test(get('page') ?? '') ? Math.max(1, Number(get('page'))) : 1,
   };
 }
 
@@ -62,17 +68,23 @@ export function selectJobs(jobs: readonly JobStatus[], query: JobsQuery, now: nu
 }
 
 export function jobsView(all: readonly JobStatus[], query: JobsQuery, now = Date.now()): Html {
-  const jobs = selectJobs(all, query, now);
+  const selected = selectJobs(all, query, now);
+  const first = (query.page - 1) * JOBS_PER_PAGE;
+  const jobs = selected.slice(first, first + JOBS_PER_PAGE);
+  const filters = { ...(query.q ? { q: query.q } : {}), ...(query.state ? { state: query.state } : {}) };
   const link = (sort: string) => {
     const desc = query.sort === sort && !query.desc;
-    const params = new URLSearchParams({ ...(query.q ? { q: query.q } : {}), ...(query.state ? { state: query.state } : {}), sort: desc ? `-${sort}` : sort });
-    return `?${params}`;
+    return `?${new URLSearchParams({ ...filters, sort: desc ? `-${sort}` : sort })}`;
   };
+  const pageLink = (page: number, label: string) =>
+    html`<a href="?${new URLSearchParams({ ...filters, sort: `${query.desc ? '-' : ''}${query.sort}`, page: String(page) })}">${label}</a>`;
+  const pager = html`<p class="pager">${query.page > 1 ? pageLink(query.page - 1, 'previous') : ''} ${first + JOBS_PER_PAGE < selected.length ? pageLink(query.page + 1, 'next') : ''}</p>`;
   const th = (label: string, sort: string) => {
     const mark = query.sort === sort ? (query.desc ? ' ▼' : ' ▲') : '';
     return html`<th><a href="${link(sort)}">${label}${mark}</a></th>`;
   };
-  const counts = `${jobs.length} of ${all.length} job${all.length === 1 ? '' : 's'}`;
+  const shown = selected.length > jobs.length ? `${jobs.length === 0 ? 0 : first + 1}–${first + jobs.length} of ${selected.length}` : String(selected.length);
+  const counts = `${shown}${selected.length < all.length ? ` matching, of ${all.length}` : ''} job${all.length === 1 ? '' : 's'}`;
   return html`<h1>Jobs</h1>
 <form method="get" action="/" class="filters">
 <input type="search" name="q" value="${query.q}" placeholder="name" aria-label="filter by name">
@@ -86,7 +98,7 @@ ${jobs.length === 0 ? html`<p>No jobs ${all.length === 0 ? 'recorded yet: run on
 <table class="jobs">
 <thead><tr>${th('Job', 'name')}${th('State', 'state')}${th('Last run', 'last')}${th('Last success', 'success')}${th('OK', 'rate')}<th>Recent</th><th>Median</th><th>Requests</th></tr></thead>
 <tbody>${jobs.map((j) => row(j, now))}</tbody>
-</table>`}
+</table>${pager}`}
 </div>`;
 }
 
