@@ -46,7 +46,7 @@ export async function serve(args: readonly string[], settings: Settings): Promis
   const auth = flags.tokenFile === undefined ? null : new TokenAuth(readToken(flags.tokenFile, say.warn));
   const store = new StoreAccess(new StoreChoice(program.opts(), settings), readOnly);
   const stop = new AbortController();
-  const app = buildApp({ store, auth, quiet: flags.quiet === true }, stop.signal);
+  const app = buildApp({ store, auth, quiet: flags.quiet === true, address }, stop.signal);
   const running = await listen(app, address, stop);
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     for (const s of SIGNALS) process.once(s, () => resolve(s));

@@ -1,13 +1,14 @@
 import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono, type MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import { PermissionError, UnavailableError, UsageError } from '../errors.js';
 import { redact } from '../util/redact.js';
 import { CLIENT_JS, CSS } from './assets.js';
 import { guard, loginRoutes, type TokenAuth } from './auth.js';
 import type { ServeContext } from './context.js';
 import { Csrf } from './csrf.js';
-import type { ListenAddress } from './listen.js';
+import { isLoopback, type ListenAddress } from './listen.js';
 import { apiRoutes } from './routes-api.js';
 import { pageRoutes } from './routes-pages.js';
 import { sseRoutes } from './sse.js';
@@ -19,7 +20,11 @@ export interface ServeOptions {
   readonly store: StoreAccess;
   readonly auth: TokenAuth | null;
   readonly quiet: boolean;
+  readonly address: ListenAddress;
 }
+
+// The largest request body: a form or a request's arguments, never more.
+const MAX_BODY = 1024 * 1024;
 
 export interface Running {
   // The address it listens on, as a URL (the port the system chose for port 0).
@@ -38,6 +43,8 @@ export function buildApp(options: ServeOptions, stopping: AbortSignal): Hono {
   const app = new Hono();
   if (!options.quiet) app.use(requestLog);
   app.use(headers);
+  if (isLoopback(options.address.host)) app.use(loopbackHost);
+  app.use(bodyLimit({ maxSize: MAX_BODY, onError: (c) => c.text('request body too large', 413) }));
   app.use(guard(auth, csrf, store.readOnly));
   const cached = { 'cache-control': 'public, max-age=31536000, immutable' };
   app.get('/assets/app.js', (c) => c.body(CLIENT_JS, 200, { ...cached, 'content-type': 'text/javascript; charset=utf-8' }));
@@ -70,6 +77,16 @@ const requestLog: MiddlewareHandler = async (c, next) => {
   process.stderr.write(`${redact(line.replace(/[\x00-\x1f\x7f]/g, '?'))}\n`);
 };
 
+// On loopback, where no token guards the pages, only a Host naming this machine is
+// answered: a site whose name an attacker points at 127.0.0.1 (DNS rebinding) would
+// otherwise be same-origin with this server in the victim's browser.
+const loopbackHost: MiddlewareHandler = async (c, next) => {
+  const host = c.req.header('host') ?? '';
+  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d+$/, '');
+  if (!isLoopback(name)) return c.text(`this server answers only to localhost, not to '${host}'`, 421);
+  return next();
+};
+
 // Security headers on every answer, and how long the server took (Server-Timing, which a
 // browser's developer tools and the bench read).
 const headers: MiddlewareHandler = async (c, next) => {
@@ -98,6 +115,8 @@ export async function listen(app: Hono, address: ListenAddress, stop: AbortContr
     });
     server.listen(address.port, address.host, () => resolve());
   });
+  // Errors after start (a socket the system refused) are worth a line, never a crash.
+  server.on('error', (error) => process.stderr.write(`cronguard serve: ${error.message}\n`));
   const bound = server.address();
   const port = typeof bound === 'object' && bound ? bound.port : address.port;
   const host = address.host.includes(':') ? `[${address.host}]` : address.host;

@@ -1,4 +1,5 @@
 import { chmodSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { cronguard, sandbox } from '../helpers.js';
@@ -31,6 +32,25 @@ describe('serve: listening and the token', () => {
     } finally {
       taken.close();
     }
+  });
+
+  it('on loopback, answers only requests addressed to this machine (no DNS rebinding)', async () => {
+    const server = await serve([], sandbox().env);
+    const { port } = new URL(server.url);
+    const status = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        request({ host: '127.0.0.1', port, path: '/', headers: { host } }, (response) => {
+          response.resume();
+          resolve(response.statusCode as number);
+        }).on('error', reject).end();
+      });
+    expect(await status('evil.example')).toBe(421);
+    expect(await status(`evil.example:${port}`)).toBe(421);
+    expect(await status(`localhost:${port}`)).toBe(200);
+    expect(await status(`127.0.0.1:${port}`)).toBe(200);
+    expect(await status(`[::1]:${port}`)).toBe(200);
+    const big = await server.get('/login', { method: 'POST', body: 'x'.repeat(2 * 1024 * 1024), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(big.status).toBe(413);
   });
 
   it('stops cleanly on TERM and on INT', async () => {

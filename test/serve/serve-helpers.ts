@@ -26,7 +26,12 @@ export async function serve(args: readonly string[], env: NodeJS.ProcessEnv): Pr
   let exited = false;
   void started.done.then(() => (exited = true));
   const listening = /listening on (http:\/\/[^\s;]+?)\/?[\s;]/;
-  await waitFor(() => exited || listening.test(output.stderr()), 'the server to listen');
+  try {
+    await waitFor(() => exited || listening.test(output.stderr()), 'the server to listen');
+  } finally {
+    // A server that never said where it listens is not left running after the test.
+    if (!listening.test(output.stderr())) started.child.kill('SIGKILL');
+  }
   const url = listening.exec(output.stderr())?.[1];
   if (!url) throw new Error(`serve did not start: ${output.stderr()}`);
   const cookies = new Map<string, string>();
