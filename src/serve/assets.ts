@@ -8,11 +8,16 @@ import { createHash } from 'node:crypto';
 
 export const CLIENT_JS = `'use strict';
 (() => {
-  const zone = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+  // Today's times to the second; other days with their date.
+  const today = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
+  const other = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
   const localTimes = (root) => {
+    const now = new Date().toDateString();
     for (const t of root.querySelectorAll('time[datetime]')) {
       const d = new Date(t.getAttribute('datetime'));
-      if (!Number.isNaN(d.getTime())) { t.textContent = zone.format(d); t.title = t.getAttribute('datetime'); }
+      if (Number.isNaN(d.getTime())) continue;
+      t.textContent = (d.toDateString() === now ? today : other).format(d);
+      t.title = d.toString();
     }
   };
   localTimes(document);
@@ -67,7 +72,7 @@ h1 { font-size: 1.4em; margin: .4em 0; } h1.name { word-break: break-all; } h2 {
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .35em .5em; border-bottom: 1px solid var(--line); vertical-align: top; }
 th a { color: inherit; text-decoration: none; }
-td:first-child { word-break: break-all; }
+td:first-child { overflow-wrap: anywhere; min-width: 9em; }
 tr.failing td:first-child { border-left: 4px solid var(--bad); }
 tr.stale td:first-child { border-left: 4px solid var(--warn); }
 .status { font-weight: 600; white-space: nowrap; } .s-succeeded { color: var(--ok); } .s-running, .s-pending { color: var(--run); }

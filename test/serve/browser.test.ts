@@ -40,8 +40,8 @@ describe.skipIf(!present)(title, () => {
 
   it("lists a job that just ran, with times in the browser's zone, on a desk and on a phone", async () => {
     const box = sandbox();
-    await cronguard(['-n', 'nightly-backup', '--', 'true'], box.env);
-    await cronguard(['-n', 'broken-report', '--', 'sh', '-c', 'echo oops; exit 2'], box.env);
+    for (const pause of ['0.05', '0.1', '0.02', '0.2', '0.08']) await cronguard(['-n', 'nightly-backup', '--', 'sleep', pause], box.env);
+    for (const code of [0, 0, 2, 2]) await cronguard(['-n', 'broken-report', '--', 'sh', '-c', `echo oops; exit ${code}`], box.env);
     const server = await serve(['-q'], box.env);
     const page = await open(`${server.url}/`);
     await expect.poll(() => page.locator('tr[data-job="nightly-backup"] .status').textContent()).toBe('succeeded');

@@ -109,7 +109,7 @@ function row(j: JobStatus, now: number): Html {
 <td data-label="Job"><a href="${href}">${j.job}</a>${stale(j, now) ? html` <span class="tag stale">stale</span>` : ''}</td>
 <td data-label="State">${stateCell(j, now)}</td>
 <td data-label="Last run">${j.last_run_id === null ? '-' : html`<a href="/runs/${j.last_run_id}">${statusBadge(j.last_status, j.last_exit_code, j.last_signal)}</a> ${time(j.last_started_at)}`}</td>
-<td data-label="Last success">${j.last_success_at === null ? html`<span class="${failing(j) ? 'bad' : ''}">never</span>` : html`${time(j.last_success_at)} <span class="muted">(${ago(j.last_success_at, now)})</span>`}</td>
+<td data-label="Last success">${j.last_success_at === null ? html`<span class="${failing(j) ? 'bad' : ''}">never</span>` : time(j.last_success_at)}</td>
 <td data-label="OK">${percent(j.success_rate)}</td>
 <td data-label="Recent">${sparkline(j.recent)}</td>
 <td data-label="Median">${duration(j.duration_median_ms)}</td>
