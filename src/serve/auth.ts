@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { getCookie, setCookie } from 'hono/cookie';
 import { type Csrf, equal, sameOrigin } from './csrf.js';
-import { loginPage } from './views/login.js';
+import { loginPage } from './views/layout.js';
 
 const COOKIE = 'cronguard_session';
 
@@ -51,7 +51,9 @@ export function guard(auth: TokenAuth | null, csrf: Csrf, readOnly: boolean): Mi
     if (auth && !OPEN.test(path)) {
       const bearer = auth.bearer(c);
       const cookie = auth.cookie(c);
-      if (api && !(bearer || (cookie && !post))) return c.json({ error: 'a bearer token is needed (Authorization: Bearer ...)' }, 401);
+      if (api && !(bearer || (cookie && !post))) {
+        return c.json({ error: 'a bearer token is needed (Authorization: Bearer ...)' }, 401, { 'www-authenticate': 'Bearer realm="cronguard"' });
+      }
       if (!api && !cookie) {
         if (post || path.startsWith('/events')) return c.text('log in first', 403);
         return c.redirect(`/login?next=${encodeURIComponent(path + new URL(c.req.url).search)}`, 303);

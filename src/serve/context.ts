@@ -1,5 +1,4 @@
 import type { Context } from 'hono';
-import { html } from 'hono/html';
 import { validateName } from '../util/name.js';
 import type { Csrf } from './csrf.js';
 import type { StoreAccess } from './store-access.js';
@@ -31,8 +30,6 @@ export function badRequest(c: Context, what: string): Response | Promise<Respons
 export function idOf(text: string | undefined): number | null {
   return text !== undefined && /^\d{1,15}$/.test(text) && Number(text) > 0 ? Number(text) : null;
 }
-
-export const escapeText = (text: string): string => String(html`${text}`);
 
 // The job a URL names, or null when it cannot be one (so: not found).
 export function nameOf(c: Context): string | null {

@@ -69,7 +69,9 @@ describe('serve: listening and the token', () => {
     chmodSync(file, 0o644);
     const server = await serve(['--token-file', file], box.env);
     expect(server.stderr()).toMatch(/token is readable by group or others; chmod 600 it/);
-    expect((await server.get('/api/jobs')).status).toBe(401);
+    const refused = await server.get('/api/jobs');
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('www-authenticate')).toBe('Bearer realm="cronguard"');
     expect((await server.get('/api/jobs', { headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
     expect((await server.get('/api/jobs', { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
     expect((await server.get('/metrics', { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
