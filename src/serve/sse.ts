@@ -73,7 +73,8 @@ export function sseRoutes(app: Hono, ctx: ServeContext): void {
     const from = idOf(c.req.query('from')) ?? 0;
     if (id === null) return c.text('not a run id', 400);
     return streamSSE(c, async (stream) => {
-      const run = await ctx.store.read((s) => s.getRun(id), null);
+      // The log unreachable: the stream ends, and the page, fetching itself, says why.
+      const run = await ctx.store.read((s) => s.getRun(id), null).catch(() => null);
       if (run?.status === 'running') await follow(run, stream, from, ctx);
       if (!stream.aborted) await stream.writeSSE({ event: 'end', data: String(id) });
     });

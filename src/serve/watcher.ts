@@ -19,6 +19,8 @@ export class Watcher {
   private prime = () => {};
   private down = false;
   private timer: NodeJS.Timeout | null = null;
+  // A read is scheduled or under way: at most one loop, however listeners come and go.
+  private running = false;
 
   constructor(private readonly store: StoreAccess) {}
 
@@ -27,7 +29,8 @@ export class Watcher {
   // `ready` misses none.
   subscribe(listener: (changes: Changes) => void): { ready: Promise<void>; unsubscribe: () => void } {
     this.listeners.add(listener);
-    if (this.listeners.size === 1) {
+    if (!this.running) {
+      this.running = true;
       this.seen = null;
       this.primed = new Promise((resolve) => (this.prime = resolve));
       this.schedule(0);
@@ -37,13 +40,17 @@ export class Watcher {
       if (this.listeners.size === 0 && this.timer) {
         clearTimeout(this.timer);
         this.timer = null;
+        this.running = false;
       }
     };
     return { ready: this.primed, unsubscribe };
   }
 
   private schedule(ms: number): void {
-    this.timer = setTimeout(() => void this.poll(), ms);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.poll();
+    }, ms);
   }
 
   private async poll(): Promise<void> {
@@ -66,7 +73,7 @@ export class Watcher {
     this.prime();
     if (changes.size > 0) for (const listener of this.listeners) listener(changes);
     if (this.listeners.size > 0) this.schedule(Math.max(MIN_INTERVAL_MS, 5 * (Date.now() - started)));
-    else this.timer = null;
+    else this.running = false;
   }
 }
 

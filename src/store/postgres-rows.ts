@@ -1,6 +1,6 @@
 // The PostgreSQL store's rows as cronguard's types have them (ids as numbers, times as ISO
 // text), and the run and outcome as its statements take them.
-import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused } from './jobs.js';
+import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
 import type { ClaimedRequest, RequestRow } from './requests.js';
 import type { StoredOutcome } from './spool.js';
 import type { Holder, NewRun, Refusal, RunningRow, RunRow } from './types.js';
@@ -108,8 +108,9 @@ export function toRequestRow(r: PgRequest): RequestRow {
   };
 }
 
-// A job's row as pg returns it: bigints as text, times as Date.
-export type PgJobStatus = Record<string, unknown> & Pick<JobStatusRow, 'job' | 'disabled' | 'recent' | 'runs_total'>;
+// A job's row as pg returns it: bigints as text, times as Date, its recent runs as
+// 'id status duration_ms' joined by commas ('-' for no duration).
+export type PgJobStatus = Record<string, unknown> & Pick<JobStatusRow, 'job' | 'disabled' | 'runs_total'> & { recent: string };
 
 const NUMBERS = ['running_run_id', 'last_run_id', 'last_success_run_id', 'min_interval_ms', 'last_duration_ms', 'last_success_duration_ms'];
 
@@ -119,5 +120,11 @@ export function toJobStatus(row: PgJobStatus): JobStatus {
     if (value instanceof Date) out[key] = value.toISOString();
     else if (NUMBERS.includes(key) && value !== null) out[key] = Number(value);
   }
+  out.recent = row.recent === '' ? [] : row.recent.split(',').map(recentRun);
   return jobStatusOf(out as JobStatusRow);
+}
+
+function recentRun(text: string): RecentRun {
+  const [id, status, duration] = text.split(' ') as [string, string, string];
+  return { id: Number(id), status, duration_ms: duration === '-' ? null : Number(duration) };
 }

@@ -117,8 +117,10 @@ export function statements(S: string) {
                              l."overlaps" AS last_overlaps,
                              s.id AS last_success_run_id, s.started_at AS last_success_at, s.duration_ms AS last_success_duration_ms,
                              (SELECT count(*) FROM ${S}.requests q WHERE q.job = n.name AND q.status = 'pending')::int AS pending_requests,
-                             (SELECT coalesce(json_agg(json_build_object('id', x.id, 'status', x.status, 'duration_ms', x.duration_ms)
-                                                       ORDER BY x.id), '[]')
+                             -- 'id status duration,...': building a JSON object per run took two thirds of
+                             -- the whole statement for 1,000 jobs (see toJobStatus for the parsing).
+                             (SELECT coalesce(string_agg(x.id || ' ' || x.status || ' ' || coalesce(x.duration_ms::text, '-'), ','
+                                                         ORDER BY x.id), '')
                               FROM (SELECT id, status, duration_ms FROM ${S}.runs WHERE job = n.name AND status <> 'running'
                                     ORDER BY id DESC LIMIT ${RECENT_RUNS}) x) AS recent,
                              (SELECT coalesce(json_object_agg(c.status, c.n), '{}') FROM ${S}.run_counts c WHERE c.job = n.name) AS runs_total
