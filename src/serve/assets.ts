@@ -23,6 +23,11 @@ export const CLIENT_JS = `'use strict';
   localTimes(document);
   const source = document.body.dataset.events;
   if (!source || !window.EventSource) return;
+  // A line saying that what the page shows may be out of date, and why.
+  const trouble = (text) => {
+    const line = document.getElementById('live-status');
+    if (line) { line.textContent = text || ''; line.hidden = !text; }
+  };
   let busy = false, again = false;
   const refresh = async () => {
     if (busy) { again = true; return; }
@@ -30,6 +35,12 @@ export const CLIENT_JS = `'use strict';
     try {
       const response = await fetch(location.href, { headers: { 'X-Cronguard-Refresh': '1' }, credentials: 'same-origin' });
       const fresh = new DOMParser().parseFromString(await response.text(), 'text/html');
+      if (!response.ok) {
+        const why = fresh.querySelector('main p');
+        trouble((why ? why.textContent + ' ' : '') + 'This page shows what it last knew, and updates again once the log is back.');
+        return;
+      }
+      trouble('');
       for (const part of document.querySelectorAll('[data-live][id]')) {
         const next = fresh.getElementById(part.id);
         // A part the reader is typing in stays as it is.
@@ -46,6 +57,8 @@ export const CLIENT_JS = `'use strict';
     }
   };
   const events = new EventSource(source);
+  events.addEventListener('error', () => trouble('The connection to cronguard serve was lost; reconnecting.'));
+  events.addEventListener('open', () => trouble(''));
   events.addEventListener('change', refresh);
   events.addEventListener('output', (e) => {
     const out = document.getElementById('output');

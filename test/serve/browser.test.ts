@@ -51,6 +51,12 @@ describe.skipIf(!present)(title, () => {
     await page.screenshot({ path: `${SHOTS}/jobs.png`, fullPage: true });
     await page.setViewportSize({ width: 390, height: 844 });
     await page.screenshot({ path: `${SHOTS}/jobs-phone.png`, fullPage: true });
+    // The server going away is said on the page, which keeps what it last showed.
+    expect(await server.stop()).toBe(0);
+    await expect.poll(() => page.locator('#live-status').textContent()).toMatch(/connection to cronguard serve was lost/);
+    expect(await page.locator('#live-status').isVisible()).toBe(true);
+    expect(await page.locator('tr[data-job="nightly-backup"]').count()).toBe(1);
+    await page.screenshot({ path: `${SHOTS}/jobs-server-gone.png` });
     await page.close();
   });
 

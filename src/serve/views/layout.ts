@@ -28,6 +28,7 @@ export function page(options: PageOptions, body: Html): Html {
 <body${options.events ? html` data-events="${options.events}"` : ''}>
 <header><a href="/" class="brand">cronguard</a><nav><a href="/">jobs</a><a href="/metrics">metrics</a></nav></header>
 <main>
+${options.events ? html`<p id="live-status" class="notice error" role="status" hidden></p>` : ''}
 ${notice}
 ${body}
 </main>
