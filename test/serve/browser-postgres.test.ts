@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cronguard, runs, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, sandbox, start, waitFor } from '../helpers.js';
+import { pgSandbox, proxy } from '../pg-helpers.js';
+import { STORES, storeBox } from '../stores.js';
 import { runsSoFar, serve } from './serve-helpers.js';
 
 // End to end in a real browser: Debian's chromium (from apt, as .ci/run installs it)
@@ -60,14 +62,16 @@ describe.skipIf(!present)(title, () => {
     await page.close();
   });
 
-  it('Run now on a job served by an --on-request --for loop shows the new run, succeeded, without a reload; pausing stops it being served', async () => {
-    const box = sandbox();
+  it.each(STORES)('Run now on a job served by an --on-request --for loop shows the new run, succeeded, without a reload; pausing stops it being served (%s)', async (kind) => {
+    const box = storeBox(kind);
+    const job = box.job('export');
+    const shot = (name: string) => `${SHOTS}/${name}${kind === 'sqlite' ? '' : `-${kind}`}.png`;
     const command = ['sh', '-c', 'echo "served with $# args: $*"', 'sh'];
-    await cronguard(['-n', 'export', '--', ...command], box.env);
-    const loop = start(['-n', 'export', '--on-request', '--for', '5m', '--', ...command], box.env);
+    await cronguard(['-n', job, '--', ...command], box.env);
+    const loop = start(['-n', job, '--on-request', '--for', '5m', '--', ...command], box.env);
     const server = await serve(['-q'], box.env);
-    const page = await open(`${server.url}/jobs/export`);
-    const before = runs(box.stateDir).length;
+    const page = await open(`${server.url}/jobs/${job}`);
+    const before = (await box.runs()).length;
     await page.fill('textarea[name="args"]', '<script>alert(1)</script>\nsecond arg');
     const clicked = Date.now();
     await Promise.all([page.waitForURL(/\?requested=\d+$/), page.click('button[name="run"]')]);
@@ -80,8 +84,8 @@ describe.skipIf(!present)(title, () => {
     await expect.poll(() => page.locator('#requests tbody tr').first().locator('.status').textContent()).toBe('succeeded');
     expect(await page.locator('#requests tbody tr').first().locator('code.arg').allTextContents()).toEqual(['<script>alert(1)</script>', 'second arg']);
     expect(await page.locator('#notice').textContent()).toMatch(/^Request \d+ succeeded by run \d+\.$/);
-    await page.screenshot({ path: `${SHOTS}/job-run-now.png`, fullPage: true });
-    console.log(`Run now: the new run showed as succeeded ${shownAfter} ms after the click`);
+    await page.screenshot({ path: shot('job-run-now'), fullPage: true });
+    console.log(`Run now (${kind}): the new run showed as succeeded ${shownAfter} ms after the click`);
 
     await page.fill('input[name="reason"]', 'migrating "the" <db>');
     await Promise.all([page.waitForURL(/\?paused=1$/), page.click('button[name="pause"]')]);
@@ -93,14 +97,37 @@ describe.skipIf(!present)(title, () => {
     const pending = page.locator('#requests tbody tr').first().locator('.status');
     expect(await pending.textContent()).toBe('pending');
     expect(await page.locator('#notice').textContent()).toMatch(/queued: the job is paused, so it waits until the job is resumed/);
-    expect(await cronguard(['-n', 'export', '--on-request', '--', ...command], box.env)).toMatchObject({ code: 0 });
-    expect(runs(box.stateDir)).toHaveLength(before + 1);
+    expect(await cronguard(['-n', job, '--on-request', '--', ...command], box.env)).toMatchObject({ code: 0 });
+    expect(await box.runs()).toHaveLength(before + 1);
     await page.reload();
     expect(await pending.textContent()).toBe('pending');
-    await page.screenshot({ path: `${SHOTS}/job-paused.png`, fullPage: true });
+    await page.screenshot({ path: shot('job-paused'), fullPage: true });
     await page.setViewportSize({ width: 390, height: 844 });
-    await page.screenshot({ path: `${SHOTS}/job-phone.png`, fullPage: true });
+    await page.screenshot({ path: shot('job-phone'), fullPage: true });
     await page.close();
+  });
+
+  it('says on a live page that the log became unreachable, and carries on when it is back', async () => {
+    const box = pgSandbox();
+    const job = box.job('outage');
+    await cronguard(['-n', job, '--', 'true'], box.env);
+    const db = await proxy();
+    try {
+      const server = await serve(['-q'], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
+      const page = await open(`${server.url}/`);
+      const status = page.locator('#live-status');
+      await expect.poll(() => page.locator(`tr[data-job="${job}"]`).count()).toBe(1);
+      await db.stop();
+      await expect.poll(() => status.textContent(), { timeout: 60_000 }).toMatch(/The run log cannot be read right now: .*\. This page shows what it last knew/);
+      expect(await status.isVisible()).toBe(true);
+      await page.screenshot({ path: `${SHOTS}/jobs-log-unreachable.png` });
+      await db.start();
+      await expect.poll(() => status.isVisible(), { timeout: 60_000 }).toBe(false);
+      expect(await page.locator(`tr[data-job="${job}"]`).count()).toBe(1);
+      await page.close();
+    } finally {
+      await db.close();
+    }
   });
 
   it("shows a run's hostile output escaped, in colour, and runs none of it", async () => {
