@@ -37,7 +37,7 @@ export const CLIENT_JS = `'use strict';
       const fresh = new DOMParser().parseFromString(await response.text(), 'text/html');
       if (!response.ok) {
         const why = fresh.querySelector('main p');
-        trouble((why ? why.textContent.replace(/\.?$/, '. ') : '') + 'This page shows what it last knew, and updates again once the log is back.');
+        trouble((why ? why.textContent.replace(/\\.?$/, '. ') : '') + 'This page shows what it last knew, and updates again once the log is back.');
         return;
       }
       trouble('');
