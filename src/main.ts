@@ -23,11 +23,9 @@ const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   check: async () => (await import('./commands/check.js')).check,
   metrics: async () => (await import('./commands/metrics.js')).metrics,
   prune: async () => (await import('./commands/prune.js')).prune,
+  // The web page: its HTTP framework loads with it, never on the run path.
+  serve: async () => (await import('./commands/serve.js')).serve,
 };
-
-// Reserved by the contract for later versions; claimed now so a crontab line written today
-// never silently changes meaning (a program with such a name runs as `cronguard -- NAME`).
-const RESERVED = ['serve'];
 
 async function main(args: readonly string[]): Promise<number> {
   protectSecrets(args);
@@ -38,9 +36,6 @@ async function main(args: readonly string[]): Promise<number> {
   }
   if (first === 'help') return help(args.slice(1));
   if (first in SUBCOMMANDS) return subcommand(first, args.slice(1));
-  if (RESERVED.includes(first)) {
-    throw new UsageError(`'${first}' is not available in this version; to run a program named ${first}, use: cronguard -- ${first}`);
-  }
   const parsed = parseRunArgs(first === 'run' ? args.slice(1) : args);
   if (parsed.options.help) {
     process.stdout.write(runHelp());

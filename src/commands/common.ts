@@ -75,11 +75,12 @@ export class StoreChoice {
   }
 
   // Opens (creating if needed) the run log, with the contract's exit codes: the shared log
-  // when a database is configured, else the embedded one.
-  async open(create = true): Promise<RunStore> {
-    if (this.db) return openPostgresStore(await connectPostgres(this.db, 'cronguard'), this.db.schema, create);
+  // when a database is configured, else the embedded one. `readOnly` (serve --read-only)
+  // opens the embedded log without writing to it; the shared one then must not be created.
+  async open(create = true, readOnly = false, applicationName = 'cronguard'): Promise<RunStore> {
+    if (this.db) return openPostgresStore(await connectPostgres(this.db, applicationName), this.db.schema, create && !readOnly);
     try {
-      return await openSqliteStore(this.stateDir);
+      return await openSqliteStore(this.stateDir, readOnly);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'EACCES' || code === 'EPERM') {
@@ -92,8 +93,14 @@ export class StoreChoice {
   // For reading commands: null when nothing was ever recorded in the embedded log, rather
   // than creating an empty database as a side effect of looking.
   async openExisting(): Promise<RunStore | null> {
-    if (!this.db && !sqliteExists(join(this.stateDir, SQLITE_FILE))) return null;
+    if (!this.exists()) return null;
     return this.open(false);
+  }
+
+  // Whether there is a log to read: always for the shared one (its server says), for the
+  // embedded one once its file exists.
+  exists(): boolean {
+    return this.db !== null || sqliteExists(join(this.stateDir, SQLITE_FILE));
   }
 }
 

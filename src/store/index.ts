@@ -6,9 +6,9 @@ import type { RunStore } from './types.js';
 
 // Opens the run logs. Each store's code, and its driver, loads on first use: a run never
 // pays for the one it does not use.
-export async function openSqliteStore(stateDir: string): Promise<RunStore> {
+export async function openSqliteStore(stateDir: string, readOnly = false): Promise<RunStore> {
   const { SqliteStore } = await import('./sqlite.js');
-  return SqliteStore.open(stateDir);
+  return readOnly ? SqliteStore.openReadOnly(stateDir) : SqliteStore.open(stateDir);
 }
 
 // A dedicated PostgreSQL session named after the job, so it shows in pg_stat_activity.

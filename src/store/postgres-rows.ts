@@ -108,7 +108,8 @@ export function toRequestRow(r: PgRequest): RequestRow {
   };
 }
 
-// A job's row as pg returns it: bigints as text, times as Date.
+// A job's row as pg returns it: bigints as text, times as Date, its recent runs as
+// 'id status duration_ms' joined by commas ('-' for no duration).
 export type PgJobStatus = Record<string, unknown> & Pick<JobStatusRow, 'job' | 'disabled' | 'runs_total'> & { recent: string };
 
 const NUMBERS = ['running_run_id', 'last_run_id', 'last_success_run_id', 'min_interval_ms', 'last_duration_ms', 'last_success_duration_ms'];
@@ -119,16 +120,11 @@ export function toJobStatus(row: PgJobStatus): JobStatus {
     if (value instanceof Date) out[key] = value.toISOString();
     else if (NUMBERS.includes(key) && value !== null) out[key] = Number(value);
   }
-  out.recent = recentRuns(row.recent);
+  out.recent = row.recent === '' ? [] : row.recent.split(',').map(recentRun);
   return jobStatusOf(out as JobStatusRow);
 }
 
-// The recent runs as the statement sends them: "id status duration_ms" (- for none), oldest
-// first, joined by commas.
-function recentRuns(text: string): RecentRun[] {
-  if (text === '') return [];
-  return text.split(',').map((run) => {
-    const [id, status, duration] = run.split(' ');
-    return { id: Number(id), status: status as string, duration_ms: duration === '-' ? null : Number(duration) };
-  });
+function recentRun(text: string): RecentRun {
+  const [id, status, duration] = text.split(' ') as [string, string, string];
+  return { id: Number(id), status, duration_ms: duration === '-' ? null : Number(duration) };
 }

@@ -42,6 +42,18 @@ export class SqliteStore implements RunStore {
     return new SqliteStore(db);
   }
 
+  // For `serve --read-only`: an existing log, opened without a single write (no file
+  // created, no migration), so that a log the server may only read still serves pages.
+  static openReadOnly(stateDir: string): SqliteStore {
+    const db = new Database(join(stateDir, SQLITE_FILE), {
+      readonly: true,
+      fileMustExist: true,
+      timeout: 10_000,
+      nativeBinding: createRequire(import.meta.url).resolve('better-sqlite3/build/Release/better_sqlite3.node'),
+    });
+    return new SqliteStore(db);
+  }
+
   async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
     return admitIn(this.db, run, options, runParams);
   }

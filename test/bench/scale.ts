@@ -14,6 +14,7 @@ import type { PostgresStore } from '../../src/store/postgres.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { listRunsSql, SQL } from '../../src/store/sqlite-sql.js';
 import type { AdmitOptions, NewRun, RunStore } from '../../src/store/types.js';
+import { serveBench } from './serve-bench.js';
 
 const ROWS = Number(process.env.BENCH_SCALE_ROWS ?? 1_000_000);
 const JOBS = 1000;
@@ -170,7 +171,9 @@ async function main(): Promise<void> {
   out.push(...(await measure('sqlite', lite)));
   await lite.close();
   plans.push(...sqlitePlans(sqliteDir).map((p) => `sqlite ${p}`));
-  notes.push(`sqlite: ${await pruneUnderLoad({ ...process.env, CRONGUARD_STATE_DIR: sqliteDir, CRONGUARD_LOCK_DIR: join(work, 'scale-locks') })}`);
+  const sqliteEnv = { ...process.env, CRONGUARD_STATE_DIR: sqliteDir, CRONGUARD_LOCK_DIR: join(work, 'scale-locks') };
+  out.push(...(await serveBench('sqlite', launcher, sqliteEnv)));
+  notes.push(`sqlite: ${await pruneUnderLoad(sqliteEnv)}`);
   if (databaseUrl && schema) {
     const db = resolveDb({ value: databaseUrl, from: 'bench' }, { value: schema, from: 'bench' }, process.env);
     const store = await openPostgresStore(await connectPostgres(db as NonNullable<typeof db>, 'cronguard-bench'), schema);
@@ -181,6 +184,7 @@ async function main(): Promise<void> {
     plans.push(...(await postgresPlans(store)).map((p) => `postgres ${p}`));
     await store.close();
     const env = { ...process.env, CRONGUARD_DATABASE_URL: databaseUrl, CRONGUARD_SCHEMA: schema, CRONGUARD_STATE_DIR: join(work, 'scale-state'), CRONGUARD_LOCK_DIR: join(work, 'scale-locks') };
+    out.push(...(await serveBench('postgres', launcher, env)));
     notes.push(`postgres: ${await pruneUnderLoad(env)}`);
   }
   console.log([...out, '', ...notes, '', 'query plans:', ...plans].join('\n'));

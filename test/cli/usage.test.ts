@@ -15,7 +15,7 @@ describe('bad input', () => {
     ['10 KB name', ['-n', 'x'.repeat(10_240)], 64, /the limit is 100/],
     ['unknown lock', ['-l', 'etcd'], 64, /unknown lock backend/],
     ['bad signal', ['--kill-signal', 'FOO'], 64, /unknown signal/],
-    ['reserved subcommand', [], 64, /not available in this version/],
+    ['serve with an unparseable --listen', [], 64, /--listen: 'nowhere' is not ADDRESS:PORT/],
     ['an empty lock dir', ['--lock-dir', ''], 64, /--lock-dir: the lock directory must not be empty/],
     ['an empty state dir', ['--state-dir', ''], 64, /--state-dir: the state directory must not be empty/],
     ['a timeout that rounds to no time', ['-t', '0.4ms'], 64, /--timeout: '0.4ms' is shorter than the smallest duration, 1ms/],
@@ -27,7 +27,7 @@ describe('bad input', () => {
     const box = sandbox();
     const marker = box.path('ran');
     const args =
-      _what === 'reserved subcommand' ? ['serve'] : [...options, '--', 'sh', '-c', `touch ${marker}`];
+      _what.startsWith('serve') ? ['serve', '--listen', 'nowhere'] : [...options, '--', 'sh', '-c', `touch ${marker}`];
     const result = await cronguard(args, box.env);
     expect(result.code).toBe(code);
     expect(result.stdout).toBe('');

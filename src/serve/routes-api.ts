@@ -1,0 +1,62 @@
+import type { Hono } from 'hono';
+import { exposition } from '../metrics/exposition.js';
+import { RUN_STATUSES, type RunStatus } from '../store/types.js';
+import { badRequest, idOf, nameOf, notFound, type ServeContext } from './context.js';
+
+const MAX_LIMIT = 1000;
+
+// The JSON API, in the shapes of the CLI's --json (status, history, requests), and the
+// Prometheus exposition of `cronguard metrics`.
+export function apiRoutes(app: Hono, ctx: ServeContext): void {
+  app.get('/api/jobs', async (c) => c.json(await ctx.store.read((s) => s.jobStatus(null), [])));
+
+  app.get('/api/jobs/:name/runs', async (c) => {
+    const name = nameOf(c);
+    if (name === null) return badRequest(c, 'not a job name');
+    const limit = c.req.query('limit') === undefined ? 20 : idOf(c.req.query('limit'));
+    const status = c.req.query('status');
+    const before = c.req.query('before');
+    if (limit === null || limit > MAX_LIMIT) return badRequest(c, `limit: a whole number from 1 to ${MAX_LIMIT}`);
+    if (status !== undefined && !(RUN_STATUSES as readonly string[]).includes(status)) return badRequest(c, `status: one of ${RUN_STATUSES.join(', ')}`);
+    if (before !== undefined && idOf(before) === null) return badRequest(c, 'before: a run id');
+    const filter = { jobs: [name], limit, status: status as RunStatus | undefined, host: c.req.query('host') || undefined, beforeId: idOf(before) ?? undefined };
+    return c.json(await ctx.store.read((s) => s.listRuns(filter), []));
+  });
+
+  app.get('/api/runs/:id', async (c) => {
+    const id = idOf(c.req.param('id'));
+    if (id === null) return badRequest(c, 'not a run id');
+    const run = await ctx.store.read((s) => s.getRun(id), null);
+    return run ? c.json(run) : notFound(c, `no run ${id}`);
+  });
+
+  app.get('/api/requests/:id', async (c) => {
+    const id = idOf(c.req.param('id'));
+    if (id === null) return badRequest(c, 'not a request id');
+    const request = await ctx.store.read((s) => s.getRequest(id), null);
+    return request ? c.json(request) : notFound(c, `no request ${id}`);
+  });
+
+  // {"args": [...], "by": "..."}, both optional; answers {"id": N}, as `cronguard request`
+  // prints it. A job the log has never seen may be asked for: its first run serves it.
+  app.post('/api/jobs/:name/requests', async (c) => {
+    const name = nameOf(c);
+    if (name === null) return badRequest(c, 'not a job name');
+    const body = (await c.req.json().catch(() => null)) as { args?: unknown; by?: unknown } | null;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) return badRequest(c, 'the body must be a JSON object: {"args": [...], "by": "..."}');
+    const args = body.args ?? [];
+    if (!Array.isArray(args) || args.length > MAX_LIMIT || !args.every((a) => typeof a === 'string' && a.length <= 10_000)) {
+      return badRequest(c, 'args: a list of strings');
+    }
+    if (body.by !== undefined && (typeof body.by !== 'string' || body.by.length > 200)) return badRequest(c, 'by: a string of at most 200 characters');
+    const by = typeof body.by === 'string' ? body.by : 'api';
+    const id = await ctx.store.write((s) => s.addRequest({ job: name, args: args as string[], notBefore: new Date(), requestedBy: by }));
+    return c.json({ id }, 201);
+  });
+
+  app.get('/metrics', async (c) => {
+    const jobs = await ctx.store.read((s) => s.jobStatus(null), []);
+    return c.body(exposition(jobs), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+  });
+}
+

@@ -1,0 +1,132 @@
+import { hostname } from 'node:os';
+import type { Context, Hono } from 'hono';
+import { liveDir, liveName } from '../run/live-file.js';
+import { LiveReader } from '../commands/live-reader.js';
+import { CronguardError } from '../errors.js';
+import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
+import { ansiToHtml } from './ansi.js';
+import { badRequest, idOf, nameOf, notFound, type ServeContext } from './context.js';
+import { jobsQuery, jobsView } from './views/jobs.js';
+import { jobView, RUNS_PER_PAGE } from './views/job.js';
+import { page } from './views/layout.js';
+import { type LiveOutput, runView } from './views/run.js';
+
+// A page shows at most this much of an output (its end); `cronguard logs` has all of it.
+const SHOWN_OUTPUT = 1024 * 1024;
+const REQUESTS_SHOWN = 20;
+
+// The HTML pages and their forms.
+export function pageRoutes(app: Hono, ctx: ServeContext): void {
+  app.get('/', async (c) => {
+    const jobs = await ctx.store.read((s) => s.jobStatus(null), []);
+    return c.html(page({ title: 'Jobs', events: '/events' }, jobsView(jobs, jobsQuery((n) => c.req.query(n)))));
+  });
+
+  app.get('/jobs/:name', async (c) => {
+    const name = nameOf(c);
+    if (name === null) return notFound(c, 'There is no such job.');
+    const status = c.req.query('status') ?? '';
+    const host = (c.req.query('host') ?? '').trim().slice(0, 255);
+    const before = c.req.query('before');
+    if (before !== undefined && idOf(before) === null) return badRequest(c, `'${before}' is not a run id.`);
+    const query = { status: (RUN_STATUSES as readonly string[]).includes(status) ? (status as RunStatus) : null, host: host || null, before: idOf(before) };
+    const found = await ctx.store.read(async (s) => {
+      const [job] = await s.jobStatus(name);
+      if (!job) return null;
+      const filter = { jobs: [name], status: query.status ?? undefined, host: query.host ?? undefined, beforeId: query.before ?? undefined, limit: RUNS_PER_PAGE + 1 };
+      const requested = idOf(c.req.query('requested'));
+      const request = requested === null ? null : await s.getRequest(requested);
+      return { job, runs: await s.listRuns(filter), requests: await s.listRequests(name, REQUESTS_SHOWN), requested: request?.job === name ? request : null };
+    }, null);
+    if (!found) return notFound(c, `No job ${name} in the run log.`);
+    const view = { ...found, runs: found.runs.slice(0, RUNS_PER_PAGE), more: found.runs.length > RUNS_PER_PAGE, query, csrf: ctx.readOnly ? null : ctx.csrf.token(c) };
+    return c.html(page({ title: name, events: `/events?job=${encodeURIComponent(name)}`, notice: notice(c) }, jobView(view)));
+  });
+
+  app.get('/runs/:id', async (c) => {
+    const id = idOf(c.req.param('id'));
+    if (id === null) return badRequest(c, `'${c.req.param('id')}' is not a run id.`);
+    const run = await ctx.store.read((s) => s.getRun(id), null);
+    if (!run) return notFound(c, `No run ${id} in the run log.`);
+    const live = run.status === 'running' ? await liveOutput(run, ctx.store.stateDir) : null;
+    const output = run.output ?? '';
+    const shown = output.length > SHOWN_OUTPUT ? output.slice(-SHOWN_OUTPUT) : output;
+    const cut = shown === output ? null : `Showing the last ${SHOWN_OUTPUT / 1024} KiB; cronguard logs ${id} prints all of it.`;
+    const events = run.status === 'running' ? `/runs/${id}/events${live?.kind === 'here' ? `?from=${live.bytes}` : ''}` : undefined;
+    return c.html(page({ title: `Run ${id}`, events }, runView(run, live ? '' : ansiToHtml(shown), cut, live)));
+  });
+
+  app.post('/jobs/:name/run', (c) =>
+    action(c, ctx, async (name, form) => {
+      const args = typeof form.args === 'string' ? form.args.split(/\r?\n/).filter((a) => a !== '') : [];
+      if (args.length > 1000 || args.some((a) => a.length > 10_000)) return null;
+      const id = await ctx.store.write((s) => s.addRequest({ job: name, args, notBefore: new Date(), requestedBy: by(c) }));
+      return `requested=${id}`;
+    }),
+  );
+  app.post('/jobs/:name/pause', (c) =>
+    action(c, ctx, async (name, form) => {
+      const reason = typeof form.reason === 'string' ? form.reason.trim().slice(0, 1000) : '';
+      await ctx.store.write((s) => s.setPaused(name, { reason: reason || null, since: new Date().toISOString(), by: by(c) }));
+      return 'paused=1';
+    }),
+  );
+  app.post('/jobs/:name/resume', (c) =>
+    action(c, ctx, async (name) => {
+      await ctx.store.write((s) => s.setPaused(name, null));
+      return 'resumed=1';
+    }),
+  );
+}
+
+
+type Form = Record<string, string | File | (string | File)[]>;
+
+// A form's POST on a job that exists, then back to the job's page (post/redirect/get, so a
+// reload never sends the form twice); `done` returns what the page is to say.
+async function action(c: Context, ctx: ServeContext, done: (name: string, form: Form) => Promise<string | null>): Promise<Response> {
+  const name = nameOf(c);
+  const known = name !== null && (await ctx.store.read((s) => s.jobStatus(name), [])).length > 0;
+  if (!known || name === null) return notFound(c, 'There is no such job.');
+  const said = await done(name, await c.req.parseBody());
+  if (said === null) return badRequest(c, 'Too many or too long arguments.');
+  return c.redirect(`/jobs/${encodeURIComponent(name)}?${said}`, 303);
+}
+
+// Who asked, as the requests table and `status` show it.
+function by(c: Context): string {
+  const address = (c.env as { incoming?: { socket?: { remoteAddress?: string } } })?.incoming?.socket?.remoteAddress;
+  return `web${address ? ` (${address})` : ''}`;
+}
+
+function notice(c: Context): string | null {
+  if (c.req.query('paused') !== undefined) return 'Paused: its invocations skip until it is resumed.';
+  if (c.req.query('resumed') !== undefined) return 'Resumed.';
+  return null;
+}
+
+// A running run's output so far, where this server can read it: the live copy of a run on
+// this host, in this server's state directory (the job's own, when they share it).
+async function liveOutput(run: RunRow, stateDir: string): Promise<LiveOutput> {
+  if (run.host !== hostname()) return { kind: 'elsewhere' };
+  const name = liveName(run.run_key);
+  if (name === null) return { kind: 'none', why: 'This run has no live output to show (its run key is not this version’s).' };
+  const reader = new LiveReader(liveDir(stateDir), name);
+  if (reader.uncaptured()) return { kind: 'none', why: 'This run does not capture its output (--capture 0).' };
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  try {
+    await reader.pump(async (chunk) => {
+      chunks.push(Buffer.from(chunk));
+      bytes += chunk.length;
+      return true;
+    });
+  } catch (error) {
+    if (!(error instanceof CronguardError)) throw error;
+    return { kind: 'none', why: `${error.message}; the output shows here when the run ends.` };
+  } finally {
+    reader.close();
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  return { kind: 'here', html: ansiToHtml(text.length > SHOWN_OUTPUT ? text.slice(-SHOWN_OUTPUT) : text), bytes };
+}

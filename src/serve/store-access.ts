@@ -1,0 +1,91 @@
+import type { StoreChoice } from '../commands/common.js';
+import { CronguardError, describe, storeError } from '../errors.js';
+import type { RunStore } from '../store/types.js';
+
+// The run log could not answer: the pages say so (503) and the server carries on; the next
+// request opens it afresh.
+export class StoreDown extends Error {}
+
+// The server's one connection to the run log, opened on first use and again after it
+// failed, so that a database restart or a network cut ends in a few 503s, not a dead server.
+// The embedded log that does not exist yet reads as empty, without being created.
+export class StoreAccess {
+  private store: RunStore | null = null;
+  private opening: Promise<RunStore> | null = null;
+
+  constructor(
+    private readonly choice: StoreChoice,
+    readonly readOnly: boolean,
+  ) {}
+
+  // Where the embedded log (and running jobs' live output) is.
+  get stateDir(): string {
+    return this.choice.stateDir;
+  }
+
+  // fn's answer, or `empty` while there is no log to read.
+  async read<T>(fn: (store: RunStore) => Promise<T>, empty: T): Promise<T> {
+    if (!this.store && !this.choice.exists()) return empty;
+    return this.use(fn);
+  }
+
+  // For requests, pausing and resuming: creates the embedded log if need be.
+  write<T>(fn: (store: RunStore) => Promise<T>): Promise<T> {
+    return this.use(fn);
+  }
+
+  async close(): Promise<void> {
+    const store = this.store ?? (await this.opening?.catch(() => null));
+    this.store = null;
+    await store?.close().catch(() => {});
+  }
+
+  private async use<T>(fn: (store: RunStore) => Promise<T>): Promise<T> {
+    // A connection known dead (the server restarted while we were idle) is replaced before
+    // use, so the first request after a restart already succeeds.
+    if (this.store && isLost(this.store)) await this.drop(this.store);
+    let store: RunStore;
+    try {
+      store = this.store ?? (await this.open());
+    } catch (error) {
+      throw down(error);
+    }
+    try {
+      return await fn(store);
+    } catch (error) {
+      const mapped = error instanceof CronguardError ? error : storeError(error);
+      if (!isLost(store) && !mapped) throw error;
+      // Whatever the failure, the next request starts from a fresh connection.
+      await this.drop(store);
+      throw new StoreDown(mapped ? mapped.message : describe(error));
+    }
+  }
+
+  private async drop(store: RunStore): Promise<void> {
+    if (this.store === store) this.store = null;
+    await store.close().catch(() => {});
+  }
+
+  private open(): Promise<RunStore> {
+    this.opening ??= this.choice
+      .open(!this.readOnly, this.readOnly, 'cronguard:serve')
+      .then((store) => {
+        this.store = store;
+        return store;
+      })
+      .finally(() => {
+        this.opening = null;
+      });
+    return this.opening;
+  }
+}
+
+function isLost(store: RunStore): boolean {
+  return (store as { session?: { isLost?: boolean } }).session?.isLost === true;
+}
+
+function down(error: unknown): StoreDown {
+  if (error instanceof CronguardError) return new StoreDown(error.message);
+  const mapped = storeError(error);
+  return new StoreDown(mapped ? mapped.message : describe(error));
+}

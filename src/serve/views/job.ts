@@ -1,0 +1,122 @@
+import { html } from 'hono/html';
+import type { JobStatus } from '../../store/jobs.js';
+import type { RequestRow } from '../../store/requests.js';
+import { RUN_STATUSES, type RunRow, type RunStatus } from '../../store/types.js';
+import { stateCell } from './jobs.js';
+import type { Html } from './layout.js';
+import { duration, percent, sparkline, statusBadge, time } from './parts.js';
+
+export const RUNS_PER_PAGE = 25;
+
+export interface RunsQuery {
+  readonly status: RunStatus | null;
+  readonly host: string | null;
+  readonly before: number | null;
+}
+
+export interface JobPage {
+  readonly job: JobStatus;
+  readonly runs: readonly RunRow[];
+  // Whether older runs follow (the query asked for one more than a page).
+  readonly more: boolean;
+  readonly requests: readonly RequestRow[];
+  readonly query: RunsQuery;
+  // The CSRF field of this browser's forms; null on a read-only server (no forms).
+  readonly csrf: string | null;
+  // The request this browser just made with Run now, followed until its run ends.
+  readonly requested: RequestRow | null;
+}
+
+// A job: how it stands, its buttons, its runs (paged, filtered) and its requests.
+export function jobView(p: JobPage): Html {
+  const j = p.job;
+  const name = encodeURIComponent(j.job);
+  return html`${p.requested ? requestNotice(p.requested, j.state === 'disabled') : ''}<h1 class="name">${j.job}</h1>
+<div id="summary" data-live>
+<dl class="facts">
+<dt>State</dt><dd>${stateCell(j)}${j.state === 'disabled' && j.disabled_by ? html` <span class="muted">by ${j.disabled_by}</span>` : ''}</dd>
+<dt>Last run</dt><dd>${j.last_run_id === null ? 'none finished' : html`<a href="/runs/${j.last_run_id}">run ${j.last_run_id}</a> ${statusBadge(j.last_status, j.last_exit_code, j.last_signal)} ${time(j.last_started_at)}, ${duration(j.last_duration_ms)}`}</dd>
+<dt>Last success</dt><dd>${j.last_success_run_id === null ? html`<span class="bad">never</span>` : html`<a href="/runs/${j.last_success_run_id}">run ${j.last_success_run_id}</a> ${time(j.last_success_at)}`}</dd>
+<dt>Recent</dt><dd>${sparkline(j.recent, 50)} ${percent(j.success_rate)} ok; median ${duration(j.duration_median_ms)}, p95 ${duration(j.duration_p95_ms)}</dd>
+<dt>Command</dt><dd><code>${j.command ?? '-'}</code></dd>
+<dt>Host</dt><dd>${j.host ?? '-'}${j.last_seen_at ? html`, last seen ${time(j.last_seen_at)}` : ''}</dd>
+<dt>Requests</dt><dd>${j.pending_requests} pending</dd>
+</dl>
+</div>
+${p.csrf === null ? '' : actions(j, name, p.csrf)}
+<h2>Runs</h2>
+<form method="get" action="/jobs/${name}" class="filters">
+<select name="status" aria-label="status"><option value="">any status</option>${RUN_STATUSES.map((s) => html`<option${s === p.query.status ? ' selected' : ''}>${s}</option>`)}</select>
+<input type="text" name="host" value="${p.query.host ?? ''}" placeholder="host" aria-label="host">
+<button type="submit">Filter</button>
+</form>
+<div id="runs" data-live>${runsTable(p.runs)}</div>
+${pager(name, p)}
+<h2>Requests</h2>
+<div id="requests" data-live>${requestsTable(p.requests)}</div>`;
+}
+
+function actions(j: JobStatus, name: string, csrf: string): Html {
+  const token = html`<input type="hidden" name="csrf" value="${csrf}">`;
+  const pause =
+    j.state === 'disabled'
+      ? html`<form method="post" action="/jobs/${name}/resume" class="card">${token}<button type="submit" name="resume">Resume</button></form>`
+      : html`<form method="post" action="/jobs/${name}/pause" class="card">${token}<label>Reason <input type="text" name="reason" maxlength="1000" placeholder="why (optional)"></label><button type="submit" name="pause">Pause</button></form>`;
+  return html`<div class="actions">
+<form method="post" action="/jobs/${name}/run" class="card">${token}
+<label>Arguments <textarea name="args" rows="2" placeholder="optional: one argument per line" aria-describedby="args-help"></textarea></label>
+<button type="submit" name="run">Run now</button>
+<small id="args-help" class="muted">Appended to the command line of the run that serves the request (all of them with --batch).</small>
+</form>
+${pause}
+</div>`;
+}
+
+export function runsTable(runs: readonly RunRow[]): Html | string {
+  if (runs.length === 0) return html`<p class="muted">No runs match.</p>`;
+  return html`<table class="runs">
+<thead><tr><th>Run</th><th>Status</th><th>Started</th><th>Duration</th><th>Host</th><th>Trigger</th></tr></thead>
+<tbody>${runs.map(
+    (r) => html`<tr data-run="${r.id}">
+<td data-label="Run"><a href="/runs/${r.id}">${r.id}</a></td>
+<td data-label="Status">${statusBadge(r.status, r.exit_code, r.signal)}</td>
+<td data-label="Started">${time(r.started_at)}</td>
+<td data-label="Duration">${r.status === 'running' ? 'running' : duration(r.duration_ms)}</td>
+<td data-label="Host">${r.host}</td>
+<td data-label="Trigger">${r.trigger}${r.attempt > 1 ? ` #${r.attempt}` : ''}${r.overlaps ? html` <span class="muted">(${r.overlaps} skipped)</span>` : ''}</td>
+</tr>`,
+  )}</tbody></table>`;
+}
+
+function pager(name: string, p: JobPage): Html | string {
+  const last = p.runs.at(-1);
+  const base = { ...(p.query.status ? { status: p.query.status } : {}), ...(p.query.host ? { host: p.query.host } : {}) };
+  const newest = p.query.before === null ? '' : html`<a href="/jobs/${name}?${new URLSearchParams(base)}">newest</a>`;
+  const older = p.more && last ? html`<a href="/jobs/${name}?${new URLSearchParams({ ...base, before: String(last.id) })}" rel="next">older runs</a>` : '';
+  return newest || older ? html`<p class="pager">${newest} ${older}</p>` : '';
+}
+
+// What became of the request: queued, running, or how its run ended.
+function requestNotice(q: RequestRow, paused: boolean): Html {
+  const run = q.run_id === null ? '' : html` by <a href="/runs/${q.run_id}">run ${q.run_id}</a>`;
+  const waits = paused ? 'the job is paused, so it waits until the job is resumed' : "the job's next invocation (or its waiting loop) runs it";
+  const text = q.status === 'pending' ? html`Request ${q.id} queued: ${waits}.` : html`Request ${q.id} ${statusBadge(q.status, q.exit_code)}${run}.`;
+  const kind = q.status === 'failed' || q.status === 'cancelled' ? 'error' : q.status === 'pending' && paused ? 'warn' : 'ok';
+  return html`<div id="notice" data-live><p class="notice ${kind}" role="status">${text}</p></div>`;
+}
+
+export function requestsTable(requests: readonly RequestRow[]): Html | string {
+  if (requests.length === 0) return html`<p class="muted">No requests.</p>`;
+  return html`<table class="requests">
+<thead><tr><th>Request</th><th>Status</th><th>Requested</th><th>By</th><th>Arguments</th><th>Run</th></tr></thead>
+<tbody>${requests.map(
+    (q) => html`<tr data-request="${q.id}">
+<td data-label="Request">${q.id}</td>
+<td data-label="Status">${statusBadge(q.status, q.exit_code)}</td>
+<td data-label="Requested">${time(q.requested_at)}${q.not_before > q.requested_at ? html`, not before ${time(q.not_before)}` : ''}</td>
+<td data-label="By">${q.requested_by ?? '-'}</td>
+<td data-label="Arguments">${q.args.map((a) => html`<code class="arg">${a}</code> `)}</td>
+<td data-label="Run">${q.run_id === null ? '-' : html`<a href="/runs/${q.run_id}">${q.run_id}</a>`}</td>
+</tr>`,
+  )}</tbody></table>`;
+}

@@ -1,0 +1,83 @@
+import type { JobStatus } from '../store/jobs.js';
+import type { StoreAccess } from './store-access.js';
+
+// Every job changed (the log went away or came back).
+export const EVERYTHING = '*';
+const MIN_INTERVAL_MS = 500;
+
+export type Changes = ReadonlySet<string>;
+
+// Watches the run log for the pages' live updates: while any page listens, reads every
+// job's status about twice a second and tells the listeners which jobs changed. One reader
+// for all the open pages, so ten browsers cost what one does; it waits at least five times
+// as long as a read took, so a large log is not read back to back.
+export class Watcher {
+  private readonly listeners = new Set<(changes: Changes) => void>();
+  // Null until the first read after the first listener came: what later reads compare with.
+  private seen: Map<string, string> | null = null;
+  private primed: Promise<void> = Promise.resolve();
+  private prime = () => {};
+  private down = false;
+  private timer: NodeJS.Timeout | null = null;
+  // A read is scheduled or under way: at most one loop, however listeners come and go.
+  private running = false;
+
+  constructor(private readonly store: StoreAccess) {}
+
+  // Calls `listener` with every change from now on; `ready` resolves once the state that
+  // later changes are measured against has been read, so a page that fetches itself after
+  // `ready` misses none.
+  subscribe(listener: (changes: Changes) => void): { ready: Promise<void>; unsubscribe: () => void } {
+    this.listeners.add(listener);
+    if (!this.running) {
+      this.running = true;
+      this.seen = null;
+      this.primed = new Promise((resolve) => (this.prime = resolve));
+      this.schedule(0);
+    }
+    const unsubscribe = () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0 && this.timer) {
+        clearTimeout(this.timer);
+        this.timer = null;
+        this.running = false;
+      }
+    };
+    return { ready: this.primed, unsubscribe };
+  }
+
+  private schedule(ms: number): void {
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.poll();
+    }, ms);
+  }
+
+  private async poll(): Promise<void> {
+    const started = Date.now();
+    const changes = new Set<string>();
+    try {
+      const jobs = await this.store.read((s) => s.jobStatus(null), []);
+      if (this.down) changes.add(EVERYTHING);
+      this.down = false;
+      const next = new Map(jobs.map((j) => [j.job, digest(j)]));
+      const seen = this.seen ?? next;
+      for (const [job, d] of next) if (seen.get(job) !== d) changes.add(job);
+      for (const job of seen.keys()) if (!next.has(job)) changes.add(job);
+      this.seen = next;
+    } catch {
+      // Whatever failed, the pages fetch themselves again and say what it was (see server.ts).
+      if (!this.down) changes.add(EVERYTHING);
+      this.down = true;
+    }
+    this.prime();
+    if (changes.size > 0) for (const listener of this.listeners) listener(changes);
+    if (this.listeners.size > 0) this.schedule(Math.max(MIN_INTERVAL_MS, 5 * (Date.now() - started)));
+    else this.running = false;
+  }
+}
+
+// What a page shows of a job that can change without a new run id.
+function digest(j: JobStatus): string {
+  return JSON.stringify([j.state, j.running_run_id, j.last_run_id, j.last_status, j.pending_requests, j.disabled_reason, j.disabled_since]);
+}

@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { cronguard, release, runs, sandbox, start, waitFor } from '../helpers.js';
+import { events, eventStream, runsSoFar, serve } from './serve-helpers.js';
+
+// Live updates: server-sent events for state changes and a running job's output.
+describe('serve: live updates', () => {
+  it("a running job's page shows its output so far, then the stream sends the rest and the end", async () => {
+    const box = sandbox();
+    const barrier = box.path('go');
+    const script = `echo first; while [ ! -e '${barrier}' ]; do sleep 0.02; done; printf '\\033[32m<b>second</b>\\033[0m\\n'`;
+    const job = start(['-n', 'live', '--', 'sh', '-c', script], box.env);
+    await waitFor(() => runsSoFar(box.stateDir).some((r) => r.status === 'running' && r.child_pid !== null), 'the job to start');
+    const server = await serve([], box.env);
+    const id = (runs(box.stateDir)[0] as { id: number }).id;
+    let page = '';
+    await waitFor(async () => {
+      page = await (await server.get(`/runs/${id}`)).text();
+      return page.includes('first\n');
+    }, 'the page to show the output so far');
+    const from = /data-from="(\d+)"/.exec(page)?.[1];
+    expect(from).toBe('6');
+    expect(page).toContain(`data-events="/runs/${id}/events?from=6"`);
+    const stream = await server.get(`/runs/${id}/events?from=${from}`);
+    expect(stream.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    release(barrier);
+    const seen = await events(stream, (e) => e.some((x) => x.event === 'end'));
+    const output = seen.filter((e) => e.event === 'output').map((e) => e.data).join('');
+    expect(output).toBe('<span class="fg2">&lt;b&gt;second&lt;/b&gt;</span>\n');
+    expect(seen.at(-1)).toEqual({ event: 'end', data: String(id) });
+    expect((await job.done).code).toBe(0);
+    expect(await (await server.get(`/runs/${id}`)).text()).toContain('first\n<span class="fg2">&lt;b&gt;second&lt;/b&gt;</span>\n</pre>');
+  });
+
+  it('a finished run ends its stream at once', async () => {
+    const box = sandbox();
+    await cronguard(['-n', 'done', '--', 'true'], box.env);
+    const server = await serve([], box.env);
+    expect(await events(await server.get('/runs/1/events'), (e) => e.length > 0)).toEqual([{ event: 'end', data: '1' }]);
+  });
+
+  it('the jobs stream says when a job changed: at once, then when it runs', async () => {
+    const box = sandbox();
+    await cronguard(['-n', 'watched', '--', 'true'], box.env);
+    await cronguard(['-n', 'other', '--', 'true'], box.env);
+    const server = await serve([], box.env);
+    const stream = eventStream(await server.get('/events?job=watched'));
+    expect(await stream.until((e) => e.length >= 1)).toEqual([{ event: 'change', data: 'watched' }]);
+    await cronguard(['-n', 'other', '--', 'true'], box.env);
+    await cronguard(['-n', 'watched', '--', 'false'], box.env);
+    expect(await stream.until((e) => e.length >= 2)).toEqual([{ event: 'change', data: 'watched' }, { event: 'change', data: 'watched' }]);
+    await stream.close();
+    const all = eventStream(await server.get('/events'));
+    expect(await all.until((e) => e.length >= 1)).toEqual([{ event: 'change', data: '*' }]);
+    await cronguard(['-n', 'other', '--', 'true'], box.env);
+    expect(await all.until((e) => e.length >= 2)).toEqual([{ event: 'change', data: '*' }, { event: 'change', data: '*' }]);
+    await all.close();
+    expect((await server.get('/events?job=%3Cx%3E')).status).toBe(404);
+  });
+});
