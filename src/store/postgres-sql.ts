@@ -48,7 +48,11 @@ export function statements(S: string) {
                             WHERE id = :id RETURNING id),
                    ended AS (UPDATE ${S}.requests SET status = :request_status, finished_at = :finished_at, exit_code = :exit_code
                              WHERE run_id = :id AND status = 'running' AND :final RETURNING id)
-             SELECT count(pg_notify('cronguard_requests_done', :schema || ':' || id)) AS n FROM ended`),
+             -- With :unlock, the advisory lock goes in the same round trip, once the row is
+             -- updated (referring to done makes it so): whoever takes the lock next waits for
+             -- this row, and finds it finished.
+             SELECT (SELECT count(pg_notify('cronguard_requests_done', :schema || ':' || id)) FROM ended) AS n,
+                    coalesce((SELECT pg_advisory_unlock(:unlock::bigint) FROM done WHERE :unlock::bigint IS NOT NULL), false) AS unlocked`),
     // A retry: a new row for the same run, which its requests follow.
     retry: named(`WITH ins AS (INSERT INTO ${S}.runs (status, request_id, ${RUN_COLUMNS})
                                 SELECT 'running', (SELECT min(id) FROM ${S}.requests WHERE run_id = :previous), ${RUN_VALUES}
