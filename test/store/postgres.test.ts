@@ -88,7 +88,7 @@ describe('database unavailable', () => {
     expect(result.code).toBe(2);
     expect(result.stdout).toBe('offline\n');
     const [warning, summary, ...rest] = result.stderr.trim().split('\n');
-    expect(warning).toMatch(/run log postgres@127\.0\.0\.1:\d+\/postgres .* unavailable .*; records go to .*spool\/\w+ until it can be written$/);
+    expect(warning).toMatch(/run log postgres@127\.0\.0\.1:\d+\/\w+ .* unavailable .*; records go to .*spool\/\w+ until it can be written$/);
     // Spooled: the run has no id yet to point at.
     expect(summary).toMatch(new RegExp(`^cronguard: ${job}: failed with exit 2 after [0-9.]+m?s$`));
     expect(rest).toEqual([]);
@@ -139,7 +139,8 @@ describe('database unavailable', () => {
     const result = await cronguard(['--db', url.toString(), '-n', 'nodb', '--', 'true'], box.env);
     expect(result.code).toBe(69);
     expect(result.stderr).toMatch(/no_such_database_here/);
-    expect(result.stderr).not.toContain(url.password);
+    // A server that trusts local connections (the second CI pass) has no password to leak.
+    if (url.password !== '') expect(result.stderr).not.toContain(url.password);
   });
 
   it('subcommands exit 69 when the database is unreachable', async () => {
