@@ -137,6 +137,7 @@ Subcommands (cronguard help SUBCOMMAND for their options):
   disable NAME       pause a job (--reason TEXT); enable NAME resumes it
   locks              locks held right now and by whom
   migrate            create or upgrade the run-log schema
+  serve              web page and JSON API over the run log (--listen ADDR:PORT)
 
 Settings: flag, then environment, then $XDG_CONFIG_HOME/cronguard/config (or
 $CRONGUARD_CONFIG), then /etc/cronguard.conf; -v says where each came from.

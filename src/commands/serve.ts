@@ -10,8 +10,9 @@ import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 const HELP = `
 Runs in the foreground until TERM or INT, one line per request on stderr (none
 with -q). Pages: / (every job), /jobs/NAME, /runs/ID. JSON: /api/jobs,
-/api/jobs/NAME/runs, /api/runs/ID, /api/requests/ID, POST /api/jobs/NAME/requests
-{"args": [...], "by": "..."}; /metrics as cronguard metrics.
+/api/jobs/NAME/runs, /api/runs/ID, /api/requests/ID, and
+POST /api/jobs/NAME/requests {"args": [...], "by": "..."}; /metrics as
+cronguard metrics.
 
 An address other than loopback needs --token-file (a bearer token for the API,
 a login form for the pages) or --read-only. A running job's live output shows

@@ -1,13 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, sandbox } from '../helpers.js';
 
-const SUBCOMMANDS = ['history', 'logs', 'locks', 'migrate'];
+const SUBCOMMANDS = ['status', 'history', 'logs', 'check', 'metrics', 'prune', 'request', 'requests', 'disable', 'enable', 'locks', 'migrate', 'serve'];
 
 describe('help and usage', () => {
   it.each([[['help']], [['--help']], [['run', '--help']], [['help', 'run']]])('%j prints the usage on stdout, exit 0', async (args) => {
     const result = await cronguard(args, sandbox().env);
     expect(result).toMatchObject({ code: 0, stderr: '' });
     expect(result.stdout).toMatch(/^Usage: cronguard \[run\] \[options\]/);
+  });
+
+  it('--help lists every subcommand', async () => {
+    const { stdout } = await cronguard(['--help'], sandbox().env);
+    const listed = stdout.slice(stdout.indexOf('Subcommands')).match(/^ {2}[a-z]+/gm)?.map((s) => s.trim()) ?? [];
+    expect(new Set([...listed, 'enable'])).toEqual(new Set(SUBCOMMANDS));
   });
 
   it.each(SUBCOMMANDS)('`cronguard help %s` is that subcommand\'s own --help', async (name) => {
