@@ -53,9 +53,10 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   // The code that will use the session loads while the connection is made (its failure is
   // the await's below; this catch only keeps it from counting as unhandled meanwhile).
   connecting?.catch(() => {});
-  await Promise.all([import('../lock/postgres.js'), import('../store/postgres.js'), import('../store/spool.js')]);
+  const logged = config.log === 'postgres';
+  await Promise.all([connecting && import('../lock/postgres.js'), logged && import('../store/postgres.js'), logged && import('../store/spool.js')]);
   const lockSession = connecting && (await connecting);
-  const log = config.log === 'postgres' ? await postgresLog(config, say, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
+  const log = logged ? await postgresLog(config, say, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
   const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as PgSession[];
   const roundTrips = () => sessions().reduce((n, s) => n + s.roundTrips, 0);
   if (!lockSession) return localGate(await openLockBackend(config), log.recorder, run, config, options, roundTrips);
