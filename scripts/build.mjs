@@ -14,18 +14,44 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, transform } from 'esbuild';
 
-// pg decides at load time whether it runs on Cloudflare Workers by touching the global
-// `Response`, which on Node 20 loads the whole fetch implementation: about 30 ms of every
-// PostgreSQL run. cronguard only runs on Node, so the bundle takes Node's streams directly.
-const pgNodeStreams = {
-  name: 'pg-node-streams',
+// Edits to pg's source as it is bundled, each checked to still apply (a pg upgrade that
+// changes the code fails the build instead of silently undoing it):
+// - pg decides at load time whether it runs on Cloudflare Workers by touching the global
+//   `Response`, which on Node 20 loads the whole fetch implementation: about 30 ms of every
+//   PostgreSQL run. cronguard only runs on Node, so the bundle takes Node's streams directly.
+// - node:crypto (~2 ms to load) is needed only for password authentication, and node:dns
+//   only by pg-native's connection string: both load on first use instead of with pg.
+const PG_PATCHES = [
+  { file: /[\\/]pg[\\/]lib[\\/]stream\.js$/, edits: [['= getStreamFuncs()', '= getNodejsStreamFuncs()']] },
+  {
+    file: /[\\/]pg[\\/]lib[\\/]crypto[\\/]utils\.js$/,
+    edits: [
+      ["const nodeCrypto = require('crypto')", "let nodeCryptoModule\nconst nodeCrypto = () => (nodeCryptoModule ??= require('crypto'))"],
+      ['const webCrypto = nodeCrypto.webcrypto || globalThis.crypto', 'const webCrypto = () => nodeCrypto().webcrypto || globalThis.crypto'],
+      ['const subtleCrypto = webCrypto.subtle', 'const subtleCrypto = () => webCrypto().subtle'],
+      [/\b(nodeCrypto|webCrypto|subtleCrypto)\./g, '$1().'],
+    ],
+  },
+  {
+    file: /[\\/]pg[\\/]lib[\\/]connection-parameters\.js$/,
+    edits: [["const dns = require('dns')", "const dns = { lookup: (...args) => require('dns').lookup(...args) }"]],
+  },
+];
+
+const pgPatches = {
+  name: 'pg-patches',
   setup(b) {
-    b.onLoad({ filter: /[\\/]pg[\\/]lib[\\/]stream\.js$/ }, ({ path }) => {
-      const source = readFileSync(path, 'utf8');
-      const patched = source.replace('= getStreamFuncs()', '= getNodejsStreamFuncs()');
-      if (patched === source) throw new Error('pg/lib/stream.js changed: revisit the pg-node-streams patch');
-      return { contents: patched, loader: 'js' };
-    });
+    for (const { file, edits } of PG_PATCHES) {
+      b.onLoad({ filter: file }, ({ path }) => {
+        let contents = readFileSync(path, 'utf8');
+        for (const [from, to] of edits) {
+          const patched = contents.replace(from, to);
+          if (patched === contents) throw new Error(`${path} changed: revisit the patch of ${from}`);
+          contents = patched;
+        }
+        return { contents, loader: 'js' };
+      });
+    }
   },
 };
 
@@ -40,10 +66,10 @@ export const bundleOptions = {
   target: 'node20',
   external: ['fs-ext', '*.node', 'pg-native'],
   loader: { '.sql': 'text' },
-  define: { CRONGUARD_VERSION: JSON.stringify(version), 'import.meta.url': '__cronguard.url' },
+  define: { CRONGUARD_VERSION: JSON.stringify(version), 'import.meta.url': '__cronguard.url', 'import.meta.dirname': '__dirname' },
   // Only a few modules use import.meta.url, and computing it costs: a getter, per file.
   banner: { js: "var __cronguard = { get url() { return require('node:url').pathToFileURL(__filename).href; } };" },
-  plugins: [pgNodeStreams],
+  plugins: [pgPatches],
   legalComments: 'none',
   logLevel: 'warning',
 };
@@ -73,7 +99,7 @@ async function buildLib(lib) {
         format: 'cjs',
         platform: 'node',
         target: 'node20',
-        define: { 'import.meta.url': '__cronguard.url' },
+        define: { 'import.meta.url': '__cronguard.url', 'import.meta.dirname': '__dirname' },
         banner: bundleOptions.banner.js,
         legalComments: 'none',
       });
@@ -89,7 +115,9 @@ async function buildLib(lib) {
 // esbuild puts every module that main shares with a lazily loaded file into a chunk of its
 // own, which main then loads at once: a dozen small files read and compiled on every run.
 // Those chunks go into main.cjs itself, each in a function run on first use, as CommonJS
-// would; every file asks main for them through one global function.
+// would; every file asks main for them through one global function. So do the chunks of the
+// SQLite run log, which a default run loads: each file costs a read, a stat and a cache of
+// its own (about 0.3 ms), more than main's cache grows by taking them.
 const EAGER = /(?<!=> )require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const ANY_CHUNK = /require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const CHUNK = 'globalThis[Symbol.for("cronguard.chunk")]';
@@ -99,7 +127,7 @@ function mergeEagerChunks(files) {
   const visit = (code) => {
     for (const [, name] of code.matchAll(EAGER)) if (!eager.has(name)) visit(files.get(name), eager.add(name));
   };
-  visit(files.get('main'));
+  for (const [name, code] of files) if (name === 'main' || name.startsWith('sqlite-')) visit(code);
   const rewrite = (code) => code.replace(ANY_CHUNK, (call, name) => (eager.has(name) ? `${CHUNK}("${name}")` : call));
   const defs = [...eager].map((name) => `defs[${JSON.stringify(name)}] = function (module, exports) {\n${rewrite(files.get(name))}\n};`);
   const main = `(() => {

@@ -1,11 +1,12 @@
 import { closeSync, constants } from 'node:fs';
-import { createRequire } from 'node:module';
 import { basename, dirname } from 'node:path';
 import { fileError } from '../errors.js';
+import { loadAddon } from '../util/addon.js';
 import { openInDirectory, openRegular } from '../util/safe-path.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
-type FsExt = { flockSync(fd: number, flags: 'exnb'): void };
+// fs-ext's addon itself (its fs-ext.js only maps 'exnb' to these flags).
+type FsExtBinding = { flock(fd: number, operation: number): void; constants: { LOCK_EX: number; LOCK_NB: number } };
 
 // O_RDONLY is enough for flock(2), so users who share a lock file only need read access;
 // no O_TRUNC, ever. (No symlink, FIFO or other non-regular file is opened: safe-path.)
@@ -16,14 +17,15 @@ const OPEN_FLAGS = constants.O_RDONLY | constants.O_CREAT;
 // `inLockDir`: the file lives in a lock directory cronguard checked, and is opened relative
 // to it; otherwise (--lock-file) by its path.
 export function flockBackend(path: string, inLockDir: boolean): LockBackend {
-  const { flockSync } = createRequire(import.meta.url)('fs-ext') as FsExt;
+  const binding = loadAddon<FsExtBinding>('fs-ext', 'build/Release/fs_ext.node');
+  const exclusiveNow = binding.constants.LOCK_EX | binding.constants.LOCK_NB;
   const open = inLockDir
     ? () => openInDirectory(dirname(path), basename(path), OPEN_FLAGS, 'lock file')
     : () => openRegular(path, OPEN_FLAGS, 'lock file');
   const tryOnce = (): Lock | null => {
     const fd = open();
     try {
-      flockSync(fd, 'exnb');
+      binding.flock(fd, exclusiveNow);
     } catch (error) {
       closeSync(fd);
       const code = (error as NodeJS.ErrnoException).code;

@@ -2,6 +2,7 @@ import { closeSync, lstatSync, lutimesSync, mkdirSync, readdirSync, rmSync, writ
 import { hostname } from 'node:os';
 import { fileError } from '../errors.js';
 import { createExclusive } from '../util/safe-path.js';
+import { monotonicMs } from '../util/time.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
 // A lease for file systems where flock(2) cannot be trusted (NFS): the holder refreshes it
@@ -48,11 +49,11 @@ function hold(container: string, epoch: bigint): Lock {
   let lostHandler: ((reason: string) => void) | null = null;
   let lost: string | null = null;
   // Monotonic: a wall clock set back or forward is no stall.
-  let refreshedAt = performance.now();
+  let refreshedAt = monotonicMs();
   const beats = new Set<() => void>();
   const refresh = () => {
     if (lost) return;
-    const gap = performance.now() - refreshedAt;
+    const gap = monotonicMs() - refreshedAt;
     try {
       if (gap >= LAPSE_MS) {
         lost = `lockfile ${container}: the lease lapsed, not refreshed for ${(gap / 1000).toFixed(1)}s (cronguard was stopped or stalled)`;
@@ -61,7 +62,7 @@ function hold(container: string, epoch: bigint): Lock {
         if (highest !== epoch) throw new Error(`epoch ${highest} overtook ours (${epoch})`);
         const now = new Date();
         lutimesSync(path, now, now);
-        refreshedAt = performance.now();
+        refreshedAt = monotonicMs();
         for (const beat of beats) beat();
         return;
       }

@@ -1,7 +1,7 @@
 import { UsageError } from '../errors.js';
 import { DEFAULT_SCHEMA, pgError } from '../pg/config.js';
 import type { PgSession } from '../pg/session.js';
-import { sha256 } from '../util/name.js';
+import { sha256 } from '../util/sha256.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
 export interface PostgresLockBackend extends LockBackend {

@@ -1,6 +1,7 @@
 import { type StdioOptions, spawn } from 'node:child_process';
 import type { Heartbeat } from '../lock/backend.js';
 import { type Messages, setLongTimeout } from '../util/io.js';
+import { monotonicMs } from '../util/time.js';
 import { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
 import { TailBuffer } from './output.js';
@@ -59,7 +60,7 @@ export const FORWARDED: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHU
 // Runs the command in its own process group, passing its output through live while keeping
 // a tail for the run log, forwarding signals, and enforcing the timeout on the whole tree.
 export function supervise(options: SuperviseOptions): Supervision {
-  const started = performance.now();
+  const started = monotonicMs();
   const capture = options.captureBytes > 0 || options.quiet;
   const stdio: StdioOptions = ['inherit', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit'];
   if (options.inheritFd !== null) stdio.push(options.inheritFd);
@@ -106,7 +107,7 @@ export function supervise(options: SuperviseOptions): Supervision {
       await processGroup.waitUntilGone();
       const outputNote = await relay.drain(processGroup);
       watchdog?.release();
-      const durationMs = Math.round(performance.now() - started);
+      const durationMs = Math.round(monotonicMs() - started);
       const replay = quiet !== null && (exitCode !== 0 || processGroup.stopping || spawnError !== null);
       const replayNote = replay ? await quiet.replay((id, chunk) => relay.write(id, chunk)) : null;
       const replayCut = replay ? await relay.delivered() : null;

@@ -1,7 +1,7 @@
 import { closeSync, constants } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { addonFile } from '../util/addon.js';
 import { mkdirp } from '../util/io.js';
 import { SQLITE_FILE } from '../util/paths.js';
 import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
@@ -19,6 +19,10 @@ import {
 type Row = Omit<RunRow, 'output_truncated'> & { output_truncated: number };
 type RequestRecord = Omit<RequestRow, 'args'> & { args: string };
 
+// The addon by its file: better-sqlite3's own lookup (the `bindings` package) probes a dozen
+// paths on every start.
+const sqliteAddon = (): string => addonFile('better-sqlite3', 'build/Release/better_sqlite3.node');
+
 // The embedded run log: one SQLite file in WAL mode, private to the user (0600).
 export class SqliteStore implements RunStore {
   private constructor(private readonly db: Database.Database) {}
@@ -30,11 +34,9 @@ export class SqliteStore implements RunStore {
     // SQLite creates -wal and -shm with the database file's mode, so creating the file
     // 0600 first keeps all three private; and a link or FIFO in its place is refused.
     closeSync(openRegular(file, constants.O_RDONLY | constants.O_CREAT, 'run log', file, 0o600));
-    // The addon is located directly: better-sqlite3's own lookup (the `bindings` package)
-    // probes a dozen paths on every start.
     const db = new Database(file, {
       timeout: 10_000,
-      nativeBinding: createRequire(import.meta.url).resolve('better-sqlite3/build/Release/better_sqlite3.node'),
+      nativeBinding: sqliteAddon(),
     });
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
@@ -49,7 +51,7 @@ export class SqliteStore implements RunStore {
       readonly: true,
       fileMustExist: true,
       timeout: 10_000,
-      nativeBinding: createRequire(import.meta.url).resolve('better-sqlite3/build/Release/better_sqlite3.node'),
+      nativeBinding: sqliteAddon(),
     });
     return new SqliteStore(db);
   }

@@ -1,5 +1,5 @@
-import { createRequire } from 'node:module';
 import { UsageError } from '../errors.js';
+import { sha256 } from './sha256.js';
 
 export const MAX_NAME_LENGTH = 100;
 
@@ -42,11 +42,4 @@ export function deriveName(argv: readonly string[]): string {
 function printable(text: string): string {
   const shown = text.length > 40 ? `${text.slice(0, 40)}...` : text;
   return shown.replace(/[\x00-\x1f\x7f]/g, '?');
-}
-
-// SHA-256 of a UTF-8 string. node:crypto is loaded on first use only: most runs name their
-// job with -n and use a file lock, and never need it.
-export function sha256(text: string): Buffer {
-  const { createHash } = createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto');
-  return createHash('sha256').update(text).digest();
 }

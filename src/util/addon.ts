@@ -1,0 +1,28 @@
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+// cronguard's native addons (fs-ext, better-sqlite3), found by the path of their compiled
+// file. Resolving the package instead (a walk up the node_modules folders, its package.json,
+// its JavaScript wrapper compiled without the code cache) and computing paths through file
+// URLs cost over a millisecond of every start, four times the loading of the addon itself.
+// The bundle (dist/lib/) and the sources (src/<dir>/) both sit two folders below the folder
+// that holds node_modules, as installed and as checked out; anywhere else, Node's resolution
+// finds the file as usual. (The build defines import.meta.dirname as the bundle's __dirname.)
+export function addonFile(pkg: string, file: string): string {
+  const near = join(import.meta.dirname, '..', '..', 'node_modules', pkg, file);
+  return existsSync(near) ? near : createRequire(import.meta.url).resolve(`${pkg}/${file}`);
+}
+
+const loaded = new Map<string, unknown>();
+
+// The addon's exports, loaded once per process.
+export function loadAddon<T>(pkg: string, file: string): T {
+  const path = addonFile(pkg, file);
+  if (!loaded.has(path)) {
+    const module = { exports: {} };
+    process.dlopen(module, path);
+    loaded.set(path, module.exports);
+  }
+  return loaded.get(path) as T;
+}
