@@ -14,6 +14,7 @@ import type { Refused } from './recorder.js';
 import { skipped } from './skip.js';
 import { FORWARDED } from './supervisor.js';
 import { RequestWatch } from './watch.js';
+import { discardSpareWatchdog } from './watchdog.js';
 import { type Admission, type Gate, openGate } from './wiring.js';
 
 // One invocation of `cronguard run`: admit (lock, pause, requests, interval, fleet rule,
@@ -63,6 +64,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (gate && ran) await housekeep(gate.recorder, config, say);
     const trips = gate?.roundTrips() ?? 0;
     if (trips > 0) say.verbose(`${config.name}: ${trips} PostgreSQL round trip${trips === 1 ? '' : 's'} after connecting`);
+    discardSpareWatchdog();
     await gate?.close();
   }
 }

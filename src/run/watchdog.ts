@@ -47,7 +47,7 @@ export class Watchdog {
   private readonly check: NodeJS.Timeout;
 
   private constructor(private readonly heartbeat: Heartbeat | null) {
-    this.child = this.launch();
+    this.child = this.adoptSpare() ?? this.launch();
     this.stopBeats = heartbeat?.onBeat(() => this.child.stdin?.write('beat\n')) ?? (() => {});
     this.check = setInterval(() => this.replaceIfStopped(), CHECK_MS);
     this.check.unref();
@@ -76,13 +76,22 @@ export class Watchdog {
     // limit + 1 it acts between limit and limit + 1 s after it, when the lease is lost to
     // cronguard already, and seconds before it is stale for the next holder.
     const seconds = this.heartbeat ? Math.ceil(this.heartbeat.limitMs / 1000) + 1 : 0;
-    const argv = ['-c', SCRIPT, 'cronguard-watchdog', String(seconds), ...(this.group === null ? [] : [String(this.group)])];
-    const child = spawn('/bin/sh', argv, { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
-    if (child.pid === undefined) {
+    const child = spawnWatchdog(seconds, this.group);
+    if (child === null) {
       throw new CronguardError('cannot start the watchdog (/bin/sh) that ends the command with cronguard; nothing ran', EXIT.unavailable);
     }
-    child.on('error', () => {});
-    child.stdin?.on('error', () => {});
+    child.once('exit', () => this.replace(child));
+    return child;
+  }
+
+  // The spare started while cronguard waited, if it is still alive and fits (no lease).
+  private adoptSpare(): ChildProcess | null {
+    const child = spare;
+    spare = null;
+    if (child === null || this.heartbeat !== null || child.exitCode !== null || child.signalCode !== null) {
+      child?.stdin?.end('done\n');
+      return null;
+    }
     child.once('exit', () => this.replace(child));
     return child;
   }
@@ -111,6 +120,33 @@ export class Watchdog {
     }
     if (state === 'T') kill(-pid);
   }
+}
+
+function spawnWatchdog(seconds: number, group: number | null): ChildProcess | null {
+  const argv = ['-c', SCRIPT, 'cronguard-watchdog', String(seconds), ...(group === null ? [] : [String(group)])];
+  const child = spawn('/bin/sh', argv, { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  if (child.pid === undefined) return null;
+  child.on('error', () => {});
+  child.stdin?.on('error', () => {});
+  return child;
+}
+
+let spare: ChildProcess | null = null;
+
+// A watchdog started while cronguard waits for the database to admit the run, so that its
+// spawn costs the run nothing; the command's Watchdog adopts it. If it died meanwhile, or
+// none could start, the command's own is started as before. Without a command it ends.
+export function prestartWatchdog(): void {
+  try {
+    spare ??= spawnWatchdog(0, null);
+  } catch {
+    // The command's own start will say why, or run with a watchdog started then.
+  }
+}
+
+export function discardSpareWatchdog(): void {
+  spare?.stdin?.end('done\n');
+  spare = null;
 }
 
 // SIGKILL to a process group that may be gone already.

@@ -11,6 +11,7 @@ import type { ClaimedRequest } from '../store/requests.js';
 import type { AdmitOptions, NewRun, RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { type Refused, RunRecorder, type Verdict } from './recorder.js';
+import { prestartWatchdog } from './watchdog.js';
 
 // Whether an invocation may run, and if so the lock it holds and the requests it serves. A
 // loop (--for) that found nothing due yet holds the lock (`held`) to wait for work.
@@ -69,7 +70,11 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
     await lockSession.close();
   };
   const combined = log.store?.session === lockSession ? log.store : null;
-  if (!combined) return { ...gate, close };
+  // A command under the postgres lock needs a watchdog: it starts while the server works.
+  if (!combined) {
+    prestartWatchdog();
+    return { ...gate, close };
+  }
   log.recorder.releasesLock(key, () => plain.releasedElsewhere());
   // One statement takes the lock, applies the fleet rule and records the run. If the log
   // fails inside it (no privilege, a timeout), the lock is taken alone and the record spooled.
@@ -77,7 +82,9 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
     if (log.recorder.writable) {
       const stamped = atLock(run);
       try {
-        const admission = await combined.lockAndAdmit(stamped, key, options, config.waitMs === 0);
+        const admitting = combined.lockAndAdmit(stamped, key, options, config.waitMs === 0);
+        prestartWatchdog();
+        const admission = await admitting;
         if (!admission.admitted) {
           if (keeps(options, admission)) return { ...admission, held: plain.held };
           return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;

@@ -68,3 +68,38 @@ describe('the watchdog', () => {
     expect(isAlive(first)).toBe(false);
   });
 });
+
+// Watchdogs started for runs in this schema: /bin/sh session leaders whose environment names it.
+function watchdogsOf(schema: string): number[] {
+  return readdirSync('/proc')
+    .filter((n) => /^\d+$/.test(n))
+    .filter((name) => {
+      try {
+        return readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('cronguard-watchdog') && readFileSync(`/proc/${name}/environ`, 'utf8').includes(`CRONGUARD_SCHEMA=${schema}\0`);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+// Under the postgres lock the watchdog starts while the server decides on the run (start-up
+// time): one that finds the job locked, so starts no command, leaves none behind.
+describe('the watchdog started while the server admits the run', () => {
+  it('ends when the run is skipped, and the holder keeps its own', async () => {
+    const box = pgSandbox();
+    const job = box.job('spare');
+    const barrier = box.path('barrier');
+    const started = box.path('started');
+    const holder = start(['-n', job, '--', 'sh', '-c', `touch ${started}; while [ ! -e ${barrier} ]; do sleep 0.05; done`], box.env);
+    await waitFor(() => existsSync(started) && watchdogsOf(box.schema).length === 1, 'the holder and its watchdog');
+    const [own] = watchdogsOf(box.schema);
+    for (let i = 0; i < 3; i++) expect(await cronguard(['-n', job, '--', 'true'], box.env)).toMatchObject({ code: 0, stderr: '' });
+    await waitFor(() => watchdogsOf(box.schema).length === 1, 'the skipped runs\' watchdogs to end');
+    expect(watchdogsOf(box.schema)).toEqual([own]);
+    release(barrier);
+    expect(await holder.done).toMatchObject({ code: 0 });
+    await waitFor(() => watchdogsOf(box.schema).length === 0, 'the holder\'s watchdog to end');
+    expect((await pgRuns(box.schema)).map((r) => [r.status, r.overlaps])).toEqual([['succeeded', 3]]);
+  });
+});
