@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import Module from 'node:module';
 import { basename, dirname, join } from 'node:path';
 import { Script } from 'node:vm';
@@ -69,9 +69,13 @@ export function installCodeCache(libDir: string, cacheDir: string, produce: bool
   process.once('exit', () => {
     // The files this run did not need are compiled too (their top level only): a run with
     // another configuration (PostgreSQL, pings) or a subcommand still skips parsing them.
+    // Such a file keeps the cache an earlier training run that used it wrote.
+    const used = compiled.length;
     const require = Module.createRequire(join(libDir, 'main.cjs'));
     for (const file of readdirSync(libDir)) if (file.endsWith('.cjs')) require(join(libDir, file));
     mkdirSync(cacheDir, { recursive: true });
-    for (const [file, script] of compiled) if (file) writeFileSync(file, script.createCachedData());
+    compiled.forEach(([file, script], i) => {
+      if (file && (i < used || !existsSync(file))) writeFileSync(file, script.createCachedData());
+    });
   });
 }

@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import Client from 'pg/lib/client.js';
 import type { DbConfig } from './config.js';
 import { clientConfig } from './client-config.js';
 
@@ -34,7 +35,7 @@ export class PgSession {
   // One connection attempt; see connect.ts for TLS fallbacks and retries. An aborted `abort`
   // ends it at once, throwing the abort's reason.
   static async open(db: DbConfig, applicationName: string, tls: boolean, abort?: AbortSignal): Promise<PgSession> {
-    const client = new pg.Client({
+    const client = new Client({
       ...clientConfig(db.connection, tls),
       application_name: applicationName.slice(0, 63),
       keepAlive: true,

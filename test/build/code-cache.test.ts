@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { appendFileSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT, sandbox } from '../helpers.js';
@@ -44,4 +44,33 @@ describe('the V8 code cache of dist/', () => {
     expect(result).toMatchObject({ code: 0, stdout: 'ran\n', used: 0, missing: 1 });
     expect(result.rejected).toBeGreaterThanOrEqual(1);
   });
+});
+
+describe('the code cache training', () => {
+  it('runs the PostgreSQL path against its stand-in server, so that pg is cached as a run uses it', async () => {
+    const dist = copyOfDist();
+    rmSync(join(dist, 'cache'), { recursive: true, force: true });
+    const warnings: string[] = [];
+    const warn = console.warn;
+    console.warn = (line: string) => warnings.push(line);
+    try {
+      const build = join(ROOT, 'scripts', 'build.mjs');
+      const { trainCodeCache } = (await import(build)) as { trainCodeCache(dist: string): Promise<void> };
+      await trainCodeCache(dist);
+    } finally {
+      console.warn = warn;
+    }
+    expect(warnings).toEqual([]);
+    // pg's file: its cache holds the functions a PostgreSQL run compiled, far more than what
+    // a plain run leaves (it only loads the file at its end, to compile its top level).
+    const plain = copyOfDist();
+    rmSync(join(plain, 'cache'), { recursive: true, force: true });
+    expect(spawnSync(process.execPath, [join(plain, 'train.cjs'), '-n', 'plain', '--', 'true'], { env: sandbox().env }).status).toBe(0);
+    const pgCacheSize = (d: string) => {
+      const pgFile = readdirSync(join(d, 'lib')).find((f) => f.startsWith('connect-')) as string;
+      return statSync(join(d, 'cache', readdirSync(join(d, 'cache')).find((f) => f.startsWith(`${pgFile}-`)) as string)).size;
+    };
+    expect(pgCacheSize(dist)).toBeGreaterThan(1.3 * pgCacheSize(plain));
+    expect(run(dist, sandbox().env)).toMatchObject({ code: 0, stdout: 'ran\n', rejected: 0, missing: 0 });
+  }, 60_000);
 });
