@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe } from '../errors.js';
 import { type Messages, mkdirp } from '../util/io.js';
 import { checkPrivateDirectory, createExclusive } from '../util/safe-path.js';
+import { ByteRing } from './byte-ring.js';
 import { liveDir, liveName, NEXT_SUFFIX, STOPPED_SUFFIX, sweepStale, UNCAPTURED_SUFFIX } from './live-file.js';
 
 // Past this size the copy moves on to a fresh file (renamed over the old one): the state
@@ -17,8 +18,6 @@ const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 // pool, per line. A follower sees it this much later at most.
 const GATHER_MS = 50;
 const GATHER_BYTES = 64 * 1024;
-// The most buffers one writev(2) takes on Linux.
-const IOV_MAX = 1024;
 
 // A copy of one attempt's output, as it arrives, in `<state dir>/live/<run key>`, for
 // `cronguard logs -f` to follow from any terminal of this host. It must never slow or fail
@@ -33,8 +32,8 @@ export class LiveCopy {
   private stopped = false;
   private touched = false;
   private created: string[] = [];
-  private queue: Buffer[] = [];
-  private queued = 0;
+  // What waits for the disk, the write in flight included.
+  private queue = new ByteRing(MAX_QUEUED_BYTES);
   private writing = false;
   private size = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -55,10 +54,8 @@ export class LiveCopy {
   push(chunk: Buffer): void {
     if (this.stopped || chunk.length === 0) return;
     if (this.fd === null && !this.open()) return;
-    this.queue.push(chunk);
-    this.queued += chunk.length;
-    if (this.queued > MAX_QUEUED_BYTES) this.stop('the disk is not keeping up');
-    else if (this.queued >= GATHER_BYTES) this.writeNext();
+    if (!this.queue.push(chunk, false)) this.stop('the disk is not keeping up');
+    else if (this.queue.length >= GATHER_BYTES) this.writeNext();
     else this.timer ??= setTimeout(() => this.writeNext(), GATHER_MS);
   }
 
@@ -122,16 +119,15 @@ export class LiveCopy {
       this.settle();
       return;
     }
-    // writev: the chunks as they are, without copying them into one buffer first.
-    const data = this.queue.splice(0, IOV_MAX);
+    // All that is queued, in place (output pushed meanwhile goes in after it).
     this.writing = true;
-    writev(this.fd, data, null, (error, written) => {
+    const queue = this.queue;
+    writev(this.fd, queue.views(), null, (error, written) => {
       this.writing = false;
       if (this.stopped) return this.release();
       if (error) return this.stop(describe(error));
-      this.queued -= written;
+      queue.consume(written);
       this.size += written;
-      this.queue.unshift(...unwritten(data, written));
       if (this.size >= this.cap) this.startOver();
       this.writeNext();
     });
@@ -160,8 +156,7 @@ export class LiveCopy {
   private stop(why: string): void {
     const first = !this.stopped;
     this.stopped = true;
-    this.queue = [];
-    this.queued = 0;
+    this.queue = new ByteRing(0);
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     this.release();
@@ -207,18 +202,4 @@ function unlinkQuietly(path: string): void {
   } catch {
     // Nothing left to remove.
   }
-}
-
-// What a short write left of `chunks`, having written `written` bytes of them.
-function unwritten(chunks: readonly Buffer[], written: number): Buffer[] {
-  let skip = written;
-  const left: Buffer[] = [];
-  for (const chunk of chunks) {
-    if (skip >= chunk.length) skip -= chunk.length;
-    else {
-      left.push(skip > 0 ? chunk.subarray(skip) : chunk);
-      skip = 0;
-    }
-  }
-  return left;
 }

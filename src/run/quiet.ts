@@ -1,7 +1,8 @@
-import { closeSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readSync, unlinkSync, writeSync, writevSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe } from '../errors.js';
+import { YoungCollector } from '../util/young-gc.js';
 import type { StreamId } from './output.js';
 
 // Past this much held output, -q spills to a temporary file instead of growing memory.
@@ -31,6 +32,7 @@ export class QuietBuffer {
   // Why the spill file takes no more; null while it is unused or works.
   private spillFailure: string | null = null;
   private dropped = 0;
+  private readonly header = Buffer.alloc(5);
 
   constructor(
     private readonly spillAfter = SPILL_AFTER_BYTES,
@@ -91,14 +93,21 @@ export class QuietBuffer {
   }
 
   // Appends one record (stream, length, bytes); false when the file took no more of it.
+  // The chunk is written as it is, not copied behind its header: a gigabyte of output would
+  // otherwise be a gigabyte more of buffers for the garbage collector, and of peak memory.
   private spill(stream: StreamId, chunk: Buffer): boolean {
-    const header = Buffer.alloc(5);
+    const header = this.header;
     header.writeUInt8(stream, 0);
     header.writeUInt32BE(chunk.length, 1);
-    const record = Buffer.concat([header, chunk]);
+    const fd = this.spillFd as number;
+    const length = header.length + chunk.length;
     try {
-      for (let done = 0; done < record.length; ) done += writeSync(this.spillFd as number, record, done, record.length - done, this.spillEnd + done);
-      this.spillEnd += record.length;
+      // A short write (a disk filling up) is finished piece by piece.
+      for (let done = writevSync(fd, [header, chunk], this.spillEnd); done < length; ) {
+        const [from, at] = done < header.length ? [header, done] : [chunk, done - header.length];
+        done += writeSync(fd, from, at, from.length - at, this.spillEnd + done);
+      }
+      this.spillEnd += length;
       return true;
     } catch (error) {
       // What the file holds stays, and is replayed first; from here on, memory.
@@ -109,13 +118,15 @@ export class QuietBuffer {
 
   private async replaySpill(fd: number, write: (stream: StreamId, chunk: Buffer) => Promise<void>): Promise<string | null> {
     const header = Buffer.alloc(5);
+    const collector = new YoungCollector();
     let position = 0;
     try {
       while (position < this.spillEnd) {
         readWhole(fd, header, position);
-        const chunk = Buffer.alloc(header.readUInt32BE(1));
+        const chunk = Buffer.allocUnsafe(header.readUInt32BE(1));
         readWhole(fd, chunk, position + 5);
         await write(header.readUInt8(0) as StreamId, chunk);
+        collector.passed(chunk.length);
         position += 5 + chunk.length;
       }
       return null;

@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { describe } from '../errors.js';
 import { abandon, handedOn, setStderrMidLine, sleep } from '../util/io.js';
+import { YoungCollector } from '../util/young-gc.js';
 import type { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
 import type { StreamId, TailBuffer } from './output.js';
@@ -42,6 +43,7 @@ export class Relay {
   // exited, its own last output from what its survivors write.
   private bytesRead = 0;
   private holdUps = 0;
+  private readonly collector = new YoungCollector();
   // The signal that ended the delivery of the output, once the command had exited.
   private interruptedBy: NodeJS.Signals | null = null;
   // Replay writes waiting for a slow reader, let go by that signal.
@@ -78,6 +80,7 @@ export class Relay {
     stream.on('data', (chunk: Buffer) => {
       this.lastData = Date.now();
       this.bytesRead += chunk.length;
+      this.collector.passed(chunk.length);
       this.tail.push(chunk);
       this.live?.push(chunk);
       if (this.quiet) return this.quiet.push(id, chunk);

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -151,5 +151,25 @@ describe('-q (chronic-style)', () => {
     expect(result.stdout.startsWith('aaaa')).toBe(true);
     expect(runs(box.stateDir)[0]).toMatchObject({ output_truncated: 1 });
     expect(runs(box.stateDir)[0]?.output).toHaveLength(100);
+  });
+
+  // Past every 8 MiB relayed or replayed cronguard collects its young garbage (the pipes'
+  // chunks): the output is the same, byte for byte, stream by stream, in order.
+  it.each([
+    ['passed through', []],
+    ['replayed by -q', ['-q']],
+  ])('keeps tens of MiB of interleaved output exact when %s, and the run log's tail too', async (_how, args) => {
+    const box = sandbox();
+    const script = 'seq 1 4000000; echo to-stderr >&2; seq 4000001 4500000; echo last >&2; exit 1';
+    const result = await cronguard([...args, '-n', 'big', '--', 'sh', '-c', script], box.env);
+    const expected = execFileSync('sh', ['-c', 'seq 1 4000000; seq 4000001 4500000'], { maxBuffer: 64 * 1024 * 1024 }).toString();
+    expect(result.code).toBe(1);
+    expect(result.stdout.length).toBe(expected.length);
+    expect(result.stdout === expected).toBe(true);
+    expect(result.stderr.startsWith('to-stderr\nlast\n')).toBe(true);
+    // The two pipes are read as their data comes: stderr's lines may land anywhere near.
+    const output = runs(box.stateDir)[0]?.output as string;
+    expect(output).toHaveLength(65536);
+    expect(output.replace('last\n', '').endsWith('4499999\n4500000\n')).toBe(true);
   });
 });
