@@ -158,7 +158,7 @@ describe('-q (chronic-style)', () => {
   it.each([
     ['passed through', []],
     ['replayed by -q', ['-q']],
-  ])('keeps tens of MiB of interleaved output exact when %s, and the run log's tail too', async (_how, args) => {
+  ])('keeps tens of MiB of interleaved output exact when %s, and the tail in the run log too', async (_how, args) => {
     const box = sandbox();
     const script = 'seq 1 4000000; echo to-stderr >&2; seq 4000001 4500000; echo last >&2; exit 1';
     const result = await cronguard([...args, '-n', 'big', '--', 'sh', '-c', script], box.env);
