@@ -58,7 +58,9 @@ export const CLIENT_JS = `'use strict';
   };
   const events = new EventSource(source);
   events.addEventListener('error', () => trouble('The connection to cronguard serve was lost; reconnecting.'));
-  events.addEventListener('open', () => trouble(''));
+  // Connected again: what changed meanwhile was never sent, so the page fetches itself.
+  let connected = false;
+  events.addEventListener('open', () => { trouble(''); if (connected) refresh(); connected = true; });
   events.addEventListener('change', refresh);
   events.addEventListener('output', (e) => {
     const out = document.getElementById('output');

@@ -51,6 +51,8 @@ export function sseRoutes(app: Hono, ctx: ServeContext): void {
           } else {
             await stream.write(': keep-alive\n\n');
           }
+          // A change that came while the last write was under way is not waited for.
+          if (pending) continue;
           await new Promise<void>((resolve) => {
             const timer = setTimeout(resolve, KEEPALIVE_MS);
             wake = () => {

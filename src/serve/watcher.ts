@@ -4,6 +4,7 @@ import type { StoreAccess } from './store-access.js';
 // Every job changed (the log went away or came back).
 export const EVERYTHING = '*';
 const MIN_INTERVAL_MS = 500;
+const MAX_INTERVAL_MS = 5000;
 
 export type Changes = ReadonlySet<string>;
 
@@ -72,7 +73,9 @@ export class Watcher {
     }
     this.prime();
     if (changes.size > 0) for (const listener of this.listeners) listener(changes);
-    if (this.listeners.size > 0) this.schedule(Math.max(MIN_INTERVAL_MS, 5 * (Date.now() - started)));
+    // A read that took long because the log was unreachable (a connection that timed out)
+    // must not put the next one off for minutes: the pages would not see it come back.
+    if (this.listeners.size > 0) this.schedule(Math.min(MAX_INTERVAL_MS, Math.max(MIN_INTERVAL_MS, 5 * (Date.now() - started))));
     else this.running = false;
   }
 }
