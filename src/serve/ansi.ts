@@ -16,10 +16,11 @@ interface Style {
 }
 
 const PLAIN: Style = { fg: null, bg: null, bold: false, dim: false, italic: false, underline: false };
-// CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), or a two-character escape.
-const SEQUENCE = /\x1b(?:\[([0-9;:?<=>]*)[ -/]*([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\^_])/g;
+// CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), a character set designation (ESC ( B,
+// which `tput sgr0` sends on xterm), or a two-character escape.
+const SEQUENCE = /\x1b(?:\[([0-9;:?<=>]*)[ -/]*([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()*+][ -~]|[@-Z\\^_])/g;
 // A sequence that may still be going on at the end of a chunk.
-const UNFINISHED = /\x1b(?:\[[0-9;:?<=>]*[ -/]*|\][^\x07\x1b]*|\][^\x07]*\x1b)?$/;
+const UNFINISHED = /\x1b(?:\[[0-9;:?<=>]*[ -/]*|\][^\x07\x1b]*|\][^\x07]*\x1b|[()*+])?$/;
 
 export class AnsiHtml {
   private style: Style = { ...PLAIN };

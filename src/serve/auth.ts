@@ -88,7 +88,17 @@ export function loginRoutes(app: Hono, auth: TokenAuth | null, csrf: Csrf): void
   });
 }
 
-// Only a path of this server: `//host` or `https://...` would make the login an open redirect.
+// Only a path of this server: `//host`, `https://...` or `/<tab>/host` (a browser drops the
+// tab and reads `//host`) would make the login an open redirect. Read as a browser reads it,
+// and kept only if it stays on this origin; what goes out is the path as parsed, with no
+// character that cannot stand in a Location header.
 function safeNext(next: string | undefined): string {
-  return next && /^\/(?![/\\])/.test(next) ? next : '/';
+  if (!next?.startsWith('/')) return '/';
+  const base = 'http://this.server';
+  try {
+    const url = new URL(next, base);
+    return url.origin === base ? `${url.pathname}${url.search}${url.hash}` : '/';
+  } catch {
+    return '/';
+  }
 }

@@ -1,5 +1,5 @@
 import type { StoreChoice } from '../commands/common.js';
-import { CronguardError, describe, storeError } from '../errors.js';
+import { CronguardError, describe, NotFoundError, storeError } from '../errors.js';
 import type { RunStore } from '../store/types.js';
 
 // The run log could not answer: the pages say so (503) and the server carries on; the next
@@ -23,15 +23,29 @@ export class StoreAccess {
     return this.choice.stateDir;
   }
 
-  // fn's answer, or `empty` while there is no log to read.
+  // fn's answer, or `empty` while there is no log to read. Looking never creates one: a
+  // mistyped --schema says so (a 503 naming it), as `status` does.
   async read<T>(fn: (store: RunStore) => Promise<T>, empty: T): Promise<T> {
-    if (!this.store && !this.choice.exists()) return empty;
+    try {
+      if (!this.store && !this.choice.exists()) return empty;
+    } catch (error) {
+      throw down(error);
+    }
     return this.use(fn);
   }
 
-  // For requests, pausing and resuming: creates the embedded log if need be.
+  // For requests, pausing and resuming: creates the log if need be (the embedded one when
+  // it is opened, the shared one's schema when a statement finds it missing).
   write<T>(fn: (store: RunStore) => Promise<T>): Promise<T> {
-    return this.use(fn);
+    return this.use(async (store) => {
+      try {
+        return await fn(store);
+      } catch (error) {
+        if (!(error instanceof NotFoundError) || this.readOnly || !this.choice.db) throw error;
+        await store.migrate();
+        return fn(store);
+      }
+    });
   }
 
   async close(): Promise<void> {
@@ -68,7 +82,7 @@ export class StoreAccess {
 
   private open(): Promise<RunStore> {
     this.opening ??= this.choice
-      .open(!this.readOnly, this.readOnly, 'cronguard:serve')
+      .open(false, this.readOnly, 'cronguard:serve')
       .then((store) => {
         this.store = store;
         return store;

@@ -10,6 +10,10 @@ describe('ANSI output as HTML', () => {
 
   it('drops other escape sequences and control characters', () => {
     expect(ansiToHtml('a\x1b[2Kb\x1b]0;title\x07c\x07d\x00e\r\nf\rg')).toBe('abcde\nf\ng');
+    // `tput sgr0` on xterm: a character set designation, then SGR 0.
+    expect(ansiToHtml('\x1b[31mred\x1b(B\x1b[m plain \x1b)0x')).toBe('<span class="fg1">red</span> plain x');
+    const split = new AnsiHtml();
+    expect([split.push('a\x1b('), split.push('Bb'), split.end()].join('')).toBe('ab');
   });
 
   it('keeps a sequence or a character split between chunks whole', () => {

@@ -84,6 +84,15 @@ describe('serve: listening and the token', () => {
     const login = await server.post('/login', { csrf, token: TOKEN, next: '//evil.example/' });
     expect(login.status).toBe(303);
     expect(login.headers.get('location')).toBe('/');
+    // A browser drops tabs and line breaks from a URL: `/<tab>/evil.example` is `//evil.example`.
+    for (const next of ['/\t/evil.example/', '/\n/evil.example', '/\\evil.example', '\\/evil.example', 'https://evil.example/', '/\r\nX-Injected: 1']) {
+      const again = await server.post('/login', { csrf, token: TOKEN, next });
+      expect(again.status, JSON.stringify(next)).toBe(303);
+      const location = again.headers.get('location') as string;
+      expect(new URL(location, server.url).origin, JSON.stringify(next)).toBe(new URL(server.url).origin);
+      expect(again.headers.get('x-injected')).toBeNull();
+    }
+    expect((await server.post('/login', { csrf, token: TOKEN, next: '/jobs/x?a=1#runs' })).headers.get('location')).toBe('/jobs/x?a=1#runs');
     expect(login.headers.get('set-cookie')).toMatch(/HttpOnly/i);
     expect(login.headers.get('set-cookie')).not.toContain(TOKEN);
     expect((await server.get('/')).status).toBe(200);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, waitFor } from '../helpers.js';
-import { pgSandbox, proxy } from '../pg-helpers.js';
+import { pgSandbox, proxy, sql } from '../pg-helpers.js';
 import { serve } from './serve-helpers.js';
 
 // A database that goes away while the server runs: the pages say so, the server stays up,
@@ -30,5 +30,27 @@ describe('serve: the run log becomes unreachable', () => {
     } finally {
       await db.close();
     }
+  });
+});
+
+// Looking never creates a run log: a mistyped --schema is a page saying there is none (as
+// `status` says), and the schema stays absent; Run now, a write, creates it as a run would.
+describe('serve: a schema with no run log', () => {
+  it('pages say so with 503 and nothing is created by looking; Run now creates it', async () => {
+    const box = pgSandbox();
+    const schemaCount = async () => Number((await sql<{ n: string }>('SELECT count(*) AS n FROM pg_namespace WHERE nspname = $1', [box.schema]))[0]?.n);
+    const server = await serve([], box.env);
+    for (const path of ['/', '/api/jobs', `/jobs/${box.job('x')}`]) {
+      const answer = await server.get(path);
+      expect(answer.status, path).toBe(503);
+      expect(await answer.text(), path).toContain(`no run log in schema ${box.schema}`);
+    }
+    expect(await schemaCount()).toBe(0);
+    const job = box.job('first');
+    const created = await server.get(`/api/jobs/${job}/requests`, { method: 'POST', body: JSON.stringify({ args: [] }), headers: { 'content-type': 'application/json', origin: server.url } });
+    expect(created.status).toBe(201);
+    expect(await schemaCount()).toBe(1);
+    expect((await server.get('/')).status).toBe(200);
+    expect(server.stderr()).not.toMatch(/internal error/);
   });
 });

@@ -1,7 +1,7 @@
 import { html } from 'hono/html';
 import type { JobStatus } from '../../store/jobs.js';
 import type { Html } from './layout.js';
-import { ago, duration, percent, sparkline, statusBadge, time } from './parts.js';
+import { age, duration, percent, sparkline, statusBadge, time } from './parts.js';
 
 // The jobs page: a row per job, filtered by name and state, sorted by a column, failing and
 // stale jobs marked.
@@ -119,7 +119,7 @@ function row(j: JobStatus, now: number): Html {
 
 export function stateCell(j: JobStatus, now = Date.now()): Html {
   if (j.state === 'running') {
-    return html`<span class="state running">running</span> <a href="/runs/${j.running_run_id}">since ${time(j.running_since)}</a> <span class="muted">(${ago(j.running_since, now).replace(' ago', '')})</span>`;
+    return html`<span class="state running">running</span> <a href="/runs/${j.running_run_id}">since ${time(j.running_since)}</a> <span class="muted">(${age(j.running_since, now)})</span>`;
   }
   if (j.state === 'disabled') return html`<span class="state disabled">paused</span>${j.disabled_reason ? html` <span class="reason">${j.disabled_reason}</span>` : ''}`;
   return html`<span class="state idle">idle</span>`;

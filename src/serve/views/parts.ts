@@ -1,7 +1,10 @@
 import { html } from 'hono/html';
+import { age, duration, percent } from '../../commands/format.js';
 import type { RecentRun } from '../../store/jobs.js';
-import { formatDuration } from '../../util/duration.js';
 import type { Html } from './layout.js';
+
+// The terminal's own formatters (commands/format.ts needs chalk's types only).
+export { age, duration, percent };
 
 // Small pieces the pages share: times, durations, statuses, the sparkline.
 
@@ -13,27 +16,10 @@ export function time(iso: string | null): Html | string {
   return html`<time datetime="${iso}">${shown}</time>`;
 }
 
-export function duration(ms: number | null): string {
-  return ms === null ? '-' : formatDuration(ms);
-}
-
-// How long ago, from the server's clock: "3m12s ago".
-export function ago(iso: string | null, now = Date.now()): string {
-  if (iso === null) return 'never';
-  const ms = now - Date.parse(iso);
-  return ms < 1000 ? 'just now' : `${formatDuration(ms)} ago`;
-}
-
 export function statusBadge(status: string | null, exit?: number | null, signal?: string | null): Html | string {
   if (status === null) return '-';
   const code = exit !== null && exit !== undefined && (status !== 'succeeded' || exit !== 0) ? ` ${exit}` : signal ? ` ${signal}` : '';
   return html`<span class="status s-${status}">${status.replace('_', ' ')}${code}</span>`;
-}
-
-export function percent(rate: number | null): string {
-  if (rate === null) return '-';
-  const p = rate * 100;
-  return `${p > 99 && p < 100 ? 99 : Math.round(p)}%`;
 }
 
 const BAR = 6;
