@@ -44,6 +44,8 @@ export class Relay {
   private bytesRead = 0;
   private holdUps = 0;
   private readonly collector = new YoungCollector();
+  // Whether cronguard's stdout and stderr are one file (as in cron's mail): asked once.
+  private sharedSink: boolean | null = null;
   // The signal that ended the delivery of the output, once the command had exited.
   private interruptedBy: NodeJS.Signals | null = null;
   // Replay writes waiting for a slow reader, let go by that signal.
@@ -191,7 +193,8 @@ export class Relay {
   // Keeps track of whether cronguard's stderr (where its own lines go) is left in the middle
   // of a line, counting stdout when both are the same file, as in cron's mail.
   private noteWritten(id: StreamId, chunk: Buffer): void {
-    if (chunk.length > 0 && (id === 2 || sinkOf(1) === sinkOf(2))) setStderrMidLine(chunk[chunk.length - 1] !== 0x0a);
+    this.sharedSink ??= sinkOf(1) === sinkOf(2);
+    if (chunk.length > 0 && (id === 2 || this.sharedSink)) setStderrMidLine(chunk[chunk.length - 1] !== 0x0a);
   }
 
   private cut(note: string): string {

@@ -70,11 +70,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
     await lockSession.close();
   };
   const combined = log.store?.session === lockSession ? log.store : null;
-  // A command under the postgres lock needs a watchdog: it starts while the server works.
-  if (!combined) {
-    prestartWatchdog();
-    return { ...gate, close };
-  }
+  if (!combined) return { ...gate, close };
   log.recorder.releasesLock(key, () => plain.releasedElsewhere());
   // One statement takes the lock, applies the fleet rule and records the run. If the log
   // fails inside it (no privilege, a timeout), the lock is taken alone and the record spooled.
@@ -83,6 +79,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
       const stamped = atLock(run);
       try {
         const admitting = combined.lockAndAdmit(stamped, key, options, config.waitMs === 0);
+        // A command under the postgres lock needs a watchdog: it starts while the server works.
         prestartWatchdog();
         const admission = await admitting;
         if (!admission.admitted) {

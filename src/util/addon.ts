@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 // cronguard's native addons (fs-ext, better-sqlite3), found by the path of their compiled
 // file. Resolving the package instead (a walk up the node_modules folders, its package.json,
@@ -10,7 +11,9 @@ import { join } from 'node:path';
 // that holds node_modules, as installed and as checked out; anywhere else, Node's resolution
 // finds the file as usual. (The build defines import.meta.dirname as the bundle's __dirname.)
 export function addonFile(pkg: string, file: string): string {
-  const near = join(import.meta.dirname, '..', '..', 'node_modules', pkg, file);
+  // import.meta.dirname: Node 20.11 and later, and the bundle's __dirname.
+  const here = import.meta.dirname ?? dirname(fileURLToPath(import.meta.url));
+  const near = join(here, '..', '..', 'node_modules', pkg, file);
   return existsSync(near) ? near : createRequire(import.meta.url).resolve(`${pkg}/${file}`);
 }
 
