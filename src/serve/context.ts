@@ -1,5 +1,8 @@
+import { hostname } from 'node:os';
 import type { Context } from 'hono';
+import type { RunRow } from '../store/types.js';
 import { validateName } from '../util/name.js';
+import { isSameProcess } from '../util/process-id.js';
 import type { Csrf } from './csrf.js';
 import type { StoreAccess } from './store-access.js';
 import { errorPage } from './views/layout.js';
@@ -38,4 +41,10 @@ export function nameOf(c: Context): string | null {
   } catch {
     return null;
   }
+}
+
+// A running row whose wrapper on this host is gone (SIGKILL) stays `running` until the next
+// run of the job marks it abandoned; there is nothing more to follow, as for `logs -f`.
+export function wrapperAlive(row: RunRow): boolean {
+  return row.host !== hostname() || isSameProcess(row.pid, row.wrapper_start);
 }

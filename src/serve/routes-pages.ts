@@ -5,7 +5,7 @@ import { LiveReader } from '../commands/live-reader.js';
 import { CronguardError } from '../errors.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
 import { ansiToHtml } from './ansi.js';
-import { badRequest, idOf, nameOf, notFound, type ServeContext } from './context.js';
+import { badRequest, idOf, nameOf, notFound, type ServeContext, wrapperAlive } from './context.js';
 import { jobsQuery, jobsView } from './views/jobs.js';
 import { jobView, RUNS_PER_PAGE } from './views/job.js';
 import { page } from './views/layout.js';
@@ -109,6 +109,9 @@ function notice(c: Context): string | null {
 // this host, in this server's state directory (the job's own, when they share it).
 async function liveOutput(run: RunRow, stateDir: string): Promise<LiveOutput> {
   if (run.host !== hostname()) return { kind: 'elsewhere' };
+  if (!wrapperAlive(run)) {
+    return { kind: 'none', why: `Its wrapper (pid ${run.pid}) is gone: the run was cut short, and the next run of the job records it as abandoned.` };
+  }
   const name = liveName(run.run_key);
   if (name === null) return { kind: 'none', why: 'This run has no live output to show (its run key is not this version’s).' };
   const reader = new LiveReader(liveDir(stateDir), name);

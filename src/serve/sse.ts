@@ -6,7 +6,7 @@ import { liveDir, liveName } from '../run/live-file.js';
 import type { RunRow } from '../store/types.js';
 import { validateName } from '../util/name.js';
 import { AnsiHtml } from './ansi.js';
-import { idOf, type ServeContext } from './context.js';
+import { idOf, type ServeContext, wrapperAlive } from './context.js';
 import { EVERYTHING } from './watcher.js';
 
 // An event stream sends a comment this often, so proxies keep it open.
@@ -77,7 +77,7 @@ export function sseRoutes(app: Hono, ctx: ServeContext): void {
     return streamSSE(c, async (stream) => {
       // The log unreachable: the stream ends, and the page, fetching itself, says why.
       const run = await ctx.store.read((s) => s.getRun(id), null).catch(() => null);
-      if (run?.status === 'running') await follow(run, stream, from, ctx);
+      if (run?.status === 'running' && wrapperAlive(run)) await follow(run, stream, from, ctx);
       if (!stream.aborted) await stream.writeSSE({ event: 'end', data: String(id) });
     });
   });
@@ -104,7 +104,7 @@ async function follow(run: RunRow, stream: SSEStreamingApi, from: number, ctx: S
       if (state === 'removed' || Date.now() - checked >= ROW_CHECK_MS) {
         checked = Date.now();
         const row = await ctx.store.read((s) => s.getRun(run.id), null).catch(() => null);
-        if (state === 'removed' || (row !== null && row.status !== 'running')) break;
+        if (state === 'removed' || (row !== null && (row.status !== 'running' || !wrapperAlive(row)))) break;
       }
       await stream.sleep(OUTPUT_POLL_MS);
     }

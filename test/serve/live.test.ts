@@ -31,6 +31,25 @@ describe('serve: live updates', () => {
     expect(await (await server.get(`/runs/${id}`)).text()).toContain('first\n<span class="fg2">&lt;b&gt;second&lt;/b&gt;</span>\n</pre>');
   });
 
+  // Its row stays `running` until the job's next run marks it abandoned; the page must not
+  // follow it for ever (as `logs -f` does not).
+  it('a run whose wrapper was SIGKILLed is not followed: the page says so, its stream ends', async () => {
+    const box = sandbox();
+    const barrier = box.path('go');
+    const job = start(['-n', 'orphan', '--', 'sh', '-c', `echo first; while [ ! -e '${barrier}' ]; do sleep 0.02; done`], box.env);
+    await waitFor(() => runsSoFar(box.stateDir).some((r) => r.status === 'running' && r.child_pid !== null), 'the job to start');
+    job.child.kill('SIGKILL');
+    await job.done;
+    const server = await serve([], box.env);
+    const id = (runs(box.stateDir)[0] as { id: number }).id;
+    expect(runs(box.stateDir)[0]).toMatchObject({ status: 'running' });
+    const page = await (await server.get(`/runs/${id}`)).text();
+    expect(page).toMatch(/Its wrapper \(pid \d+\) is gone/);
+    expect(page).not.toContain('following live');
+    expect(await events(await server.get(`/runs/${id}/events`), (e) => e.length > 0)).toEqual([{ event: 'end', data: String(id) }]);
+    release(barrier);
+  });
+
   it('a finished run ends its stream at once', async () => {
     const box = sandbox();
     await cronguard(['-n', 'done', '--', 'true'], box.env);
