@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { getCookie, setCookie } from 'hono/cookie';
+import { badRequest } from './context.js';
 import { type Csrf, equal, sameOrigin } from './csrf.js';
 import { loginPage } from './views/layout.js';
 
@@ -67,7 +68,10 @@ export function guard(auth: TokenAuth | null, csrf: Csrf, readOnly: boolean): Mi
       if (!bearer && !(json && sameOrigin(c))) return c.json({ error: 'send JSON (Content-Type: application/json) from this origin, or a bearer token' }, 403);
       return next();
     }
-    const form = await c.req.parseBody();
+    // Every form is read here first (the routes get it from Hono's cache): one that cannot
+    // be parsed (a broken multipart body) is the sender's mistake, not ours.
+    const form = await c.req.parseBody().catch(() => null);
+    if (form === null) return badRequest(c, 'The form could not be read.');
     if (!csrf.valid(c, form.csrf)) return c.text('this form has expired or did not come from this server: reload the page and try again', 403);
     return next();
   };

@@ -49,6 +49,13 @@ describe('serve: listening and the token', () => {
     expect(await status(`localhost:${port}`)).toBe(200);
     expect(await status(`127.0.0.1:${port}`)).toBe(200);
     expect(await status(`[::1]:${port}`)).toBe(200);
+    // A form that cannot be parsed is the sender's mistake: 400, not an internal error.
+    for (const type of ['multipart/form-data; boundary=zz', 'multipart/form-data']) {
+      const broken = await server.get('/login', { method: 'POST', body: '--zz\r\ngarbage', headers: { 'content-type': type } });
+      expect(broken.status, type).toBe(400);
+      expect(await broken.text()).toContain('The form could not be read.');
+    }
+    expect(server.stderr()).not.toMatch(/internal error/);
     const big = await server.get('/login', { method: 'POST', body: 'x'.repeat(2 * 1024 * 1024), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
     expect(big.status).toBe(413);
   });
