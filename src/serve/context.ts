@@ -11,7 +11,6 @@ import type { Watcher } from './watcher.js';
 // What every route of one server shares.
 export interface ServeContext {
   readonly store: StoreAccess;
-  readonly readOnly: boolean;
   readonly csrf: Csrf;
   readonly watcher: Watcher;
   // Aborted when the server stops, ending the event streams it holds open.

@@ -39,7 +39,7 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
       return { job, runs: await s.listRuns(filter), requests: await s.listRequests(name, REQUESTS_SHOWN), requested: request?.job === name ? request : null };
     }, null);
     if (!found) return notFound(c, `No job ${name} in the run log.`);
-    const view = { ...found, runs: found.runs.slice(0, RUNS_PER_PAGE), more: found.runs.length > RUNS_PER_PAGE, query, csrf: ctx.readOnly ? null : ctx.csrf.token(c) };
+    const view = { ...found, runs: found.runs.slice(0, RUNS_PER_PAGE), more: found.runs.length > RUNS_PER_PAGE, query, csrf: ctx.store.readOnly ? null : ctx.csrf.token(c) };
     return c.html(page({ title: name, events: `/events?job=${encodeURIComponent(name)}`, notice: notice(c) }, jobView(view)));
   });
 

@@ -39,7 +39,7 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 export function buildApp(options: ServeOptions, stopping: AbortSignal): Hono {
   const { store, auth } = options;
   const csrf = new Csrf();
-  const ctx: ServeContext = { store, readOnly: store.readOnly, csrf, watcher: new Watcher(store), stopping };
+  const ctx: ServeContext = { store, csrf, watcher: new Watcher(store), stopping };
   const app = new Hono();
   if (!options.quiet) app.use(requestLog);
   app.use(headers);
