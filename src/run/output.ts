@@ -7,7 +7,7 @@ export class TailBuffer {
   private readonly ring: ByteRing;
   private seen = 0;
 
-  constructor(private readonly limit: number) {
+  constructor(limit: number) {
     this.ring = new ByteRing(limit);
   }
 
@@ -17,13 +17,13 @@ export class TailBuffer {
   }
 
   get truncated(): boolean {
-    return this.limit > 0 && this.seen > this.limit;
+    return this.ring.capacity > 0 && this.seen > this.ring.capacity;
   }
 
   // The kept bytes as text. A cut through a multi-byte character drops its orphaned tail
   // bytes rather than storing a replacement character.
   text(): string | null {
-    if (this.limit === 0) return null;
+    if (this.ring.capacity === 0) return null;
     const bytes = Buffer.concat(this.ring.views());
     let start = 0;
     while (this.truncated && start < 4 && start < bytes.length && ((bytes[start] as number) & 0xc0) === 0x80) {
