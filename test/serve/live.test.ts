@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cronguard, release, runs, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, isAlive, release, runs, sandbox, start, waitFor } from '../helpers.js';
 import { events, eventStream, runsSoFar, serve } from './serve-helpers.js';
 
 // Live updates: server-sent events for state changes and a running job's output.
@@ -47,7 +47,11 @@ describe('serve: live updates', () => {
     expect(page).toMatch(/Its wrapper \(pid \d+\) is gone/);
     expect(page).not.toContain('following live');
     expect(await events(await server.get(`/runs/${id}/events`), (e) => e.length > 0)).toEqual([{ event: 'end', data: String(id) }]);
-    release(barrier);
+    // Nothing waits for the orphaned command (its sandbox, and so its barrier, goes with the
+    // test): its process group is ended here.
+    const group = runs(box.stateDir)[0]?.child_pid as number;
+    process.kill(-group, 'SIGKILL');
+    await waitFor(() => !isAlive(group), 'the orphaned command to end');
   });
 
   it('a finished run ends its stream at once', async () => {
