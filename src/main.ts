@@ -3,6 +3,7 @@ import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
 import { Settings } from './cli/settings.js';
 import { CronguardError, EXIT, storeError, UsageError } from './errors.js';
 import { runJob } from './run/job.js';
+import { restoreExtraCaCerts } from './util/extra-ca.js';
 import { flushed, messages, ownLine } from './util/io.js';
 import { isRoot } from './util/paths.js';
 import { addSecret, addSecretsOf, redact } from './util/redact.js';
@@ -28,6 +29,7 @@ const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
 };
 
 async function main(args: readonly string[]): Promise<number> {
+  restoreExtraCaCerts();
   protectSecrets(args);
   const first = args[0];
   if (first === undefined) {

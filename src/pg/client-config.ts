@@ -3,6 +3,7 @@ import { homedir } from 'node:os';
 import { Writable } from 'node:stream';
 import type { ClientConfig } from 'pg';
 import pgpass from 'pgpass';
+import { withExtraCa } from '../util/extra-ca.js';
 import { readRegularFile } from '../util/safe-path.js';
 import type { Connection } from './config.js';
 
@@ -33,13 +34,15 @@ const SESSION_OPTIONS = '-c datestyle=ISO -c lock_timeout=5s -c statement_timeou
 function tlsOptions(conn: Connection): NonNullable<ClientConfig['ssl']> {
   const rootFile = conn.sslrootcert ?? defaultRootCert();
   const verify = conn.sslmode === 'verify-ca' || conn.sslmode === 'verify-full' || (conn.sslmode === 'require' && conn.sslrootcert !== undefined);
-  return {
+  const options = {
     rejectUnauthorized: verify,
     ...(verify && rootFile && rootFile !== 'system' ? { ca: readRegularFile(rootFile, 'sslrootcert') } : {}),
     ...(verify && conn.sslmode !== 'verify-full' ? { checkServerIdentity: () => undefined } : {}),
     ...(conn.sslcert ? { cert: readRegularFile(conn.sslcert, 'sslcert') } : {}),
     ...(conn.sslkey ? { key: readRegularFile(conn.sslkey, 'sslkey') } : {}),
   };
+  // Checked against the default roots: those include NODE_EXTRA_CA_CERTS.
+  return verify ? withExtraCa(options) : options;
 }
 
 function defaultRootCert(): string | undefined {

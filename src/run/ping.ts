@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { createRequire } from 'node:module';
+import type { SecureContext } from 'node:tls';
 import type { PingConfig } from '../cli/config.js';
 import { VERSION } from '../cli/options.js';
 import { describe } from '../errors.js';
 import { formatDuration } from '../util/duration.js';
+import { withExtraCa } from '../util/extra-ca.js';
 import { type Messages, sleep } from '../util/io.js';
 
 // Monitoring pings in the Healthchecks protocol. This module is imported only when
@@ -24,7 +26,7 @@ const END_BOUND_MS = 10_000;
 // so the rid Healthchecks shows can be traced to a row of the run log, and back.
 const RID_NAMESPACE = Buffer.from('0f9281b88ae443b2b0465ecd87da8cf9', 'hex');
 
-type Transport = { request(url: URL, options: RequestOptions, callback: (res: IncomingMessage) => void): ClientRequest };
+type Transport = { request(url: URL, options: RequestOptions & { secureContext?: SecureContext }, callback: (res: IncomingMessage) => void): ClientRequest };
 
 // Why one request failed, and whether another try could fare better.
 interface Failure {
@@ -37,6 +39,7 @@ interface Failure {
 export class Pinger {
   private warned = false;
   private transport: Transport | null = null;
+  private tls: { secureContext?: SecureContext } | null = null;
   private readonly where: string;
 
   constructor(
@@ -111,7 +114,9 @@ export class Pinger {
         this.transport ??= createRequire(import.meta.url)(target.protocol === 'https:' ? 'node:https' : 'node:http') as Transport;
         // A fresh connection per ping: pings are minutes apart, and nothing pooled may
         // outlive the run.
-        req = this.transport.request(target, { method: 'POST', agent: false, headers }, (res) => {
+        // https checks the server against the default roots, NODE_EXTRA_CA_CERTS included.
+        this.tls ??= target.protocol === 'https:' ? withExtraCa({}) : {};
+        req = this.transport.request(target, { method: 'POST', agent: false, headers, ...this.tls }, (res) => {
           const status = res.statusCode ?? 0;
           const result = status >= 200 && status < 300 ? null : { why: `HTTP ${status}`, retry: status === 408 || status === 429 || status >= 500 };
           // The status is the answer; a body that breaks off after it changes nothing.

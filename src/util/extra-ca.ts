@@ -1,0 +1,42 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type { SecureContext, SecureContextOptions } from 'node:tls';
+
+// Node reads and parses the file named by NODE_EXTRA_CA_CERTS at every start, before any
+// code runs: with a system's whole CA bundle there, tens of milliseconds of every run, while
+// a run uses TLS only for a verified PostgreSQL connection or an https ping, if ever. So the
+// launcher hands the variable over under this name instead; cronguard puts it back at once
+// (its command and every process it starts see the environment they were given) and adds
+// those certificates itself to the TLS connections that verify a server.
+export const DEFERRED_EXTRA_CA = 'CRONGUARD_DEFERRED_EXTRA_CA_CERTS';
+
+let deferredFile: string | null = null;
+
+export function restoreExtraCaCerts(env: NodeJS.ProcessEnv = process.env): void {
+  const file = env[DEFERRED_EXTRA_CA];
+  if (file === undefined) return;
+  delete env[DEFERRED_EXTRA_CA];
+  env.NODE_EXTRA_CA_CERTS = file;
+  deferredFile = file;
+}
+
+type WithContext<T> = T & { secureContext?: SecureContext };
+
+// TLS options for a connection that checks the server against Node's default roots, with
+// the deferred certificates added to those roots, as Node adds them, in whatever store this
+// Node was built to use. Options that name their own roots (`ca`) are left as they are. A
+// file that cannot be read is skipped with a warning (shown with -v), as Node skips it.
+export function withExtraCa<T extends SecureContextOptions>(options: T): WithContext<T> {
+  if (deferredFile === null || options.ca !== undefined) return options;
+  let pem: string;
+  try {
+    pem = readFileSync(deferredFile, 'latin1');
+  } catch (error) {
+    process.emitWarning(`ignoring extra certs from ${deferredFile}: ${(error as Error).message}`);
+    return options;
+  }
+  const tls = createRequire(import.meta.url)('node:tls') as typeof import('node:tls');
+  const secureContext = tls.createSecureContext(options);
+  (secureContext as SecureContext & { context: { addCACert(pem: string): void } }).context.addCACert(pem);
+  return { ...options, secureContext };
+}
