@@ -53,6 +53,10 @@ describe('NODE_EXTRA_CA_CERTS deferred by the launcher', () => {
     const { NODE_EXTRA_CA_CERTS: _, ...without } = box.env;
     const none = await viaLauncher(['-n', 'ca', '--', 'sh', '-c', script], without);
     expect(none).toMatchObject({ code: 0, stdout: '|unset\n', stderr: '' });
+    // Node itself would print a warning about a missing file at every start, into cron mail.
+    const missing = box.path('missing.pem');
+    const quiet = await viaLauncher(['-n', 'ca', '--', 'sh', '-c', 'echo "$NODE_EXTRA_CA_CERTS"'], { ...without, NODE_EXTRA_CA_CERTS: missing });
+    expect(quiet).toMatchObject({ code: 0, stdout: `${missing}\n`, stderr: '' });
   });
 
   it('an https ping trusts the certificates it names, and nothing else', async () => {
