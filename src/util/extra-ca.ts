@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { SecureContext, SecureContextOptions } from 'node:tls';
+import { readRegularFile } from './safe-path.js';
 
 // Node reads and parses the file named by NODE_EXTRA_CA_CERTS at every start, before any
 // code runs: with a system's whole CA bundle there, tens of milliseconds of every run, while
@@ -11,6 +11,9 @@ import type { SecureContext, SecureContextOptions } from 'node:tls';
 export const DEFERRED_EXTRA_CA = 'CRONGUARD_DEFERRED_EXTRA_CA_CERTS';
 
 let deferredFile: string | null = null;
+
+// A system's whole CA bundle is a few hundred KiB.
+const MAX_BYTES = 16 * 1024 * 1024;
 
 export function restoreExtraCaCerts(env: NodeJS.ProcessEnv = process.env): void {
   const file = env[DEFERRED_EXTRA_CA];
@@ -25,14 +28,16 @@ type WithContext<T> = T & { secureContext?: SecureContext };
 // TLS options for a connection that checks the server against Node's default roots, with
 // the deferred certificates added to those roots, as Node adds them, in whatever store this
 // Node was built to use. Options that name their own roots (`ca`) are left as they are. A
-// file that cannot be read is skipped with a warning (shown with -v), as Node skips it.
+// file that cannot be read is skipped with a warning (shown with -v), as Node skips it; so
+// is anything but a regular file: a FIFO put in its place would block the whole wrapper,
+// command supervision included, in the middle of a run.
 export function withExtraCa<T extends SecureContextOptions>(options: T): WithContext<T> {
   if (deferredFile === null || options.ca !== undefined) return options;
   let pem: string;
   try {
-    pem = readFileSync(deferredFile, 'latin1');
+    pem = readRegularFile(deferredFile, 'NODE_EXTRA_CA_CERTS', MAX_BYTES);
   } catch (error) {
-    process.emitWarning(`ignoring extra certs from ${deferredFile}: ${(error as Error).message}`);
+    process.emitWarning(`ignoring extra certs: ${(error as Error).message}`);
     return options;
   }
   const tls = createRequire(import.meta.url)('node:tls') as typeof import('node:tls');

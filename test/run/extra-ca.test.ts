@@ -82,6 +82,16 @@ describe('NODE_EXTRA_CA_CERTS deferred by the launcher', () => {
     expect(untrusted.code).toBe(0);
     expect(untrusted.stderr).toMatch(/^cronguard: tls: ping to .* failed \(.*self-signed certificate.*\); the run's outcome is unaffected\n$/);
     expect(received).toEqual([]);
+
+    // A FIFO in the file's place (which would block a read, and the whole wrapper with it,
+    // while the command runs) is skipped like a file that cannot be read.
+    const fifo = box.path('fifo.pem');
+    execFileSync('mkfifo', [fifo]);
+    const blocked = await viaLauncher(['-v', '-n', 'tls', '--ping-url', url, '--', 'true'], { ...without, NODE_EXTRA_CA_CERTS: fifo });
+    expect(blocked.code).toBe(0);
+    expect(blocked.stderr).toContain(`ignoring extra certs: NODE_EXTRA_CA_CERTS: ${fifo} is not a regular file`);
+    expect(blocked.stderr).toMatch(/ping to .* failed \(.*self-signed certificate/);
+    expect(runs(box.stateDir).map((run) => run.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
   });
 });
 
