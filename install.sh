@@ -116,15 +116,13 @@ mv "$stage" "$DESTDIR$libdir"
   "$DESTDIR$libdir/dist" "$node" || say "note: no code cache (cronguard works, starting a little slower)"
 
 launcher=$DESTDIR$bindir/cronguard
-# NODE_EXTRA_CA_CERTS goes to cronguard under another name: Node would parse the file at
-# start, on every run; cronguard puts it back for its command (src/util/extra-ca.ts).
+# The development launcher's hand-over of NODE_EXTRA_CA_CERTS (see bin/cronguard), taken
+# as it is, so that the two launchers cannot drift apart.
+defer=$(sed -n '/^if \[ -n "${NODE_EXTRA_CA_CERTS-}" \]; then$/,/^fi$/p' bin/cronguard)
+[ -n "$defer" ] || die "bin/cronguard has no NODE_EXTRA_CA_CERTS hand-over to copy"
 cat > "$launcher.new" <<LAUNCHER
 #!/bin/sh
-if [ -n "\${NODE_EXTRA_CA_CERTS-}" ]; then
-  CRONGUARD_DEFERRED_EXTRA_CA_CERTS=\$NODE_EXTRA_CA_CERTS
-  export CRONGUARD_DEFERRED_EXTRA_CA_CERTS
-  unset NODE_EXTRA_CA_CERTS
-fi
+$defer
 exec '$node' '$libdir/dist/cronguard.cjs' "\$@"
 LAUNCHER
 chmod 755 "$launcher.new"

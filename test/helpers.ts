@@ -79,6 +79,16 @@ export function cronguard(args: readonly string[], env: NodeJS.ProcessEnv): Prom
   return start(args, env).done;
 }
 
+// Runs any executable (a launcher, install.sh) to its end.
+export function runFile(file: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<Finished> {
+  const child = spawn(file, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  return new Promise((resolveDone) => child.on('close', (code, signal) => resolveDone({ code, signal, stdout, stderr })));
+}
+
 // Reads the run log directly, as an outside check would.
 export function runs(stateDir: string): RunRow[] {
   const file = join(stateDir, 'cronguard.db');

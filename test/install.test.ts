@@ -1,8 +1,8 @@
-import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type Finished, ROOT, sandbox } from './helpers.js';
+import { type Finished, ROOT, runFile as run, sandbox } from './helpers.js';
 
 // install.sh builds in its own directory, so it runs on a copy of the project: rebuilding
 // this dist/ would take the binary away from the tests running alongside.
@@ -22,15 +22,6 @@ function projectCopy(dir: string): string {
     execFileSync('cp', ['-R', ...modules]);
   }
   return copy;
-}
-
-function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<Finished> {
-  const child = spawn(file, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  return new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
 }
 
 // Every path under root, directories with a trailing slash.
@@ -73,6 +64,10 @@ describe('install.sh --uninstall', () => {
     expect(tree(root)).toEqual(
       expect.arrayContaining(['opt/cg/bin/cronguard', 'opt/cg/lib/cronguard/dist/cronguard.cjs', 'opt/cg/share/man/man1/cronguard.1']),
     );
+    // The installed launcher hands NODE_EXTRA_CA_CERTS over as the development one does
+    // (test/run/extra-ca.test.ts runs that one).
+    const handOver = /^if \[ -n "\$\{NODE_EXTRA_CA_CERTS-\}" \]; then\n[^]*?\nfi\n/m;
+    expect(readFileSync(at('bin/cronguard'), 'utf8').match(handOver)?.[0]).toBe(readFileSync(join(ROOT, 'bin/cronguard'), 'utf8').match(handOver)?.[0] ?? 'missing');
     const staged = await run(process.execPath, [at('lib/cronguard/dist/cronguard.cjs'), '-n', 'demo', '--', 'echo', 'hi'], box.env);
     expect(staged).toMatchObject({ code: 0, stdout: 'hi\n', stderr: '' });
     // install.sh made the code cache for the files as installed.
