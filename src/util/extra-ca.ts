@@ -25,6 +25,12 @@ export function restoreExtraCaCerts(env: NodeJS.ProcessEnv = process.env): void 
 
 type WithContext<T> = T & { secureContext?: SecureContext };
 
+// The file is read and parsed once per process, as Node would at start: a run may open a
+// connection for its lock, another for its log, and a second try of each (sslmode prefer).
+// One context per client certificate; the file that could not be read, warned about once.
+let pem: string | null | undefined;
+const contexts = new Map<string, SecureContext>();
+
 // TLS options for a connection that checks the server against Node's default roots, with
 // the deferred certificates added to those roots, as Node adds them, in whatever store this
 // Node was built to use. Options that name their own roots (`ca`) are left as they are. A
@@ -33,15 +39,22 @@ type WithContext<T> = T & { secureContext?: SecureContext };
 // command supervision included, in the middle of a run.
 export function withExtraCa<T extends SecureContextOptions>(options: T): WithContext<T> {
   if (deferredFile === null || options.ca !== undefined) return options;
-  let pem: string;
-  try {
-    pem = readRegularFile(deferredFile, 'NODE_EXTRA_CA_CERTS', MAX_BYTES);
-  } catch (error) {
-    process.emitWarning(`ignoring extra certs: ${(error as Error).message}`);
-    return options;
+  if (pem === undefined) {
+    try {
+      pem = readRegularFile(deferredFile, 'NODE_EXTRA_CA_CERTS', MAX_BYTES);
+    } catch (error) {
+      pem = null;
+      process.emitWarning(`ignoring extra certs: ${(error as Error).message}`);
+    }
   }
-  const tls = createRequire(import.meta.url)('node:tls') as typeof import('node:tls');
-  const secureContext = tls.createSecureContext(options);
-  (secureContext as SecureContext & { context: { addCACert(pem: string): void } }).context.addCACert(pem);
+  if (pem === null) return options;
+  const key = `${options.cert ?? ''}\0${options.key ?? ''}`;
+  let secureContext = contexts.get(key);
+  if (secureContext === undefined) {
+    const tls = createRequire(import.meta.url)('node:tls') as typeof import('node:tls');
+    secureContext = tls.createSecureContext(options);
+    (secureContext as SecureContext & { context: { addCACert(pem: string): void } }).context.addCACert(pem);
+    contexts.set(key, secureContext);
+  }
   return { ...options, secureContext };
 }

@@ -1,5 +1,5 @@
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clientConfig } from '../../src/pg/client-config.js';
 import { resolveDb } from '../../src/pg/config.js';
 import { DEFERRED_EXTRA_CA, restoreExtraCaCerts } from '../../src/util/extra-ca.js';
-import { type Finished, ROOT, runs, sandbox } from '../helpers.js';
+import { ROOT, runFile, runs, sandbox } from '../helpers.js';
 
 // NODE_EXTRA_CA_CERTS, which Node would parse at every start, is deferred by the launcher
 // (src/util/extra-ca.ts): the command must still get it, and cronguard's own TLS connections
@@ -33,14 +33,7 @@ afterAll(() => {
   rmSync(certs, { recursive: true, force: true });
 });
 
-function viaLauncher(args: readonly string[], env: NodeJS.ProcessEnv): Promise<Finished> {
-  const child = spawn(launcher, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  return new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
-}
+const viaLauncher = (args: readonly string[], env: NodeJS.ProcessEnv) => runFile(launcher, args, env);
 
 describe('NODE_EXTRA_CA_CERTS deferred by the launcher', () => {
   it('reaches the command as it was given, while the wrapper was started without it', async () => {
@@ -112,10 +105,14 @@ describe('a verified PostgreSQL connection with deferred extra certificates', ()
     };
     // Before cronguard restores the variable, the certificate is unknown.
     expect(await handshake('verify-full')).toMatch(/self-signed certificate/);
-    const env: NodeJS.ProcessEnv = { [DEFERRED_EXTRA_CA]: cert };
+    const copy = join(certs, 'copy.pem');
+    copyFileSync(cert, copy);
+    const env: NodeJS.ProcessEnv = { [DEFERRED_EXTRA_CA]: copy };
     restoreExtraCaCerts(env);
-    expect(env).toEqual({ NODE_EXTRA_CA_CERTS: cert });
+    expect(env).toEqual({ NODE_EXTRA_CA_CERTS: copy });
     expect(await handshake('verify-full')).toBe('verified');
+    // Read once per process, as Node reads it at start: later connections do not read again.
+    rmSync(copy);
     expect(await handshake('verify-ca')).toBe('verified');
   });
 });
