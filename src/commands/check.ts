@@ -1,6 +1,6 @@
 import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, storeError, UsageError } from '../errors.js';
-import type { JobStatus } from '../store/jobs.js';
+import { blockedSince, type JobStatus } from '../store/jobs.js';
 import { formatDuration, parseDuration } from '../util/duration.js';
 import { redact } from '../util/redact.js';
 import { validateName } from '../util/name.js';
@@ -59,7 +59,19 @@ function never(name: string): Verdict {
   return { state: 3, message: `${name} has never run (no such job in the run log)`, perf: [] };
 }
 
+// A skip because a user who does not share the job held its lock is at least a WARNING
+// until a run starts again: the job did not run, and nothing else would say so.
 export function judge(job: JobStatus, limits: Limits, now: number): Verdict {
+  const verdict = judgeRuns(job, limits, now);
+  const blocked = blockedSince(job);
+  if (blocked === null || job.state === 'disabled') return verdict;
+  const why = `did not run ${formatDuration(now - Date.parse(blocked))} ago: its lock was held by ${job.blocked_by}, who does not share the job`;
+  if (verdict.state === 1 || verdict.state === 2) return { ...verdict, message: `${verdict.message}; ${why}` };
+  const succeeded = job.last_success_at === null ? 'has never succeeded' : `last succeeded ${formatDuration(now - Date.parse(job.last_success_at))} ago`;
+  return { ...verdict, state: 1, message: `${job.job} ${why}; ${succeeded}` };
+}
+
+function judgeRuns(job: JobStatus, limits: Limits, now: number): Verdict {
   const name = job.job;
   const age = job.last_success_at === null ? null : now - Date.parse(job.last_success_at);
   const running = job.running_since === null ? null : now - Date.parse(job.running_since);

@@ -1,7 +1,7 @@
 import type { ChalkInstance } from 'chalk';
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError } from '../errors.js';
-import type { JobStatus } from '../store/jobs.js';
+import { blockedSince, type JobStatus } from '../store/jobs.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { age, ago, clip, duration, tableTime, percent, sparkline, terminalWidth, zoneName } from './format.js';
@@ -75,6 +75,7 @@ function detail(j: JobStatus, c: ChalkInstance): string {
   const lines: [string, string | null][] = [
     ['state', `${state(j, c, now)}${j.state === 'running' ? ` on ${j.running_host} (pid ${j.running_pid}, run ${j.running_run_id}, since ${when(j.running_since)})` : ''}`],
     ['paused', j.state === 'disabled' ? `since ${when(j.disabled_since)}${j.disabled_by ? ` by ${j.disabled_by}` : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}` : null],
+    ['blocked', blockedSince(j) === null ? null : c.yellow(`skipped ${when(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job`)],
     ['command', j.command === null ? null : clip(j.command, Math.max(20, width - 15))],
     ['host', j.host === null ? null : `${j.host}, last seen ${when(j.last_seen_at)}`],
     ['last run', j.last_run_id === null ? 'none finished' : `run ${j.last_run_id}: ${paintStatus(c, j.last_status as string)}${j.last_status === 'succeeded' || j.last_exit_code === null ? '' : ` (exit ${j.last_exit_code})`} in ${duration(j.last_duration_ms)}`],

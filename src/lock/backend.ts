@@ -39,6 +39,16 @@ export interface LockBackend {
   // Which lock this is and where it lives, for --verbose.
   readonly description: string;
   acquire(options: AcquireOptions): Promise<Lock | null>;
+  // Local locks: who holds it now, after acquire found it held (see LocalHolder).
+  holder?(): Promise<LocalHolder>;
+}
+
+// The holder of a local lock: the pid that took it (from /proc/locks, or the lease), so a
+// skip is counted on its run even when only what that run left behind still holds the lock;
+// and, when the holder is a process of a user who does not share the job, who that is.
+export interface LocalHolder {
+  readonly pid: number | null;
+  readonly stranger: string | null;
 }
 
 const FIRST_DELAY_MS = 25;

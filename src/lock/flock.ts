@@ -1,8 +1,10 @@
-import { closeSync, constants } from 'node:fs';
+import { closeSync, constants, fstatSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
-import { fileError } from '../errors.js';
+import { CantCreateError, CronguardError, fileError } from '../errors.js';
 import { loadAddon } from '../util/addon.js';
+import type { Messages } from '../util/io.js';
 import { openInDirectory, openRegular } from '../util/safe-path.js';
+import { describeUser, euid, fileMode, settleFile, stillNamed } from '../util/sharing.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
 // fs-ext's addon itself (its fs-ext.js only maps 'exnb' to these flags).
@@ -15,13 +17,47 @@ const OPEN_FLAGS = constants.O_RDONLY | constants.O_CREAT;
 // flock(2) on a file, exactly like util-linux `flock -n PATH`: the descriptor is handed to
 // the command, so the lock is held for as long as the command or anything it started lives.
 // `inLockDir`: the file lives in a lock directory cronguard checked, and is opened relative
-// to it; otherwise (--lock-file) by its path.
-export function flockBackend(path: string, inLockDir: boolean): LockBackend {
+// to it; otherwise (--lock-file) by its path. Anyone who can open a lock file can hold it,
+// and every run would skip: one in a lock directory is made readable by its owner alone, or
+// by the group `gid` the directory shares it with, and an older, looser one is tightened
+// before it is locked. A --lock-file is any file the user named (util-linux flock locks
+// /etc/passwd as well): it is created so, but an existing one is never changed, only
+// reported when anyone can open it.
+export function flockBackend(path: string, inLockDir: boolean, gid: number | null, say: Messages): LockBackend {
   const binding = loadAddon<FsExtBinding>('fs-ext', 'build/Release/fs_ext.node');
   const exclusiveNow = binding.constants.LOCK_EX | binding.constants.LOCK_NB;
-  const open = inLockDir
-    ? () => openInDirectory(dirname(path), basename(path), OPEN_FLAGS, 'lock file')
-    : () => openRegular(path, OPEN_FLAGS, 'lock file');
+  const mode = fileMode(gid);
+  const opened = inLockDir
+    ? () => openInDirectory(dirname(path), basename(path), OPEN_FLAGS, 'lock file', mode)
+    : () => openRegular(path, OPEN_FLAGS, 'lock file', path, mode);
+  // Root takes over what a member made in its shared directory (see settleFile), and then
+  // makes sure the name still leads to it: renamed away before that, it would lock a file
+  // nobody else finds.
+  const takeOver = inLockDir && gid !== null && euid() === 0;
+  let warned = false;
+  const open = (): number => {
+    for (let tries = 1; ; tries++) {
+      const fd = opened();
+      try {
+        const stat = inLockDir ? settleFile(fd, gid, path, 'lock file', takeOver) : fstatSync(fd);
+        if (takeOver && !stillNamed(fd, path)) {
+          if (tries < 3) {
+            closeSync(fd);
+            continue;
+          }
+          throw new CantCreateError(`lock file ${path} keeps being replaced by another user; see who can write to ${dirname(path)}`);
+        }
+        if ((stat.mode & 0o006) !== 0 && !warned) {
+          warned = true;
+          say.warn(`lock file ${path} belongs to ${describeUser(stat.uid)} and any user can open it (mode ${(stat.mode & 0o777).toString(8)}), so anyone could hold this job's lock and make it skip; its owner should chmod o-rw it`);
+        }
+        return fd;
+      } catch (error) {
+        closeSync(fd);
+        throw error instanceof CronguardError ? error : fileError('lock file', path, error);
+      }
+    }
+  };
   const tryOnce = (): Lock | null => {
     const fd = open();
     try {
@@ -44,5 +80,9 @@ export function flockBackend(path: string, inLockDir: boolean): LockBackend {
     // description and must keep the lock, as with util-linux flock.
     release: async () => closeSync(fd),
   });
-  return { description: `flock ${path}`, acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort) };
+  return {
+    description: `flock ${path}`,
+    acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort),
+    holder: async () => (await import('./held.js')).localHolder('flock', path, gid),
+  };
 }

@@ -1,7 +1,26 @@
 import { closeSync, constants, lstatSync, readdirSync, readFileSync, readSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { openRegular } from '../util/safe-path.js';
+import type { LocalHolder } from './backend.js';
 import { epochPath, highestEpoch, isFresh } from './lockfile.js';
+import { strangerHolding } from './stranger.js';
+
+// Who holds the lock at `path` (see LocalHolder); `gid`: the group it is shared with.
+export function localHolder(lock: 'flock' | 'lockfile', path: string, gid: number | null): LocalHolder {
+  const pid = new LocalLocks().holder(lock, path) ?? null;
+  const owner = lock === 'lockfile' ? leaseOwner(path) : undefined;
+  return { pid, stranger: owner === null ? null : strangerHolding(path, pid, gid, owner) };
+}
+
+// The user who made a lockfile lease's highest epoch; null when there is none.
+function leaseOwner(container: string): number | null {
+  try {
+    return lstatSync(epochPath(container, highestEpoch(container))).uid;
+  } catch {
+    return null;
+  }
+}
 
 export interface LocalLock {
   readonly job: string;
@@ -83,8 +102,10 @@ function leaseHolder(container: string): number | null | undefined {
     } finally {
       closeSync(fd);
     }
-    const pid = Number(head.subarray(0, length).toString().split(' ')[1]);
-    return Number.isInteger(pid) && pid > 0 ? pid : null;
+    // "host pid": a pid of another host (the lease is on NFS) means nothing here.
+    const [host, text] = head.subarray(0, length).toString().trim().split(' ');
+    const pid = Number(text);
+    return host === hostname() && Number.isInteger(pid) && pid > 0 ? pid : null;
   } catch {
     return undefined;
   }

@@ -1,7 +1,9 @@
 import { lstatSync, readlinkSync, type Stats } from 'node:fs';
 import type { RunConfig } from '../cli/config.js';
-import { CantCreateError, fileError, PermissionError } from '../errors.js';
-import { mkdirp } from '../util/io.js';
+import { dirname } from 'node:path';
+import { CantCreateError, CronguardError, fileError, PermissionError } from '../errors.js';
+import { type Messages, mkdirp } from '../util/io.js';
+import { euid, isSharedPath, makeRootDir, notShared, sharedWithMe, sharingGid } from '../util/sharing.js';
 import type { Lock, LockBackend } from './backend.js';
 import { flockBackend } from './flock.js';
 
@@ -20,7 +22,7 @@ const noLock: LockBackend = {
 
 // Picks and prepares a local backend; the lockfile backend is loaded only when used. The
 // postgres backend needs a session and is wired up by the run path (src/run/wiring.ts).
-export async function openLockBackend(config: RunConfig): Promise<LockBackend> {
+export async function openLockBackend(config: RunConfig, say: Messages): Promise<LockBackend> {
   switch (config.lock) {
     case 'none':
       return noLock;
@@ -28,45 +30,60 @@ export async function openLockBackend(config: RunConfig): Promise<LockBackend> {
       throw new Error('the postgres lock needs a session; src/run/wiring.ts builds it');
     case 'lockfile': {
       const dir = config.lockDir as string;
-      ensureLockDir(dir, config.lockDirDefault);
+      const gid = ensureLockDir(dir, config.lockDirDefault);
       const { lockfileBackend } = await import('./lockfile.js');
-      return lockfileBackend(dir, config.name);
+      return lockfileBackend(dir, config.name, gid);
     }
-    case 'flock':
-      if (config.lockDir !== null) ensureLockDir(config.lockDir, config.lockDirDefault);
-      return flockBackend(config.lockPath, config.lockDir !== null);
+    case 'flock': {
+      const gid = config.lockDir !== null ? ensureLockDir(config.lockDir, config.lockDirDefault) : parentSharingGid(config.lockPath);
+      return flockBackend(config.lockPath, config.lockDir !== null, gid, say);
+    }
   }
 }
 
 export type { Lock, LockBackend };
 
-// Makes sure a lock directory exists and is safe to create lock files in. A symlink is
-// refused because a lock dir swapped for a link would let another user steer where we create
-// files; a default directory must also belong to us: root's /run/lock/cronguard sits in a
-// directory anyone may create in, and a user who made it first would control root's locks.
-// A user's default directory is private (0700); root's and any chosen one are 0755, so
-// users who share a job can share its lock files.
-export function ensureLockDir(dir: string, isDefault: boolean): void {
-  const privateDir = isDefault && process.geteuid?.() !== 0;
-  let stat = lstatOrNull(dir);
-  if (!stat) {
-    try {
-      mkdirp(dir, privateDir ? 0o700 : 0o755);
-    } catch (error) {
-      throw fileError('lock directory', dir, error);
-    }
-    stat = lstatOrNull(dir);
-    // Made, and gone or swapped at once: someone else has a hand in this directory.
-    if (!stat) throw new CantCreateError(`lock directory ${dir} vanished as it was created`);
+// Makes sure a lock directory exists and is safe to create lock files in; returns the group
+// it shares its lock files with (see sharing.ts), or null. A symlink is refused because a
+// lock dir swapped for a link would let another user steer where we create files; a default
+// directory must also belong to us, or be root's shared one with us in its group: root's
+// /run/lock/cronguard sits in a directory anyone may create in, and a user who made it
+// first would control root's locks. Directories cronguard makes are private (0700), but
+// root's shared one, made for the group when it exists.
+export function ensureLockDir(dir: string, isDefault: boolean): number | null {
+  let stat: Stats | null;
+  try {
+    stat = preparedOrMissing(dir);
+  } catch (error) {
+    throw error instanceof CronguardError ? error : fileError('lock directory', dir, error);
   }
+  // Made, and gone or swapped at once: someone else has a hand in this directory.
+  if (!stat) throw new CantCreateError(`lock directory ${dir} vanished as it was created`);
   if (stat.isSymbolicLink()) {
     const target = linkTarget(dir);
     throw new CantCreateError(`lock directory ${dir} is a symbolic link${target === null ? '' : ` (to ${target})`}; give the real directory with --lock-dir`);
   }
   if (!stat.isDirectory()) throw new CantCreateError(`lock directory ${dir} is not a directory`);
-  if (isDefault && stat.uid !== process.geteuid?.()) {
+  if (isDefault && stat.uid !== euid() && !sharedWithMe(stat)) {
+    if (isSharedPath(dir)) throw new PermissionError(notShared(dir, 'lock directory', true));
     throw new PermissionError(`lock directory ${dir} belongs to another user (uid ${stat.uid})`);
   }
+  return sharingGid(stat);
+}
+
+function preparedOrMissing(dir: string): Stats | null {
+  if (isSharedPath(dir) && euid() === 0) makeRootDir(dir, 'lock directory');
+  const stat = lstatOrNull(dir);
+  if (stat) return stat;
+  if (isSharedPath(dir)) throw new CantCreateError(notShared(dir, 'lock directory', false));
+  mkdirp(dir, 0o700);
+  return lstatOrNull(dir);
+}
+
+// The group a --lock-file's directory shares its files with, if any.
+function parentSharingGid(path: string): number | null {
+  const stat = lstatOrNull(dirname(path));
+  return stat?.isDirectory() ? sharingGid(stat) : null;
 }
 
 function lstatOrNull(path: string): Stats | null {

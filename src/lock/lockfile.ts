@@ -1,7 +1,8 @@
-import { closeSync, lstatSync, lutimesSync, mkdirSync, readdirSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lstatSync, lutimesSync, mkdirSync, openSync, readdirSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { fileError } from '../errors.js';
+import { CantCreateError, CronguardError, fileError } from '../errors.js';
 import { createExclusive } from '../util/safe-path.js';
+import { euid, fileMode, settleFile, stillNamed } from '../util/sharing.js';
 import { monotonicMs } from '../util/time.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
@@ -22,26 +23,34 @@ const LAPSE_MS = 5_000;
 // nothing overtook it. Like any lease, it dies with the wrapper: the command gets a watchdog
 // (the supervisor) that also wants the lease's heartbeats, and a holder that stalls for
 // LAPSE_MS loses the lock (exit 75).
-export function lockfileBackend(dir: string, name: string): LockBackend {
+// The container and its epochs are private to their owner, or shared with the group `gid`
+// of a shared lock directory, like flock's lock files.
+export function lockfileBackend(dir: string, name: string, gid: number | null): LockBackend {
   const container = `${dir}/${name}.lockdir`;
   const tryOnce = (): Lock | null => {
-    makeContainer(container);
+    makeContainer(container, gid);
     const latest = highestEpoch(container);
     if (latest > 0n && isFresh(epochPath(container, latest))) return null;
     const mine = latest + 1n;
-    const fd = createExclusive(container, epochName(mine), 'lock file');
+    const fd = createExclusive(container, epochName(mine), 'lock file', fileMode(gid));
     if (fd === null) return null;
     try {
+      settleFile(fd, gid, epochPath(container, mine), 'lock file');
       writeSync(fd, `${hostname()} ${process.pid}\n`);
     } finally {
       closeSync(fd);
     }
     if (highestEpoch(container) !== mine) return null;
-    // A few predecessors go; ours is above all of them, whatever their size.
-    for (let old = latest; old > 0n && old > latest - 5n; old--) rmSync(epochPath(container, old), { force: true });
+    // A few predecessors go; ours is above all of them, whatever their size. unlink(2) never
+    // follows a link, and leaves alone a directory someone put in an epoch's place.
+    for (let old = latest; old > 0n && old > latest - 5n; old--) unlinkQuietly(epochPath(container, old));
     return hold(container, mine);
   };
-  return { description: `lockfile ${container} (stale after ${STALE_MS / 1000}s)`, acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort) };
+  return {
+    description: `lockfile ${container} (stale after ${STALE_MS / 1000}s)`,
+    acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort),
+    holder: async () => (await import('./held.js')).localHolder('lockfile', container, gid),
+  };
 }
 
 function hold(container: string, epoch: bigint): Lock {
@@ -105,11 +114,43 @@ function hold(container: string, epoch: bigint): Lock {
   };
 }
 
-function makeContainer(container: string): void {
+// Made 0700, or 3770 in a shared directory: every member makes epochs in it, and the
+// sticky bit keeps each from removing another's. Root takes over one a member made, and
+// checks that the name still leads to it; all through the directory's own descriptor.
+function makeContainer(container: string, gid: number | null): void {
   try {
-    mkdirSync(container, 0o777);
+    mkdirSync(container, 0o700);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw fileError('lock directory', container, error);
+  }
+  let fd: number;
+  try {
+    fd = openSync(container, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch (error) {
+    throw fileError('lock directory', container, error);
+  }
+  try {
+    const stat = fstatSync(fd);
+    const mode = gid === null ? 0o700 : 0o3770;
+    let mine = stat.uid === euid();
+    if (!mine && gid !== null && euid() === 0) {
+      fchownSync(fd, 0, gid);
+      if (!stillNamed(fd, container)) throw new CantCreateError(`lock directory ${container} was replaced while cronguard took it over; try again`);
+      mine = true;
+    }
+    if (mine && (stat.mode & 0o7777) !== mode) fchmodSync(fd, mode);
+  } catch (error) {
+    throw error instanceof CronguardError ? error : fileError('lock directory', container, error);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // Gone already, or not a file: it holds nothing either way.
   }
 }
 

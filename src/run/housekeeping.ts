@@ -1,8 +1,8 @@
-import { closeSync, constants, openSync, statSync, unlinkSync, utimesSync } from 'node:fs';
+import { closeSync, constants, futimesSync, openSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
-import { type Messages, mkdirp } from '../util/io.js';
-import { checkPrivateDirectory } from '../util/safe-path.js';
+import type { Messages } from '../util/io.js';
+import { preparePrivateDirectory } from '../util/safe-path.js';
 import { describe } from '../errors.js';
 import type { RunRecorder } from './recorder.js';
 
@@ -58,10 +58,14 @@ function touchedSince(file: string, since: number): boolean {
 // makes it, private. Whatever is already at the stamp's name is never followed.
 function touch(dir: string, file: string, now: number): void {
   try {
-    mkdirp(dir, 0o700);
-    checkPrivateDirectory(dir, 'state directory');
-    closeSync(openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW, 0o600));
-    utimesSync(file, now / 1000, now / 1000);
+    preparePrivateDirectory(dir, 'state directory');
+    // Through the descriptor: a link someone put in its place is neither followed nor touched.
+    const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+    try {
+      futimesSync(fd, now / 1000, now / 1000);
+    } finally {
+      closeSync(fd);
+    }
   } catch {
     // No stamp: the log's own record still keeps the prune to once a day.
   }

@@ -1,12 +1,15 @@
 import { readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { ownSubdir } from '../util/sharing.js';
 import { isSameProcess } from '../util/process-id.js';
 
 // Where a running job's output is copied for `logs -f`, and how its files are named. The
 // wrapper writes, `logs -f` reads; both derive the names from the run's key alone, so the
 // reader needs nothing but the run's row.
 
-// Inside the state directory: private (0700), like the run log next to it.
+// Inside the state directory: private (0700), like the run log next to it; in root's shared
+// one, each member has its own (see ownSubdir), so a run is followed live by its own user
+// and root's by root.
 export const LIVE_DIR = 'live';
 // A run whose output is not captured (--capture 0 without -q) leaves this marker instead,
 // so that `logs -f` can say so at once rather than wait for output that never comes.
@@ -19,7 +22,7 @@ export const STOPPED_SUFFIX = '.stopped';
 export const NEXT_SUFFIX = '.next';
 
 export function liveDir(stateDir: string): string {
-  return join(stateDir, LIVE_DIR);
+  return ownSubdir(stateDir, LIVE_DIR);
 }
 
 // The file name of a run's live copy: its run key (`<boot id>/<start>/<pid>/<n>/<random>`, see

@@ -2,7 +2,7 @@ import { closeSync, constants, renameSync, unlinkSync, writeSync, writev } from 
 import { join } from 'node:path';
 import { describe } from '../errors.js';
 import { type Messages, mkdirp } from '../util/io.js';
-import { checkPrivateDirectory, createExclusive } from '../util/safe-path.js';
+import { checkPrivateDirectory, createExclusive, preparePrivateDirectory } from '../util/safe-path.js';
 import { ByteRing } from './byte-ring.js';
 import { liveDir, liveName, NEXT_SUFFIX, STOPPED_SUFFIX, sweepStale, UNCAPTURED_SUFFIX } from './live-file.js';
 
@@ -96,8 +96,7 @@ export class LiveCopy {
     try {
       // The state directory first: nothing is made inside one that is not ours alone (root's
       // run log refuses another user's; so must its live copy).
-      mkdirp(this.stateDir, 0o700);
-      checkPrivateDirectory(this.stateDir, 'state directory');
+      preparePrivateDirectory(this.stateDir, 'state directory');
       mkdirp(this.dir, 0o700);
       checkPrivateDirectory(this.dir, 'live output directory');
       this.touched = true;

@@ -175,6 +175,11 @@ export class RunRecorder {
     return holder;
   }
 
+  // A skip because a stranger held a local lock (see RunStore.recordBlocked).
+  async blocked(job: string, by: string): Promise<void> {
+    await this.attempt('note who held the lock', (store) => store.recordBlocked(job, by));
+  }
+
   // The store while records go to it, for the automatic prune and the metrics textfile.
   get openStore(): RunStore | null {
     return this.writable ? this.store : null;

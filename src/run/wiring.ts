@@ -45,8 +45,8 @@ export async function openRecorder(config: RunConfig, say: Messages): Promise<Ru
 // signal) ends connecting to PostgreSQL by throwing its reason.
 export async function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
   if (config.lock !== 'postgres' && config.log !== 'postgres') {
-    const backend = await openLockBackend(config);
-    return localGate(backend, await sqliteLog(config, say), run, config, options, () => 0);
+    const backend = await openLockBackend(config, say);
+    return localGate(backend, await sqliteLog(config, say), run, config, options, say, () => 0);
   }
   const db = config.db as NonNullable<RunConfig['db']>;
   // The lock needs its connection: without it nothing runs (69). The log alone can wait.
@@ -60,11 +60,11 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   const log = logged ? await postgresLog(config, say, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
   const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as PgSession[];
   const roundTrips = () => sessions().reduce((n, s) => n + s.roundTrips, 0);
-  if (!lockSession) return localGate(await openLockBackend(config), log.recorder, run, config, options, roundTrips);
+  if (!lockSession) return localGate(await openLockBackend(config, say), log.recorder, run, config, options, say, roundTrips);
   const { postgresBackend } = await import('../lock/postgres.js');
   const key = config.lockKey as bigint;
   const plain = postgresBackend(lockSession, key);
-  const gate = localGate(plain, log.recorder, run, config, options, roundTrips);
+  const gate = localGate(plain, log.recorder, run, config, options, say, roundTrips);
   const close = async () => {
     await gate.close();
     await lockSession.close();
@@ -114,7 +114,15 @@ interface LocalGate extends Gate {
 
 // A lock taken first, then the log asked (flock, lockfile, none; the postgres lock when
 // the log is elsewhere or failed).
-function localGate(backend: LockBackend, recorder: RunRecorder, run: NewRun, config: RunConfig, options: GateOptions, roundTrips: () => number): LocalGate {
+function localGate(
+  backend: LockBackend,
+  recorder: RunRecorder,
+  run: NewRun,
+  config: RunConfig,
+  options: GateOptions,
+  say: Messages,
+  roundTrips: () => number,
+): LocalGate {
   const admitHeld = async (lock: Lock): Promise<Admission> => {
     await recorder.deliverSpool();
     const verdict = await recorder.admit(atLock(run), options);
@@ -131,9 +139,13 @@ function localGate(backend: LockBackend, recorder: RunRecorder, run: NewRun, con
     admit: async (abort) => {
       const lock = await backend.acquire({ waitMs: config.waitMs, abort });
       if (lock) return admitHeld(lock);
-      const local = config.lock === 'flock' || config.lock === 'lockfile';
-      const holderPid = local ? await lockHolder(config) : null;
-      return { admitted: false, reason: 'locked', holder: await recorder.overlap(config.name, local ? run.host : null, holderPid) };
+      const holder = await backend.holder?.();
+      if (holder?.stranger) {
+        // Even under cron: the job did not run, and someone who does not share it is why.
+        say.warn(`${config.name} did not run: its lock (${backend.description}) is held by ${holder.stranger}, who does not share this job; stop that process`);
+        await recorder.blocked(config.name, holder.stranger);
+      }
+      return { admitted: false, reason: 'locked', holder: await recorder.overlap(config.name, holder ? run.host : null, holder?.pid ?? null) };
     },
     roundTrips,
     close: () => recorder.close(),
@@ -158,14 +170,6 @@ function keeps(options: AdmitOptions, refusal: Refused): boolean {
 // The run as recorded: it started when it got the lock.
 function atLock(run: NewRun): NewRun {
   return { ...run, startedAt: new Date() };
-}
-
-// The pid that took a local lock (from /proc/locks, or the lease), so a skip is counted on
-// its run even when only what that run left behind still holds the lock.
-async function lockHolder(config: RunConfig): Promise<number | null> {
-  const { LocalLocks } = await import('../lock/held.js');
-  const path = config.lock === 'flock' ? config.lockPath : `${config.lockDir}/${config.name}.lockdir`;
-  return new LocalLocks().holder(config.lock, path) ?? null;
 }
 
 async function sqliteLog(config: RunConfig, say: Messages): Promise<RunRecorder> {

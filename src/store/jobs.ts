@@ -55,6 +55,10 @@ export interface JobStatus {
   duration_p95_ms: number | null;
   // Those runs, oldest first.
   recent: RecentRun[];
+  // The user whose process last held the job's local lock without sharing the job, and
+  // when a run was skipped for it (see recordBlocked).
+  blocked_by: string | null;
+  blocked_at: string | null;
   // Finished runs ever recorded, by status (kept by a trigger; pruning does not lower it).
   runs_total: Record<string, number>;
 }
@@ -77,6 +81,13 @@ export function jobStatusOf({ disabled, job, ...row }: JobStatusRow): JobStatus 
     duration_median_ms: percentile(durations, 0.5),
     duration_p95_ms: percentile(durations, 0.95),
   };
+}
+
+// When a run was last skipped because a stranger held the lock, if no run started since.
+export function blockedSince(job: JobStatus): string | null {
+  if (job.blocked_at === null || job.blocked_by === null) return null;
+  const lastStart = job.running_since ?? job.last_started_at;
+  return lastStart !== null && Date.parse(lastStart) >= Date.parse(job.blocked_at) ? null : job.blocked_at;
 }
 
 // Nearest rank: always a duration some run really took.

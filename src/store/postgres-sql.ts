@@ -71,6 +71,8 @@ export function statements(S: string) {
                    p AS (INSERT INTO ${S}.jobs (name, pending_overlaps) SELECT :job, 1 WHERE NOT EXISTS (SELECT 1 FROM o)
                          ON CONFLICT (name) DO UPDATE SET pending_overlaps = ${S}.jobs.pending_overlaps + 1)
               SELECT id, host, pid, started_at FROM o`),
+    blocked: named(`INSERT INTO ${S}.jobs (name, blocked_by, blocked_at) VALUES (:job, :by, now())
+                    ON CONFLICT (name) DO UPDATE SET blocked_by = :by, blocked_at = now()`),
     // A run written while the log was out of reach, or one that never started: one row per
     // run key, however often it is delivered, and whether or not its start got through. A key
     // that names another run's row (not the same job, host, pid and start) changes nothing,
@@ -114,7 +116,7 @@ export function statements(S: string) {
     // part is an index probe per job, so the cost follows the number of jobs, not of runs.
     jobStatus: named(`WITH names AS (SELECT name FROM ${S}.jobs UNION SELECT job FROM ${S}.requests WHERE status = 'pending')
                       SELECT n.name AS job, coalesce(j.disabled, false) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
-                             j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms,
+                             j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.blocked_by, j.blocked_at,
                              r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
                              l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.signal AS last_signal,
                              l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,

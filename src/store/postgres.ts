@@ -151,6 +151,10 @@ export class PostgresStore implements RunStore {
     return toHolder(row);
   }
 
+  async recordBlocked(job: string, by: string): Promise<void> {
+    await this.withSchema(() => this.run(this.sql.blocked, { job, by }));
+  }
+
   async listRuns(filter: RunFilter): Promise<RunRow[]> {
     const values = { ...filter, before_id: filter.beforeId };
     return (await this.withSchema(() => this.run<PgRow>(listRunsStatement(this.S, filter), values))).map(toRunRow);

@@ -1,9 +1,10 @@
-import { closeSync, constants, fsyncSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, constants, fsyncSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe } from '../errors.js';
-import { type Messages, mkdirp } from '../util/io.js';
+import type { Messages } from '../util/io.js';
 import { isSameProcess, processStart } from '../util/process-id.js';
-import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
+import { checkPrivateDirectory, openRegular, preparePrivateDirectory } from '../util/safe-path.js';
+import { ownSubdir } from '../util/sharing.js';
 import type { NewRun, RunOutcome, RunStatus, RunStore } from './types.js';
 
 // A run whose record could not reach PostgreSQL, as JSON. Its run key makes delivery an
@@ -71,16 +72,15 @@ export class Spool {
     private readonly stateDir: string,
     private readonly target: string,
   ) {
-    this.dir = join(stateDir, 'spool', fnv1a(target));
+    this.dir = join(ownSubdir(stateDir, 'spool'), fnv1a(target));
   }
 
   // Written in full and flushed to disk before it takes its name: a full disk or a crash
   // leaves the previous record of the run (or none), never a truncated one.
   write(record: SpooledRun): void {
     // The state directory is checked before anything is made in it.
-    mkdirp(this.stateDir, 0o700);
-    checkPrivateDirectory(this.stateDir, 'state directory');
-    mkdirp(this.dir, 0o700);
+    preparePrivateDirectory(this.stateDir, 'state directory');
+    this.checked(true);
     const file = join(this.dir, `${record.run.runKey.replace(/[^A-Za-z0-9._-]/g, '_')}.json`);
     const temp = `${file}.tmp`;
     rmSync(temp, { force: true });
@@ -98,6 +98,16 @@ export class Spool {
     renameSync(temp, file);
   }
 
+  // The spool's directories, made level by level (`create`) and each checked as ours before
+  // the next is made or anything is read or renamed in it: in root's shared state directory
+  // a member could have made `spool` first, or left a link in its place.
+  private checked(create: boolean): void {
+    for (const dir of [dirname(this.dir), this.dir]) {
+      if (create) mkdirOnce(dir);
+      checkPrivateDirectory(dir, 'spool directory');
+    }
+  }
+
   // Moves every finished (or orphaned) record into the store. A record is claimed by
   // renaming it to a name that says who delivers it, so two invocations delivering at once
   // never both take it, and one whose deliverer died before it was done is taken again. A
@@ -107,6 +117,7 @@ export class Spool {
   async deliver(store: RunStore, host: string, say: Messages): Promise<number> {
     let names: string[];
     try {
+      this.checked(false);
       names = readdirSync(this.dir);
     } catch {
       return 0;
@@ -148,6 +159,14 @@ export class Spool {
       delivered++;
     }
     return delivered;
+  }
+}
+
+function mkdirOnce(dir: string): void {
+  try {
+    mkdirSync(dir, 0o700);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
 }
 

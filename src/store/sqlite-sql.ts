@@ -39,6 +39,8 @@ export const SQL = {
             WHERE id = coalesce((SELECT id FROM runs WHERE job = @job AND status = 'running' ORDER BY id DESC LIMIT 1),
                                 (SELECT id FROM runs WHERE job = @job AND pid = @holder_pid ORDER BY id DESC LIMIT 1))
             RETURNING id, host, pid, started_at`,
+  blocked: `INSERT INTO jobs (name, blocked_by, blocked_at) VALUES (@job, @by, @at)
+            ON CONFLICT (name) DO UPDATE SET blocked_by = @by, blocked_at = @at`,
   overlapPending: `INSERT INTO jobs (name, pending_overlaps) VALUES (?, 1)
                    ON CONFLICT (name) DO UPDATE SET pending_overlaps = pending_overlaps + 1`,
   // One row per run key, however often a record is written; a key that names another run's
@@ -74,7 +76,7 @@ export const SQL = {
   // part is an index probe per job, so the cost follows the number of jobs, not of runs.
   jobStatus: `WITH names AS (SELECT name FROM jobs UNION SELECT job FROM requests WHERE status = 'pending')
               SELECT n.name AS job, coalesce(j.disabled, 0) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
-                     j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms,
+                     j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.blocked_by, j.blocked_at,
                      r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
                      l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.signal AS last_signal,
                      l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,

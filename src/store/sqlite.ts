@@ -2,9 +2,9 @@ import { closeSync, constants } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { addonFile } from '../util/addon.js';
-import { mkdirp } from '../util/io.js';
 import { SQLITE_FILE } from '../util/paths.js';
-import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
+import { openInDirectory, preparePrivateDirectory } from '../util/safe-path.js';
+import { euid, fileMode, settleFile } from '../util/sharing.js';
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
@@ -23,17 +23,28 @@ type RequestRecord = Omit<RequestRow, 'args'> & { args: string };
 // paths on every start.
 const sqliteAddon = (): string => addonFile('better-sqlite3', 'build/Release/better_sqlite3.node');
 
-// The embedded run log: one SQLite file in WAL mode, private to the user (0600).
+// The embedded run log: one SQLite file in WAL mode, private to the user (0600), or shared
+// with the group of root's shared state directory (0660).
 export class SqliteStore implements RunStore {
   private constructor(private readonly db: Database.Database) {}
 
   static open(stateDir: string): SqliteStore {
-    mkdirp(stateDir, 0o700);
-    checkPrivateDirectory(stateDir, 'state directory');
+    const gid = preparePrivateDirectory(stateDir, 'state directory');
     const file = join(stateDir, SQLITE_FILE);
     // SQLite creates -wal and -shm with the database file's mode, so creating the file
-    // 0600 first keeps all three private; and a link or FIFO in its place is refused.
-    closeSync(openRegular(file, constants.O_RDONLY | constants.O_CREAT, 'run log', file, 0o600));
+    // 0600 (0660 for the group of a shared directory) first keeps all three so; and a link
+    // or FIFO in its place is refused. Root, in a directory its group shares, makes all
+    // three its own before SQLite opens them by name: a member could otherwise have left a
+    // link where SQLite, as root, would follow it.
+    const takeOver = gid !== null && euid() === 0;
+    for (const name of takeOver ? [SQLITE_FILE, `${SQLITE_FILE}-wal`, `${SQLITE_FILE}-shm`] : [SQLITE_FILE]) {
+      const fd = openInDirectory(stateDir, name, constants.O_RDONLY | constants.O_CREAT, 'run log', fileMode(gid));
+      try {
+        settleFile(fd, gid, join(stateDir, name), 'run log', takeOver);
+      } finally {
+        closeSync(fd);
+      }
+    }
     const db = new Database(file, {
       timeout: 10_000,
       nativeBinding: sqliteAddon(),
@@ -95,6 +106,10 @@ export class SqliteStore implements RunStore {
         return holder ? toHolder(holder) : null;
       })
       .immediate();
+  }
+
+  async recordBlocked(job: string, by: string): Promise<void> {
+    this.db.prepare(SQL.blocked).run({ job, by, at: new Date().toISOString() });
   }
 
   // Under the record's run key, or, when that names another run's row, the key made from it.

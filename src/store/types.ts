@@ -183,6 +183,9 @@ export interface RunStore {
   // (on `host` only, when the lock is local to a host; `holderPid`: the pid that took a
   // local lock, whose run's leftovers may hold it still); returns that run, if known.
   recordOverlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null>;
+  // Notes a skip because a local lock was held by a user who does not share the job (`by`
+  // names them), for status and check.
+  recordBlocked(job: string, by: string): Promise<void>;
   // Writes a run recorded while this store was unreachable (see Spool), or one that never
   // started; returns its id.
   importRun(record: SpooledRun): Promise<number>;

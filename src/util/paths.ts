@@ -1,6 +1,7 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Setting } from '../cli/settings.js';
+import { joinsShared, SHARED_LOCK_DIR, SHARED_STATE_DIR } from './sharing.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -11,16 +12,18 @@ export function isRoot(): boolean {
   return process.geteuid?.() === 0;
 }
 
-// Default lock directory: shared system location for root, a private per-user one otherwise.
+// Default lock directory: root's, shared with the members of the cronguard group; a private
+// per-user one for everyone else.
 export function defaultLockDir(env: Env, root: boolean): string {
-  if (root) return '/run/lock/cronguard';
+  if (root || joinsShared(SHARED_LOCK_DIR)) return SHARED_LOCK_DIR;
   if (env.XDG_RUNTIME_DIR) return join(env.XDG_RUNTIME_DIR, 'cronguard');
   return join(env.HOME || homedir(), '.cache', 'cronguard', 'locks');
 }
 
-// Default directory of the embedded run log, following the XDG base-directory spec.
+// Default directory of the embedded run log: root's, shared like the lock directory; else
+// the XDG base-directory spec's.
 export function defaultStateDir(env: Env, root: boolean): string {
-  if (root) return '/var/lib/cronguard';
+  if (root || joinsShared(SHARED_STATE_DIR)) return SHARED_STATE_DIR;
   if (env.XDG_STATE_HOME) return join(env.XDG_STATE_HOME, 'cronguard');
   return join(env.HOME || homedir(), '.local', 'state', 'cronguard');
 }

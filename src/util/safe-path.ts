@@ -1,6 +1,8 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
 import { CantCreateError, fileError, PermissionError, UsageError } from '../errors.js';
+import { mkdirp } from './io.js';
+import { euid, inGroup, isSharedPath, isSticky, makeRootDir, notShared, sharedWithMe, sharingGid } from './sharing.js';
 
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 // Never follow a link planted in place of the file, never block on a FIFO, never become
@@ -53,19 +55,43 @@ export function openRegular(path: string, flags: number, what: string, shown = p
   return fd;
 }
 
-// A directory only this user can write to: not a symlink, owned by us, not writable by
-// group or others. For root also every directory above it, up to /: a user who can write
-// to any of them could swap the directory for a link between the check and the open (the
-// SQLite run log is opened by path). Stricter than needed for an unprivileged user's own
-// files, so checked for root only; the others need only own the directory.
-export function checkPrivateDirectory(dir: string, what: string): void {
-  const uid = process.geteuid?.() ?? 0;
+// Makes a directory of cronguard's own files (state, locks) when missing, and checks it as
+// checkPrivateDirectory does. Root's shared directories are made for the group (see
+// sharing.ts); a member cannot make them, and is told who can. Returns the sharing group.
+export function preparePrivateDirectory(dir: string, what: string): number | null {
+  if (isSharedPath(dir) && euid() === 0) makeRootDir(dir, what);
+  else if (!isSharedPath(dir)) mkdirp(dir, 0o700);
+  else if (!existsNoFollow(dir)) throw new CantCreateError(notShared(dir, what, false));
+  else if (!sharedWithMe(lstatSync(dir))) throw new PermissionError(notShared(dir, what, true));
+  return checkPrivateDirectory(dir, what);
+}
+
+function existsNoFollow(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// A directory only this user can write to (not a symlink, owned by us, not writable by
+// group or others), or root's directory shared with a group this user is in, which must be
+// setgid and sticky (see sharing.ts): a member may change only what it made there. For root
+// also every directory above it, up to /: a user who can write to any of them could swap
+// the directory for a link between the check and the open (the SQLite run log is opened by
+// path). Stricter than needed for an unprivileged user's own files, so checked for root
+// only; the others need only own the directory. Returns the group it is shared with, or null.
+export function checkPrivateDirectory(dir: string, what: string): number | null {
+  const uid = euid();
   const stat = lstatOf(dir, what);
   if (stat.isSymbolicLink()) throw new CantCreateError(`${what} ${dir} is a symbolic link; give the real directory`);
   if (!stat.isDirectory()) throw new CantCreateError(`${what} ${dir} is not a directory`);
-  if (stat.uid !== uid) throw new PermissionError(`${what} ${dir} belongs to another user (uid ${stat.uid}); refusing to use it`);
-  if (stat.mode & 0o022) throw new PermissionError(`${what} ${dir} is writable by other users (mode ${(stat.mode & 0o7777).toString(8)}); chmod go-w it`);
-  if (uid !== 0) return;
+  const group = sharingGid(stat);
+  const shared = group !== null && stat.uid === 0 && isSticky(stat) && (uid === 0 || inGroup(group)) ? group : null;
+  if (shared === null && stat.uid !== uid) throw new PermissionError(`${what} ${dir} belongs to another user (uid ${stat.uid}); refusing to use it`);
+  if (shared === null && stat.mode & 0o022) throw new PermissionError(`${what} ${dir} is writable by other users (mode ${(stat.mode & 0o7777).toString(8)}); chmod go-w it`);
+  if (uid !== 0) return shared;
   // The real path: a symlink's own mode means nothing, what it points to does.
   for (let parent = dirname(realpathSync(dir)); ; parent = dirname(parent)) {
     const above = lstatOf(parent, what);
@@ -73,7 +99,7 @@ export function checkPrivateDirectory(dir: string, what: string): void {
     if ((above.uid !== 0 && above.uid !== uid) || othersWrite) {
       throw new PermissionError(`${what} ${dir} is inside ${parent}, which another user can change (uid ${above.uid}, mode ${(above.mode & 0o7777).toString(8)}); choose a directory only root controls`);
     }
-    if (parent === dirname(parent)) return;
+    if (parent === dirname(parent)) return shared;
   }
 }
 

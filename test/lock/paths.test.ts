@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { asNobody, cronguard, runs, sandbox, start } from '../helpers.js';
@@ -29,6 +29,17 @@ describe('lock paths that are refused', () => {
     symlinkSync('/etc/passwd', box.path('evil.lock'));
     const result = await cronguard(['--lock-file', box.path('evil.lock'), '--', 'true'], box.env);
     expectNothingRan(result, 73, /is a symbolic link/);
+  });
+
+  it('never changes an existing --lock-file, even one root owns that anyone can open (util-linux flock locks any file)', async () => {
+    const box = sandbox();
+    const file = box.path('shared.lock');
+    writeFileSync(file, 'precious\n', { mode: 0o644 });
+    chmodSync(file, 0o644);
+    const result = await cronguard(['--no-log', '--lock-file', file, '--', 'true'], box.env);
+    expect(result.code).toBe(0);
+    expect(statSync(file).mode & 0o7777).toBe(0o644);
+    expect(readFileSync(file, 'utf8')).toBe('precious\n');
   });
 
   it('a symlinked lock directory (73)', async () => {
@@ -70,12 +81,30 @@ describe('lock paths that are refused', () => {
     return start(['--no-log', '-n', 'j', '--', 'true'], box.env, asNobody).done;
   };
 
+  // The same, in a setgid directory of a group nobody is made a member of.
+  const runOnForeignLockFileInGroup = (mode: number) => {
+    const box = sandbox();
+    chmodSync(box.dir, 0o755);
+    mkdirSync(box.lockDir);
+    chownSync(box.lockDir, 0, 65534);
+    chmodSync(box.lockDir, 0o2770);
+    writeFileSync(join(box.lockDir, 'j.lock'), '', { mode });
+    chownSync(join(box.lockDir, 'j.lock'), 0, 65534);
+    return start(['--no-log', '-n', 'j', '--', 'true'], box.env, [...asNobody.slice(0, -2), '--groups=65534', '--']).done;
+  };
+
   it('a lock file the user cannot read (77)', async () => {
     expectNothingRan(await runOnForeignLockFile(0o600), 77, /permission denied/);
   });
 
-  it('shares a lock file that is only readable (flock needs no write access)', async () => {
-    expect(await runOnForeignLockFile(0o644)).toMatchObject({ code: 0, stderr: '' });
+  it('shares a lock file that is only readable (flock needs no write access), saying that anyone could hold it', async () => {
+    const result = await runOnForeignLockFile(0o644);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toMatch(/^cronguard: lock file .*j\.lock belongs to user root \(uid 0\) and any user can open it \(mode 644\), so anyone could hold this job's lock and make it skip; its owner should chmod o-rw it\n$/);
+  });
+
+  it('shares a lock file through its group: 0640 in a setgid directory closed to others', async () => {
+    expect(await runOnForeignLockFileInGroup(0o640)).toMatchObject({ code: 0, stderr: '' });
   });
 
   it('creates a private default lock directory 0700', async () => {
