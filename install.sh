@@ -15,6 +15,11 @@ DESTDIR=${DESTDIR:-}
 libdir=$PREFIX/lib/cronguard
 bindir=$PREFIX/bin
 mandir=$PREFIX/share/man/man1
+# systemd-tmpfiles makes root's shared lock directory again at every boot (/run is a tmpfs).
+case $PREFIX in
+  /usr | /usr/local) tmpfiles=$PREFIX/lib/tmpfiles.d/cronguard.conf ;;
+  *) tmpfiles=/etc/tmpfiles.d/cronguard.conf ;;
+esac
 
 # The directories install.sh created (PREFIX paths, one a line), so that --uninstall removes
 # those and only those. It lives in libdir, which belongs to cronguard entirely.
@@ -32,7 +37,7 @@ if [ "${1:-}" = --uninstall ]; then
   }
   created=
   [ -f "$DESTDIR$created_list" ] && created=$(cat "$DESTDIR$created_list")
-  for file in "$DESTDIR$bindir/cronguard" "$DESTDIR$bindir/cronguard.new" "$DESTDIR$mandir/cronguard.1"; do
+  for file in "$DESTDIR$bindir/cronguard" "$DESTDIR$bindir/cronguard.new" "$DESTDIR$mandir/cronguard.1" "$DESTDIR$tmpfiles"; do
     if [ -e "$file" ] || [ -L "$file" ]; then
       rm -f "$file"
       gone "$file"
@@ -54,6 +59,8 @@ if [ "${1:-}" = --uninstall ]; then
 $(printf '%s\n' "$created" | LC_ALL=C sort -r)
 DIRS
   [ "$removed" -gt 0 ] || say "nothing to remove in ${DESTDIR}${PREFIX}"
+  [ -n "$DESTDIR" ] || ! getent group cronguard >/dev/null ||
+    say "kept the group cronguard, /run/lock/cronguard and /var/lib/cronguard (run logs): remove them by hand if you want them gone"
   exit 0
 fi
 [ $# -eq 0 ] || die "unknown argument: $1 (use --uninstall or nothing)"
@@ -129,6 +136,28 @@ chmod 755 "$launcher.new"
 mv "$launcher.new" "$launcher"
 cp man/cronguard.1 "$DESTDIR$mandir/cronguard.1"
 chmod 644 "$DESTDIR$mandir/cronguard.1"
+
+# The group whose members share root's locks and run log (README, "Who shares a lock"), and
+# root's directories made for it now: setgid, so that what anyone makes there belongs to
+# the group; sticky, so that a member can rename or remove only its own files. Only for a
+# real install as root: a staged one (DESTDIR) leaves the system to its package.
+if [ "$(id -u)" = 0 ] && [ -z "$DESTDIR" ]; then
+  if ! getent group cronguard >/dev/null; then
+    groupadd --system cronguard || die "could not create the group cronguard"
+    say "created the group cronguard: its members share root's locks and run log (usermod -aG cronguard USER)"
+  fi
+  for dir in /run/lock/cronguard /var/lib/cronguard; do
+    [ -L "$dir" ] && die "$dir is a symbolic link; remove it and run install.sh again"
+    mkdir -p "$dir"
+    owner=$(stat -c %u "$dir")
+    [ "$owner" = 0 ] || die "$dir belongs to uid $owner, not root: someone else made it; remove it and run install.sh again"
+    chown root:cronguard "$dir"
+    chmod 3770 "$dir"
+  done
+  mkdir -p "$(dirname "$tmpfiles")"
+  printf '%s\n' '# cronguard: root'"'"'s lock directory, shared with the group cronguard (see man cronguard)' \
+    'd /run/lock/cronguard 3770 root cronguard -' > "$tmpfiles"
+fi
 
 say "installed $launcher (node: $node)"
 case ":$PATH:" in
