@@ -3,6 +3,7 @@ import { cpSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync }
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type Finished, ROOT, runFile as run, sandbox } from './helpers.js';
+import { TestHost } from './lock/users.js';
 
 // install.sh builds in its own directory, so it runs on a copy of the project: rebuilding
 // this dist/ would take the binary away from the tests running alongside.
@@ -114,5 +115,36 @@ describe('install.sh --uninstall', () => {
       `install.sh: removed ${at('opt')}`,
     ]);
     expect(tree(root)).toEqual([]);
+  }, 300_000);
+});
+
+// A real install as root: in a host of its own (test/lock/users.ts), whose /etc takes the
+// group and the tmpfiles rule and whose /run/lock and /var/lib start empty.
+describe.skipIf(process.geteuid?.() !== 0)('install.sh as root, without DESTDIR', () => {
+  it('creates the cronguard group, root:cronguard 3770 directories and a tmpfiles rule; a member then shares root\'s lock', async () => {
+    const box = sandbox();
+    const project = projectCopy(box.dir);
+    const host = new TestHost();
+    try {
+      const prefix = join(host.dir, 'prefix');
+      const installed = host.sh(`cd ${project} && PREFIX=${prefix} ./install.sh 2>&1`);
+      expect(installed).toContain('install.sh: created the group cronguard: its members share root\'s locks and run log (usermod -aG cronguard USER)');
+      expect(host.sh('getent group cronguard')).toMatch(/^cronguard:x:\d+:\n$/);
+      expect(host.sh('stat -c "%a %U %G" /run/lock/cronguard /var/lib/cronguard')).toBe('3770 root cronguard\n3770 root cronguard\n');
+      expect(host.sh('cat /etc/tmpfiles.d/cronguard.conf')).toMatch(/\nd \/run\/lock\/cronguard 3770 root cronguard -\n$/);
+      // Again: nothing new to create, nothing said of the group.
+      expect(host.sh(`cd ${project} && PREFIX=${prefix} ./install.sh 2>&1`)).not.toContain('created the group');
+
+      const alice = host.addUser('cg-alice', 61001, true);
+      host.sh('usermod -aG cronguard cg-alice');
+      expect(host.shAs(alice, `${prefix}/bin/cronguard -n shared -- true`)).toBe('exit 0\n');
+      expect(host.sh('stat -c "%a %U %G" /run/lock/cronguard/shared.lock')).toBe('660 cg-alice cronguard\n');
+
+      const removed = host.sh(`cd ${project} && PREFIX=${prefix} ./install.sh --uninstall 2>&1`);
+      expect(removed).toContain('install.sh: removed /etc/tmpfiles.d/cronguard.conf');
+      expect(removed).toContain('install.sh: kept the group cronguard, /run/lock/cronguard and /var/lib/cronguard');
+    } finally {
+      host.close();
+    }
   }, 300_000);
 });

@@ -1,13 +1,13 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Finished, type Started, start, waitFor } from '../helpers.js';
 
 // A host of its own for tests of who shares a lock: a mount namespace in which /run/lock and
-// /var/lib are empty (root's default lock and state directories start afresh), and
-// /etc/passwd and /etc/group are copies holding the test's users and, if asked, the
-// cronguard group. The users are real to the kernel (their own uids, checked by every open
+// /var/lib are empty (root's default lock and state directories start afresh), and /etc is
+// an overlay whose changes (the test's users, the cronguard group, what install.sh writes)
+// stay in the test's directory. The users are real to the kernel (their own uids, checked by every open
 // and flock), exist only while the test does, and leave the machine's own files untouched.
 // Root only (namespaces and setpriv); each invocation runs in the namespace through nsenter.
 
@@ -42,16 +42,12 @@ export class TestHost {
   private readonly holder: ChildProcess;
   private readonly users = new Map<string, User>();
   private readonly groups: number[] = [];
-  private readonly passwd: string;
-  private readonly group: string;
 
   constructor() {
     this.dir = mkdtempSync(join(tmpdir(), 'cronguard-host-'));
     chmodSync(this.dir, 0o755);
-    this.passwd = join(this.dir, 'passwd');
-    this.group = join(this.dir, 'group');
-    writeFileSync(this.passwd, readFileSync('/etc/passwd'));
-    writeFileSync(this.group, readFileSync('/etc/group'));
+    mkdirSync(join(this.dir, 'etc'));
+    mkdirSync(join(this.dir, 'etc-work'));
     // unshare execs sleep in the new namespace: its pid is the namespace's handle.
     this.holder = spawn('unshare', ['--mount', '--propagation', 'private', 'sleep', 'infinity'], { stdio: 'ignore' });
     inNewNamespace(this.holder.pid as number);
@@ -59,8 +55,7 @@ export class TestHost {
       'set -e',
       'mount -t tmpfs -o mode=1777 tmpfs /run/lock',
       'mount -t tmpfs -o mode=755 tmpfs /var/lib',
-      `mount --bind ${this.passwd} /etc/passwd`,
-      `mount --bind ${this.group} /etc/group`,
+      `mount -t overlay overlay -o lowerdir=/etc,upperdir=${this.dir}/etc,workdir=${this.dir}/etc-work /etc`,
     ].join('\n'));
   }
 
@@ -69,7 +64,7 @@ export class TestHost {
     const home = join(this.dir, name);
     mkdirSync(home, { mode: 0o700 });
     chownSync(home, uid, uid);
-    writeFileSync(this.passwd, `${readFileSync(this.passwd, 'utf8')}${name}:x:${uid}:${uid}::${home}:/bin/sh\n`);
+    this.sh(`echo '${name}:x:${uid}:${uid}::${home}:/bin/sh' >> /etc/passwd`);
     this.addGroupLine(`${name}:x:${uid}:`);
     const user = { name, uid, home, member };
     this.users.set(name, user);
@@ -130,7 +125,7 @@ export class TestHost {
   private prefix(user: User | null): string[] {
     const enter = ['nsenter', '-t', String(this.holder.pid), '-m', '--'];
     if (!user) return enter;
-    const groups = user.member ? [`--groups=${GROUP_ID}`] : ['--clear-groups'];
+    const groups = user.member ? [`--groups=${this.cronguardGid()}`] : ['--clear-groups'];
     return [...enter, 'setpriv', `--reuid=${user.uid}`, `--regid=${user.uid}`, ...groups, '--'];
   }
 
@@ -146,8 +141,14 @@ export class TestHost {
     };
   }
 
+  // The cronguard group's gid as the host's /etc/group has it (install.sh's groupadd picks one).
+  private cronguardGid(): number {
+    const found = /^cronguard:[^:]*:(\d+):/m.exec(this.sh('cat /etc/group'));
+    return found ? Number(found[1]) : GROUP_ID;
+  }
+
   private addGroupLine(line: string): void {
-    writeFileSync(this.group, `${readFileSync(this.group, 'utf8')}${line}\n`);
+    this.sh(`echo '${line}' >> /etc/group`);
   }
 
   private enter(...argv: string[]): string {
