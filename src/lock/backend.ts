@@ -43,6 +43,15 @@ export interface LockBackend {
   holder?(): Promise<LocalHolder>;
 }
 
+// Where a local lock's files live. `gid`: the group the directory shares them with (see
+// sharing.ts); `managed`: the directory is cronguard's own default one, whose existing files
+// cronguard may tighten (and root take over); in a directory the user named, an existing
+// file is never changed, whoever owns it.
+export interface LockPlace {
+  readonly gid: number | null;
+  readonly managed: boolean;
+}
+
 // The holder of a local lock: the pid that took it (from /proc/locks, or the lease), so a
 // skip is counted on its run even when only what that run left behind still holds the lock;
 // and, when the holder is a process of a user who does not share the job, who that is.

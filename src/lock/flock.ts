@@ -5,7 +5,7 @@ import { loadAddon } from '../util/addon.js';
 import type { Messages } from '../util/io.js';
 import { openInDirectory, openRegular } from '../util/safe-path.js';
 import { describeUser, euid, fileMode, settleFile, stillNamed } from '../util/sharing.js';
-import { type Lock, type LockBackend, retryUntil } from './backend.js';
+import { type Lock, type LockBackend, type LockPlace, retryUntil } from './backend.js';
 
 // fs-ext's addon itself (its fs-ext.js only maps 'exnb' to these flags).
 type FsExtBinding = { flock(fd: number, operation: number): void; constants: { LOCK_EX: number; LOCK_NB: number } };
@@ -18,12 +18,13 @@ const OPEN_FLAGS = constants.O_RDONLY | constants.O_CREAT;
 // the command, so the lock is held for as long as the command or anything it started lives.
 // `inLockDir`: the file lives in a lock directory cronguard checked, and is opened relative
 // to it; otherwise (--lock-file) by its path. Anyone who can open a lock file can hold it,
-// and every run would skip: one in a lock directory is made readable by its owner alone, or
-// by the group `gid` the directory shares it with, and an older, looser one is tightened
-// before it is locked. A --lock-file is any file the user named (util-linux flock locks
-// /etc/passwd as well): it is created so, but an existing one is never changed, only
+// and every run would skip: it is created readable by its owner alone, or by the group
+// `gid` its directory shares it with; an older, looser one in cronguard's own (`managed`)
+// lock directory is tightened before it is locked. A file the user pointed at (--lock-file,
+// --lock-dir) is never changed: util-linux flock locks /etc/passwd as readily; it is only
 // reported when anyone can open it.
-export function flockBackend(path: string, inLockDir: boolean, gid: number | null, say: Messages): LockBackend {
+export function flockBackend(path: string, place: LockPlace & { readonly inLockDir: boolean }, say: Messages): LockBackend {
+  const { gid, inLockDir, managed } = place;
   const binding = loadAddon<FsExtBinding>('fs-ext', 'build/Release/fs_ext.node');
   const exclusiveNow = binding.constants.LOCK_EX | binding.constants.LOCK_NB;
   const mode = fileMode(gid);
@@ -33,13 +34,13 @@ export function flockBackend(path: string, inLockDir: boolean, gid: number | nul
   // Root takes over what a member made in its shared directory (see settleFile), and then
   // makes sure the name still leads to it: renamed away before that, it would lock a file
   // nobody else finds.
-  const takeOver = inLockDir && gid !== null && euid() === 0;
+  const takeOver = managed && gid !== null && euid() === 0;
   let warned = false;
   const open = (): number => {
     for (let tries = 1; ; tries++) {
       const fd = opened();
       try {
-        const stat = inLockDir ? settleFile(fd, gid, path, 'lock file', takeOver) : fstatSync(fd);
+        const stat = managed ? settleFile(fd, gid, path, 'lock file', takeOver) : fstatSync(fd);
         if (takeOver && !stillNamed(fd, path)) {
           if (tries < 3) {
             closeSync(fd);

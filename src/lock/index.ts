@@ -32,11 +32,11 @@ export async function openLockBackend(config: RunConfig, say: Messages): Promise
       const dir = config.lockDir as string;
       const gid = ensureLockDir(dir, config.lockDirDefault);
       const { lockfileBackend } = await import('./lockfile.js');
-      return lockfileBackend(dir, config.name, gid);
+      return lockfileBackend(dir, config.name, { gid, managed: config.lockDirDefault });
     }
     case 'flock': {
       const gid = config.lockDir !== null ? ensureLockDir(config.lockDir, config.lockDirDefault) : parentSharingGid(config.lockPath);
-      return flockBackend(config.lockPath, config.lockDir !== null, gid, say);
+      return flockBackend(config.lockPath, { gid, inLockDir: config.lockDir !== null, managed: config.lockDir !== null && config.lockDirDefault }, say);
     }
   }
 }

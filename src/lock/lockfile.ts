@@ -4,7 +4,7 @@ import { CantCreateError, CronguardError, fileError } from '../errors.js';
 import { createExclusive } from '../util/safe-path.js';
 import { euid, fileMode, settleFile, stillNamed } from '../util/sharing.js';
 import { monotonicMs } from '../util/time.js';
-import { type Lock, type LockBackend, retryUntil } from './backend.js';
+import { type Lock, type LockBackend, type LockPlace, retryUntil } from './backend.js';
 
 // A lease for file systems where flock(2) cannot be trusted (NFS): the holder refreshes it
 // every UPDATE_MS; one not refreshed for STALE_MS was abandoned and may be taken over. Its
@@ -25,10 +25,10 @@ const LAPSE_MS = 5_000;
 // LAPSE_MS loses the lock (exit 75).
 // The container and its epochs are private to their owner, or shared with the group `gid`
 // of a shared lock directory, like flock's lock files.
-export function lockfileBackend(dir: string, name: string, gid: number | null): LockBackend {
+export function lockfileBackend(dir: string, name: string, { gid, managed }: LockPlace): LockBackend {
   const container = `${dir}/${name}.lockdir`;
   const tryOnce = (): Lock | null => {
-    makeContainer(container, gid);
+    makeContainer(container, gid, managed);
     const latest = highestEpoch(container);
     if (latest > 0n && isFresh(epochPath(container, latest))) return null;
     const mine = latest + 1n;
@@ -115,11 +115,14 @@ function hold(container: string, epoch: bigint): Lock {
 }
 
 // Made 0700, or 3770 in a shared directory: every member makes epochs in it, and the
-// sticky bit keeps each from removing another's. Root takes over one a member made, and
-// checks that the name still leads to it; all through the directory's own descriptor.
-function makeContainer(container: string, gid: number | null): void {
+// sticky bit keeps each from removing another's. In cronguard's own lock directory root
+// takes over one a member made, and checks that the name still leads to it; all through the
+// directory's own descriptor.
+function makeContainer(container: string, gid: number | null, managed: boolean): void {
+  let created = false;
   try {
     mkdirSync(container, 0o700);
+    created = true;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw fileError('lock directory', container, error);
   }
@@ -133,12 +136,13 @@ function makeContainer(container: string, gid: number | null): void {
     const stat = fstatSync(fd);
     const mode = gid === null ? 0o700 : 0o3770;
     let mine = stat.uid === euid();
-    if (!mine && gid !== null && euid() === 0) {
+    if (!mine && managed && gid !== null && euid() === 0) {
       fchownSync(fd, 0, gid);
       if (!stillNamed(fd, container)) throw new CantCreateError(`lock directory ${container} was replaced while cronguard took it over; try again`);
       mine = true;
     }
-    if (mine && (stat.mode & 0o7777) !== mode) fchmodSync(fd, mode);
+    // An existing one is changed only in cronguard's own lock directory.
+    if (mine && (created || managed) && (stat.mode & 0o7777) !== mode) fchmodSync(fd, mode);
   } catch (error) {
     throw error instanceof CronguardError ? error : fileError('lock directory', container, error);
   } finally {
@@ -156,8 +160,10 @@ function unlinkQuietly(path: string): void {
 
 // Epoch numbers in canonical decimal only, compared as BigInt: a Number would round
 // epoch-9007199254740993 down to its predecessor, and print 10^21 as "1e+21", a name the
-// next reader does not count. Any other name in the container is not an epoch.
-const EPOCH = /^epoch-([1-9]\d*)$/;
+// next reader does not count. At most 240 digits, so that the next one's name still fits a
+// file name (255 bytes): a longer one planted would stop every run. Any other name in the
+// container is not an epoch.
+const EPOCH = /^epoch-([1-9]\d{0,239})$/;
 
 // The highest epoch in the container; 0 when there is none yet.
 export function highestEpoch(container: string): bigint {

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe } from '../errors.js';
 import { type Messages, mkdirp } from '../util/io.js';
 import { checkPrivateDirectory, createExclusive, preparePrivateDirectory } from '../util/safe-path.js';
+import { moveAsideUnlessRoots } from '../util/sharing.js';
 import { ByteRing } from './byte-ring.js';
 import { liveDir, liveName, NEXT_SUFFIX, STOPPED_SUFFIX, sweepStale, UNCAPTURED_SUFFIX } from './live-file.js';
 
@@ -96,7 +97,8 @@ export class LiveCopy {
     try {
       // The state directory first: nothing is made inside one that is not ours alone (root's
       // run log refuses another user's; so must its live copy).
-      preparePrivateDirectory(this.stateDir, 'state directory');
+      // In root's shared state directory, a member may have made `live` first.
+      if (preparePrivateDirectory(this.stateDir, 'state directory') !== null) moveAsideUnlessRoots(this.dir);
       mkdirp(this.dir, 0o700);
       checkPrivateDirectory(this.dir, 'live output directory');
       this.touched = true;

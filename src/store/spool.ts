@@ -4,7 +4,7 @@ import { describe } from '../errors.js';
 import type { Messages } from '../util/io.js';
 import { isSameProcess, processStart } from '../util/process-id.js';
 import { checkPrivateDirectory, openRegular, preparePrivateDirectory } from '../util/safe-path.js';
-import { ownSubdir } from '../util/sharing.js';
+import { moveAsideUnlessRoots, ownSubdir } from '../util/sharing.js';
 import type { NewRun, RunOutcome, RunStatus, RunStore } from './types.js';
 
 // A run whose record could not reach PostgreSQL, as JSON. Its run key makes delivery an
@@ -79,8 +79,8 @@ export class Spool {
   // leaves the previous record of the run (or none), never a truncated one.
   write(record: SpooledRun): void {
     // The state directory is checked before anything is made in it.
-    preparePrivateDirectory(this.stateDir, 'state directory');
-    this.checked(true);
+    const shared = preparePrivateDirectory(this.stateDir, 'state directory') !== null;
+    this.checked(true, shared);
     const file = join(this.dir, `${record.run.runKey.replace(/[^A-Za-z0-9._-]/g, '_')}.json`);
     const temp = `${file}.tmp`;
     rmSync(temp, { force: true });
@@ -100,10 +100,14 @@ export class Spool {
 
   // The spool's directories, made level by level (`create`) and each checked as ours before
   // the next is made or anything is read or renamed in it: in root's shared state directory
-  // a member could have made `spool` first, or left a link in its place.
-  private checked(create: boolean): void {
+  // a member could have made `spool` first, or left a link in its place (root moves such a
+  // thing aside there, see moveAsideUnlessRoots; anywhere else it is refused).
+  private checked(create: boolean, shared = false): void {
     for (const dir of [dirname(this.dir), this.dir]) {
-      if (create) mkdirOnce(dir);
+      if (create) {
+        if (shared) moveAsideUnlessRoots(dir);
+        mkdirOnce(dir);
+      }
       checkPrivateDirectory(dir, 'spool directory');
     }
   }

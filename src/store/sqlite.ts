@@ -1,14 +1,13 @@
-import { closeSync, constants } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { addonFile } from '../util/addon.js';
 import { SQLITE_FILE } from '../util/paths.js';
-import { openInDirectory, preparePrivateDirectory } from '../util/safe-path.js';
-import { euid, fileMode, settleFile } from '../util/sharing.js';
+import { preparePrivateDirectory } from '../util/safe-path.js';
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
 import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
+import { prepareSqliteFiles } from './sqlite-files.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import { listRunsSql, SQL } from './sqlite-sql.js';
 import {
@@ -30,21 +29,8 @@ export class SqliteStore implements RunStore {
 
   static open(stateDir: string): SqliteStore {
     const gid = preparePrivateDirectory(stateDir, 'state directory');
+    prepareSqliteFiles(stateDir, gid);
     const file = join(stateDir, SQLITE_FILE);
-    // SQLite creates -wal and -shm with the database file's mode, so creating the file
-    // 0600 (0660 for the group of a shared directory) first keeps all three so; and a link
-    // or FIFO in its place is refused. Root, in a directory its group shares, makes all
-    // three its own before SQLite opens them by name: a member could otherwise have left a
-    // link where SQLite, as root, would follow it.
-    const takeOver = gid !== null && euid() === 0;
-    for (const name of takeOver ? [SQLITE_FILE, `${SQLITE_FILE}-wal`, `${SQLITE_FILE}-shm`] : [SQLITE_FILE]) {
-      const fd = openInDirectory(stateDir, name, constants.O_RDONLY | constants.O_CREAT, 'run log', fileMode(gid));
-      try {
-        settleFile(fd, gid, join(stateDir, name), 'run log', takeOver);
-      } finally {
-        closeSync(fd);
-      }
-    }
     const db = new Database(file, {
       timeout: 10_000,
       nativeBinding: sqliteAddon(),

@@ -1,4 +1,5 @@
 import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, type Stats } from 'node:fs';
+import { userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileError, PermissionError } from '../errors.js';
 import { mkdirp } from './io.js';
@@ -42,6 +43,7 @@ export function inGroup(gid: number): boolean {
 export function joinsShared(dir: string): boolean {
   const gid = groupId(SHARED_GROUP);
   if (gid !== null && inGroup(gid)) return true;
+  if (sessionLacksGroup()) return true;
   try {
     const stat = lstatSync(dir);
     const shared = sharingGid(stat);
@@ -49,6 +51,16 @@ export function joinsShared(dir: string): boolean {
   } catch {
     return false;
   }
+}
+
+// Listed in the cronguard group by /etc/group, in a session started before that (groups are
+// read at login): such a member must not quietly take a lock of its own.
+function sessionLacksGroup(): boolean {
+  const gid = groupId(SHARED_GROUP);
+  if (gid === null || inGroup(gid)) return false;
+  const me = userInfo().username;
+  const members = lookup('/etc/group', (fields) => fields[0] === SHARED_GROUP)?.[3]?.split(',') ?? [];
+  return members.includes(me) || lookup('/etc/passwd', (fields) => fields[0] === me)?.[3] === String(gid);
 }
 
 // Whether `stat` is root's directory shared with a group this user is in.
@@ -59,6 +71,9 @@ export function sharedWithMe(stat: Stats): boolean {
 
 // What a member is told when root's shared directory is not (yet) what it must be.
 export function notShared(dir: string, what: string, exists: boolean): string {
+  if (sessionLacksGroup()) {
+    return `${what} ${dir}: you are in group ${SHARED_GROUP} by /etc/group, but this login session is not yet; log in again, or run it through sg ${SHARED_GROUP} -c '...'`;
+  }
   const state = exists ? 'is not shared with group ' : 'does not exist yet; it is shared with group ';
   return `${what} ${dir} ${state}${SHARED_GROUP}: root makes it so (install.sh, systemd-tmpfiles at boot, or any cronguard run as root), or give a directory of your own`;
 }
@@ -72,12 +87,18 @@ export function isSharedPath(dir: string): boolean {
 // without the sticky bit). Without the group it is root's alone (0700). The changes go
 // through a descriptor of the directory itself, never through a path someone could swap.
 export function makeRootDir(dir: string, what: string): void {
-  try {
-    mkdirp(dirname(dir), 0o755);
-    moveSquatterAside(dir);
-    mkdirSync(dir, 0o700);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw fileError(what, dir, error);
+  // Someone may make it again between the move and root's mkdir: a few rounds settle that.
+  for (let round = 1; ; round++) {
+    try {
+      mkdirp(dirname(dir), 0o755);
+      moveAsideUnlessRoots(dir);
+      mkdirSync(dir, 0o700);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw fileError(what, dir, error);
+      const stat = lstatSync(dir);
+      if ((stat.isDirectory() && stat.uid === 0) || round === 5) break;
+    }
   }
   let fd: number;
   try {
@@ -104,18 +125,20 @@ export function makeRootDir(dir: string, what: string): void {
   }
 }
 
-// Anybody may create in /run/lock: someone who made root's directory before root did (or a
-// link, or a file, in its place) would stop every job. It is moved aside, left for the
-// operator to look at, and root makes its own.
-function moveSquatterAside(dir: string): void {
+// Anybody may create in /run/lock, and a member in root's shared state directory: whatever
+// someone else made where root keeps a directory of its own (a directory, a link, a file)
+// would stop root's jobs or steer them. Root moves it aside under a name nobody can guess
+// (so nobody can take that name first), for the operator to look at, and makes its own.
+export function moveAsideUnlessRoots(path: string): void {
+  if (euid() !== 0) return;
   let stat: Stats;
   try {
-    stat = lstatSync(dir);
+    stat = lstatSync(path);
   } catch {
     return;
   }
   if (stat.isDirectory() && stat.uid === 0) return;
-  renameSync(dir, `${dir}.not-root-${stat.uid}-${Date.now()}`);
+  renameSync(path, `${path}.not-root-${stat.uid}-${Date.now()}-${Math.random().toString(36).slice(2, 12)}`);
 }
 
 // Gives a file cronguard opened the mode its directory calls for (fileMode), and in a shared

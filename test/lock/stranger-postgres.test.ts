@@ -17,7 +17,9 @@ describe.skipIf(!root)('a stranger holding a local lock, with a PostgreSQL run l
     mkdirSync(box.lockDir, { mode: 0o755 });
     const lock = join(box.lockDir, `${job}.lock`);
     writeFileSync(lock, '', { mode: 0o644 });
-    const ready = box.path('held');
+    mkdirSync(box.path('marks'), { mode: 0o777 });
+    chmodSync(box.path('marks'), 0o777);
+    const ready = box.path('marks/held');
     const holder = spawn(asNobody[0] as string, [...asNobody.slice(1), 'flock', '-n', '-s', lock, 'sh', '-c', `touch ${ready}; exec sleep 1000`], {
       stdio: 'ignore',
       detached: true,
@@ -26,8 +28,10 @@ describe.skipIf(!root)('a stranger holding a local lock, with a PostgreSQL run l
       await waitFor(() => existsSync(ready) || holder.exitCode !== null, 'nobody to take the lock');
       const skipped = await cronguard(['-l', 'flock', '-n', job, '--', 'sh', '-c', `echo ran >> ${box.path('runs')}`], box.env);
       expect(skipped.code).toBe(0);
+      // A lock directory the user named: its loose lock file is reported, not changed.
       expect(skipped.stderr).toBe(
-        `cronguard: ${job} did not run: its lock (flock ${lock}) is held by user nobody (uid 65534), pid ${holder.pid}, who does not share this job; stop that process\n`,
+        `cronguard: lock file ${lock} belongs to user root (uid 0) and any user can open it (mode 644), so anyone could hold this job's lock and make it skip; its owner should chmod o-rw it\n` +
+          `cronguard: ${job} did not run: its lock (flock ${lock}) is held by user nobody (uid 65534), pid ${holder.pid}, who does not share this job; stop that process\n`,
       );
       expect(lines(box.path('runs'))).toEqual([]);
       expect(await pgRuns(box.schema)).toEqual([]);

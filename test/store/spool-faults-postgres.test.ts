@@ -61,7 +61,7 @@ describe('spool faults', () => {
     const result = await cronguard(['-l', 'flock', '-n', box.job('nowhere'), '--', 'echo', 'ran'], env);
     expect(result).toMatchObject({ code: 0, stdout: 'ran\n' });
     expect(result.stderr).toMatch(
-      /^cronguard: run log \S+ \(schema \w+\) unavailable \(open: .*ECONNREFUSED.*\); the spool in \S+ cannot be written either \(ENOTDIR \(mkdir\)\); this run goes unrecorded\n$/,
+      /^cronguard: run log \S+ \(schema \w+\) unavailable \(open: .*ECONNREFUSED.*\); the spool in \S+ cannot be written either \(spool directory \S+ is not a directory\); this run goes unrecorded\n$/,
     );
   });
 
