@@ -19,6 +19,8 @@ export interface StoreBox extends Sandbox {
   requests(): Promise<RequestRow[]>;
   // A request made as a web application makes it: the documented statement, in SQL.
   request(job: string, args?: string[]): Promise<number>;
+  // Deletes a request, as a hand or a prune would.
+  forgetRequest(id: number): Promise<void>;
   // Finished runs written straight into the log (after `cronguard migrate`), for tests that
   // need known durations, statuses and ages.
   insertRuns(rows: readonly SeedRun[]): Promise<void>;
@@ -70,6 +72,14 @@ export function storeBox(kind: StoreKind): StoreBox {
           d.close();
         }
       },
+      forgetRequest: async (id) => {
+        const d = db();
+        try {
+          d.prepare('DELETE FROM requests WHERE id = ?').run(id);
+        } finally {
+          d.close();
+        }
+      },
       request: async (job, args = []) => {
         const d = db();
         try {
@@ -90,6 +100,9 @@ export function storeBox(kind: StoreKind): StoreBox {
       for (const r of rows) {
         await sql(`INSERT INTO "${box.schema}".runs (${SEED_COLUMNS}) VALUES ($1, $2, 'cron', 1, $3, 1, 'seed', $4, $5, $6, $7, $8)`, seedValues(r));
       }
+    },
+    forgetRequest: async (id) => {
+      await sql(`DELETE FROM "${box.schema}".requests WHERE id = $1`, [id]);
     },
     request: async (job, args = []) => Number((await sql<{ id: string }>(`SELECT "${box.schema}".request($1, $2) AS id`, [job, args]))[0]?.id),
   };

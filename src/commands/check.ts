@@ -2,6 +2,7 @@ import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, storeError, UsageError } from '../errors.js';
 import { blockedSince, type JobStatus } from '../store/jobs.js';
 import { formatDuration, parseDuration } from '../util/duration.js';
+import { printable } from './format.js';
 import { redact } from '../util/redact.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
@@ -105,7 +106,9 @@ function judgeRuns(job: JobStatus, limits: Limits, now: number): Verdict {
 }
 
 function print(job: string | null, v: Verdict, json: boolean): number {
-  const message = redact(v.message);
+  // One line a monitor reads: text from the run log cannot end it, nor start performance
+  // data with a '|' of its own.
+  const message = printable(redact(v.message)).replaceAll('|', '/');
   if (json) {
     const perf = Object.fromEntries(v.perf.map(([label, value]) => [`${label}_s`, Math.round(value * 1000) / 1000]));
     process.stdout.write(`${JSON.stringify({ job, state: STATES[v.state], exit_code: v.state, message, ...perf }, null, 2)}\n`);

@@ -1,5 +1,5 @@
 import type { Settings } from '../cli/settings.js';
-import { UsageError } from '../errors.js';
+import { NotFoundError, UsageError } from '../errors.js';
 import { validateName } from '../util/name.js';
 import { userName } from '../util/user.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
@@ -28,7 +28,18 @@ export async function enable(args: readonly string[], settings: Settings): Promi
   parse(program, args);
   const name = validateName(program.args[0] as string);
   const log = await new StoreChoice(program.opts(), settings).open();
-  await log.setPaused(name, null).finally(() => log.close());
+  try {
+    // A mistyped name must not read as done.
+    const [job] = await log.jobStatus(name);
+    if (!job) throw new NotFoundError(`no job ${name} in the run log; nothing to resume`);
+    if (job.state !== 'disabled') {
+      process.stderr.write(`cronguard: ${name} was not paused\n`);
+      return 0;
+    }
+    await log.setPaused(name, null);
+  } finally {
+    await log.close();
+  }
   process.stderr.write(`cronguard: ${name} resumed\n`);
   return 0;
 }

@@ -1,14 +1,14 @@
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError, UsageError } from '../errors.js';
-import type { RequestRow } from '../store/requests.js';
 import type { RunStore } from '../store/types.js';
-import { formatDuration, parseDuration } from '../util/duration.js';
-import { sleep } from '../util/io.js';
+import { parseDuration } from '../util/duration.js';
 import { validateName } from '../util/name.js';
 import { userName } from '../util/user.js';
 import { parseAt } from '../util/time.js';
+import { argumentFits, argumentRoom, execBytes, MAX_ARG_BYTES } from '../run/arg-limits.js';
 import { parse, positiveInt, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { tableTime } from './format.js';
+import { waitFor } from './request-wait.js';
+import { printable, tableTime } from './format.js';
 import { colours, renderTable } from './table.js';
 
 interface RequestFlags {
@@ -47,10 +47,15 @@ export async function request(args: readonly string[], settings: Settings): Prom
   const notBefore = flags.at === undefined ? new Date() : parseAt(flags.at);
   const by = flags.by ?? userName();
   if (by.length > 200) throw new UsageError('--by: at most 200 characters');
+  fitsACommandLine(extra);
   const log = await store.open();
   try {
     const id = await log.addRequest({ job: name, args: extra, notBefore, requestedBy: by });
     process.stdout.write(`${id}\n`);
+    // A person at a terminal who mistyped the name is told; a script gets the id alone.
+    if (process.stderr.isTTY && (await neverRan(log, name))) {
+      process.stderr.write(`cronguard: no run of ${name} is in the run log yet; the request waits for one (is the name right?)\n`);
+    }
     if (!flags.wait) return 0;
     return await waitFor(log, id, timeoutMs);
   } finally {
@@ -70,23 +75,17 @@ async function cancel(log: RunStore, id: number): Promise<number> {
   }
 }
 
-// Polls the request until it has ended; a run's exit code is the answer.
-async function waitFor(log: RunStore, id: number, timeoutMs: number | null): Promise<number> {
-  const deadline = timeoutMs === null ? Number.POSITIVE_INFINITY : Date.now() + timeoutMs;
-  for (let delay = 50; ; delay = Math.min(delay * 2, 1000)) {
-    const row = (await log.getRequest(id)) as RequestRow;
-    if (row.status === 'cancelled') throw new NotFoundError(`request ${id} was cancelled`);
-    if (row.status === 'succeeded' || row.status === 'failed') {
-      const ran = row.run_id === null ? '' : ` by run ${row.run_id} (cronguard logs ${row.run_id})`;
-      if (row.status === 'failed') process.stderr.write(`cronguard: request ${id} failed${ran}, exit ${row.exit_code ?? '-'}\n`);
-      return row.exit_code ?? (row.status === 'succeeded' ? 0 : 1);
-    }
-    if (Date.now() + delay > deadline) {
-      process.stderr.write(`cronguard: request ${id} is still ${row.status} after ${formatDuration(timeoutMs ?? 0)}; stopped waiting\n`);
-      return 124;
-    }
-    await sleep(delay);
-  }
+// Arguments that no command line could take are refused now, not at the run (see arg-limits).
+function fitsACommandLine(args: readonly string[]): void {
+  const long = args.findIndex((arg) => !argumentFits(arg));
+  if (long >= 0) throw new UsageError(`argument ${long + 1} is ${Buffer.byteLength(args[long] as string)} bytes; a command line takes at most ${MAX_ARG_BYTES - 1} bytes in one argument`);
+  const room = argumentRoom([], {});
+  if (execBytes(args) > room) throw new UsageError(`the arguments take ${execBytes(args)} bytes; a command line here takes at most ${room} in all`);
+}
+
+async function neverRan(log: RunStore, name: string): Promise<boolean> {
+  const [job] = await log.jobStatus(name);
+  return !job || (job.last_run_id === null && job.running_run_id === null);
 }
 
 // `cronguard requests [NAME]`: pending and recent requests, newest first.
@@ -108,8 +107,8 @@ export async function requests(args: readonly string[], settings: Settings): Pro
   } else {
     const c = colours();
     const cells = rows.map((r) => [
-      String(r.id), r.job, r.status, tableTime(r.requested_at), tableTime(r.not_before), r.requested_by ?? '-',
-      String(r.run_id ?? '-'), r.exit_code === null ? '-' : String(r.exit_code), r.args.join(' '),
+      String(r.id), printable(r.job), r.status, tableTime(r.requested_at), tableTime(r.not_before), printable(r.requested_by ?? '-'),
+      String(r.run_id ?? '-'), r.exit_code === null ? '-' : String(r.exit_code), r.args.map(printable).join(' '),
     ]);
     process.stdout.write(renderTable(['ID', 'JOB', 'STATUS', 'REQUESTED', 'NOT BEFORE', 'BY', 'RUN', 'EXIT', 'ARGS'], cells, c));
   }

@@ -4,7 +4,7 @@ import { NotFoundError } from '../errors.js';
 import { blockedSince, type JobStatus } from '../store/jobs.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { age, ago, clip, duration, tableTime, percent, sparkline, terminalWidth, zoneName } from './format.js';
+import { age, ago, clip, duration, percent, printable, sparkline, tableTime, terminalWidth, zoneName } from './format.js';
 import { colours, paintStatus, renderTable } from './table.js';
 
 // `cronguard status [NAME]`: every job at a glance, one line each; for one job, all there
@@ -34,7 +34,7 @@ function overview(jobs: readonly JobStatus[], c: ChalkInstance): string {
   const now = Date.now();
   const headers = ['JOB', 'STATE', 'LAST', 'AGO', 'OK AGO', 'OK%', 'MEDIAN', 'P95', 'SKIPS', 'NEXT', 'RECENT', 'REQ'];
   const rows = jobs.map((j) => [
-    j.job,
+    printable(j.job),
     state(j, c, now),
     j.last_status === null ? '-' : `${paintStatus(c, j.last_status)}${j.last_status === 'succeeded' || j.last_exit_code === null ? '' : ` ${j.last_exit_code}`}`,
     age(j.last_started_at, now),
@@ -56,7 +56,7 @@ function overview(jobs: readonly JobStatus[], c: ChalkInstance): string {
 
 function state(j: JobStatus, c: ChalkInstance, now: number): string {
   if (j.state === 'running') return c.cyan(`running ${age(j.running_since, now)}`);
-  if (j.state === 'disabled') return c.yellow(clip(`paused${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`, 24));
+  if (j.state === 'disabled') return c.yellow(clip(printable(`paused${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`), 24));
   return 'idle';
 }
 
@@ -73,11 +73,11 @@ function detail(j: JobStatus, c: ChalkInstance): string {
   const width = terminalWidth();
   const counts = Object.entries(j.runs_total).map(([s, n]) => `${n} ${s}`).join(', ');
   const lines: [string, string | null][] = [
-    ['state', `${state(j, c, now)}${j.state === 'running' ? ` on ${j.running_host} (pid ${j.running_pid}, run ${j.running_run_id}, since ${when(j.running_since)})` : ''}`],
-    ['paused', j.state === 'disabled' ? `since ${when(j.disabled_since)}${j.disabled_by ? ` by ${j.disabled_by}` : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}` : null],
-    ['blocked', blockedSince(j) === null ? null : c.yellow(`skipped ${when(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job`)],
-    ['command', j.command === null ? null : clip(j.command, Math.max(20, width - 15))],
-    ['host', j.host === null ? null : `${j.host}, last seen ${when(j.last_seen_at)}`],
+    ['state', `${state(j, c, now)}${j.state === 'running' ? ` on ${printable(j.running_host ?? '?')} (pid ${j.running_pid}, run ${j.running_run_id}, since ${when(j.running_since)})` : ''}`],
+    ['paused', j.state === 'disabled' ? printable(`since ${when(j.disabled_since)}${j.disabled_by ? ` by ${j.disabled_by}` : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`) : null],
+    ['blocked', blockedSince(j) === null ? null : c.yellow(printable(`skipped ${when(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job`))],
+    ['command', j.command === null ? null : clip(printable(j.command), Math.max(20, width - 15))],
+    ['host', j.host === null ? null : `${printable(j.host)}, last seen ${when(j.last_seen_at)}`],
     ['last run', j.last_run_id === null ? 'none finished' : `run ${j.last_run_id}: ${paintStatus(c, j.last_status as string)}${j.last_status === 'succeeded' || j.last_exit_code === null ? '' : ` (exit ${j.last_exit_code})`} in ${duration(j.last_duration_ms)}`],
     ['', j.last_run_id === null ? null : `${when(j.last_started_at)}${j.last_overlaps ? `, ${j.last_overlaps} skipped` : ''}`],
     ['last success', j.last_success_run_id === null ? c.red('never') : `run ${j.last_success_run_id} in ${duration(j.last_success_duration_ms)}`],
@@ -89,5 +89,5 @@ function detail(j: JobStatus, c: ChalkInstance): string {
     ['runs', counts || null],
   ];
   const shown = lines.filter((l): l is [string, string] => l[1] !== null);
-  return `${c.bold(j.job)}  ${c.dim(`(times in ${zoneName()})`)}\n${shown.map(([k, v]) => `  ${k.padEnd(13)}${v}`).join('\n')}\n`;
+  return `${c.bold(printable(j.job))}  ${c.dim(`(times in ${zoneName()})`)}\n${shown.map(([k, v]) => `  ${k.padEnd(13)}${v}`).join('\n')}\n`;
 }

@@ -1,7 +1,7 @@
 import { Chalk, type ChalkInstance } from 'chalk';
 import type { RunRow, RunStatus } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
-import { clip, tableTime } from './format.js';
+import { clip, printable, tableTime } from './format.js';
 
 // chalk honours FORCE_COLOR and whether stdout is a terminal; NO_COLOR (no-color.org) is
 // added here, with an explicit FORCE_COLOR taking precedence.
@@ -25,6 +25,10 @@ export function paintStatus(c: ChalkInstance, status: RunStatus | string): strin
 }
 
 const plain = (s: string) => s.replace(/\x1b\[[0-9;]*m/g, '');
+// Whatever a cell holds besides the colours set here is shown escaped (see printable): a
+// value that missed its printable() still cannot reach the terminal raw.
+const SGR = /(\x1b\[[0-9;]*m)/;
+const safeCell = (cell: string) => cell.split(SGR).map((part, i) => (i % 2 === 1 ? part : printable(part))).join('');
 
 export interface Fit {
   // Columns left out whatever the width (say, with nothing in them).
@@ -42,7 +46,7 @@ export interface Fit {
 export function renderTable(headers: readonly string[], rows: readonly (readonly string[])[], c: ChalkInstance, fit?: Fit): string {
   let keep = headers.map((_, i) => i).filter((i) => !fit?.hide?.includes(i));
   const width = fit?.width ?? Number.POSITIVE_INFINITY;
-  let cells = rows.map((r) => keep.map((i) => r[i] ?? ''));
+  let cells = rows.map((r) => keep.map((i) => safeCell(r[i] ?? '')));
   // The shrinkable column gives way first, down to a readable width; then columns go; then
   // it gives way again, down to a stub.
   const shrink = (min: number) => {
@@ -77,15 +81,15 @@ export function runCells(run: RunRow, c: ChalkInstance, now: number): string[] {
   const ran = run.duration_ms ?? (run.status === 'running' ? now - Date.parse(run.started_at) : null);
   return [
     String(run.id),
-    run.job,
-    paintStatus(c, run.status),
-    run.trigger,
+    printable(run.job),
+    paintStatus(c, printable(run.status)),
+    printable(run.trigger),
     tableTime(run.started_at),
     ran === null ? '-' : `${formatDuration(ran)}${run.status === 'running' ? '+' : ''}`,
     run.exit_code === null ? (run.signal ?? '-') : String(run.exit_code),
     String(run.overlaps),
-    run.host,
-    run.command,
+    printable(run.host),
+    printable(run.command),
   ];
 }
 

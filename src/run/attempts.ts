@@ -3,11 +3,13 @@ import { EXIT } from '../errors.js';
 import { quote } from '../cli/config.js';
 import type { Lock } from '../lock/backend.js';
 import type { Textfile } from '../metrics/textfile.js';
+import { describePause } from '../store/jobs.js';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { type Messages, setStderrMidLine, sleep } from '../util/io.js';
 import { newRunKey } from '../util/process-id.js';
+import { argumentRoom, fitRequests } from './arg-limits.js';
 import { Interrupted } from './interrupted.js';
 import { LiveCopy } from './live.js';
 import { judge, type Verdict } from './outcome.js';
@@ -56,8 +58,10 @@ export class LockGuard {
 // holding the lock throughout. Returns the exit code of the last attempt. A monitor hears of
 // the run as a whole: its start when the first attempt starts, its end after the last, so
 // a failure that a retry makes good raises no alert.
-export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly ClaimedRequest[]): Promise<number> {
+export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly ClaimedRequest[]): Promise<number> {
   const { config, say } = ctx;
+  const requests = await served(ctx, claimed);
+  if (claimed.length > 0 && requests.length === 0 && config.onRequest) return nothingToServe(ctx);
   const ping = ctx.pinger?.run(run.runKey) ?? null;
   const argv = [...config.argv, ...argumentsOf(requests, config.batch)];
   const command = argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`;
@@ -115,6 +119,15 @@ export async function runAttempts(ctx: Attempts, run: NewRun, requests: readonly
       if (warning) say.warn(warning);
       throw interrupted;
     }
+    // A job paused meanwhile gets no more attempts: the one that failed is its last.
+    const paused = await ctx.recorder.paused(config.name);
+    if (paused) {
+      await ctx.recorder.finish(verdict.outcome, true);
+      const warning = await ping?.finish(verdict.exitCode, result.output);
+      if (warning) say.warn(warning);
+      say.warn(`${config.name}: not retrying: ${describePause(paused)} (cronguard enable ${config.name} resumes it)`);
+      return verdict.exitCode;
+    }
     current = { ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() };
     await ctx.recorder.retry(current);
   }
@@ -136,6 +149,28 @@ async function lostBeforeStart(ctx: Attempts, lost: string): Promise<number> {
   await ctx.recorder.finish(outcome, true);
   ctx.say.warn(summaryLine(ctx.config.name, error, ctx.recorder.runId));
   return EXIT.lockLost;
+}
+
+// The claimed requests whose arguments fit the command line (see fitRequests); the others
+// go back, to wait for the next run or to end failed, and a refusal is said in one line.
+async function served(ctx: Attempts, claimed: readonly ClaimedRequest[]): Promise<readonly ClaimedRequest[]> {
+  if (!claimed.some((r) => r.args.length > 0)) return claimed;
+  const { fit, unserved } = fitRequests(claimed, argumentRoom(ctx.config.argv, process.env), ctx.config.batch);
+  if (unserved.later.length === 0 && unserved.refused.length === 0) return fit;
+  await ctx.recorder.giveBack(unserved);
+  if (unserved.later.length > 0) ctx.say.verbose(`${ctx.config.name}: ${unserved.later.length} requests wait for the next run: the command line is full`);
+  if (unserved.refused.length > 0) ctx.say.warn(`${ctx.config.name}: request ${unserved.refused.join(', ')} failed without running: ${unserved.reason}`);
+  return fit;
+}
+
+// A run only for requests (--on-request) none of which can be served: the command does not
+// start without the arguments it was asked to run with.
+async function nothingToServe(ctx: Attempts): Promise<number> {
+  const error = 'no request it claimed can be served (see the requests); nothing ran';
+  const outcome = { status: 'failed', finishedAt: new Date(), durationMs: 0, exitCode: null, signal: null, output: null, outputTruncated: false, error } as const;
+  await ctx.recorder.finish(outcome, true);
+  ctx.say.warn(summaryLine(ctx.config.name, error, ctx.recorder.runId));
+  return EXIT.usage;
 }
 
 // The arguments the served requests add: all of them in order (--batch), else those of

@@ -46,7 +46,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     // Runs of a loop are spaced from here: at or after the first run's recorded start.
     const admittedAt = Date.now();
     const lock = admission.admitted ? admission.lock : admission.held;
-    if (!lock) return await skipped(config, admission as Refused, gate.description, say);
+    if (!lock) return await skipped(config, admission as Refused, gate.description, say, manual);
     say.verbose(`${config.name}: holding ${gate.description}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
     const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, stop: stop.signal, metrics };
@@ -56,7 +56,8 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
       throw interrupted('before the command started; nothing ran');
     }
     const code = await runAttempts(ctx, run, admission.requests);
-    return config.forMs === null ? code : await repeat(ctx, gate, run, admittedAt, code);
+    // A signal that reached the command ends a loop too: its summary line said it all.
+    return config.forMs === null || stop.signal.aborted ? code : await repeat(ctx, gate, run, admittedAt, code);
   } finally {
     for (const signal of FORWARDED) process.off(signal, onSignal);
     const ran = admission?.admitted || admission?.held;
@@ -97,9 +98,10 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, since: number, f
     if (verdict.admitted || Date.now() >= next) next = Date.now() + every;
     if (verdict.admitted) {
       const result = await runAttempts(ctx, run, verdict.requests);
+      if (stop.aborted) return result;
       if (result !== 0) code = result;
     } else if (verdict.reason === 'disabled') {
-      await skipped(config, verdict, gate.description, say);
+      await skipped(config, verdict, gate.description, say, false);
       return code;
     }
   }

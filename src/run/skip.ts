@@ -1,12 +1,13 @@
 import type { RunConfig } from '../cli/config.js';
+import { describePause } from '../store/jobs.js';
 import type { Holder } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 import type { Refused } from './recorder.js';
 
-// Why this invocation did not run, for -v, and its exit code: -E N when the lock is held,
-// 0 for every other reason.
-export async function skipped(config: RunConfig, refusal: Refused, lock: string, say: Messages): Promise<number> {
+// Why this invocation did not run, for -v (and, when the lock is held, for a person at a
+// terminal: `manual`), and its exit code: -E N when the lock is held, 0 for every other reason.
+export async function skipped(config: RunConfig, refusal: Refused, lock: string, say: Messages, manual: boolean): Promise<number> {
   const skip = (why: string, code = 0) => {
     say.verbose(`${config.name}: ${why}; skipping with exit ${code}`);
     return code;
@@ -14,11 +15,8 @@ export async function skipped(config: RunConfig, refusal: Refused, lock: string,
   switch (refusal.reason) {
     case 'tick':
       return skip(`already ran this minute on ${describeHolder(refusal.holder ?? null)} (--every-tick runs on every host)`);
-    case 'disabled': {
-      const p = refusal.paused;
-      const by = p?.by ? ` by ${p.by}` : '';
-      return skip(`paused since ${p?.since ?? '?'}${by}${p?.reason ? `: ${p.reason}` : ''} (cronguard enable ${config.name} resumes it)`);
-    }
+    case 'disabled':
+      return skip(`${describePause(refusal.paused ?? null)} (cronguard enable ${config.name} resumes it)`);
     case 'idle':
       return skip('no request is due (--on-request)');
     case 'interval': {
@@ -26,9 +24,16 @@ export async function skipped(config: RunConfig, refusal: Refused, lock: string,
       const next = new Date(last + (config.minIntervalMs ?? 0)).toISOString();
       return skip(`the last run started ${formatDuration(Date.now() - last)} ago, less than --min-interval ${formatDuration(config.minIntervalMs ?? 0)}; next due at ${next}`);
     }
-    case 'locked':
-      if (!config.verbose) return config.conflictExitCode;
-      return skip(`${lock} is held by ${await lockHolder(config, refusal.holder ?? null)}`, config.conflictExitCode);
+    case 'locked': {
+      // Someone at a terminal is told (a colleague must not think the job ran); under cron
+      // a skip stays silent. A stranger holding it was already said.
+      const tell = manual && !(refusal as { reported?: boolean }).reported;
+      if (!config.verbose && !tell) return config.conflictExitCode;
+      const held = `${lock} is held by ${await lockHolder(config, refusal.holder ?? null)}`;
+      if (config.verbose) return skip(held, config.conflictExitCode);
+      say.warn(`${config.name} did not run: ${held}`);
+      return config.conflictExitCode;
+    }
   }
 }
 

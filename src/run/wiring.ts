@@ -17,7 +17,7 @@ import { prestartWatchdog } from './watchdog.js';
 // loop (--for) that found nothing due yet holds the lock (`held`) to wait for work.
 export type Admission =
   | { readonly admitted: true; readonly lock: Lock; readonly requests: readonly ClaimedRequest[] }
-  | (Refused & { readonly held?: Lock });
+  | (Refused & { readonly held?: Lock; readonly reported?: boolean });
 
 export interface Gate {
   readonly recorder: RunRecorder;
@@ -145,7 +145,8 @@ function localGate(
         say.warn(`${config.name} did not run: its lock (${backend.description}) is held by ${holder.stranger}, who does not share this job; stop that process`);
         await recorder.blocked(config.name, holder.stranger);
       }
-      return { admitted: false, reason: 'locked', holder: await recorder.overlap(config.name, holder ? run.host : null, holder?.pid ?? null) };
+      const counted = await recorder.overlap(config.name, holder ? run.host : null, holder?.pid ?? null);
+      return { admitted: false, reason: 'locked', holder: counted, reported: holder?.stranger != null };
     },
     roundTrips,
     close: () => recorder.close(),

@@ -8,6 +8,12 @@ export interface Paused {
   readonly by: string | null;
 }
 
+// A pause as a line says it: since when, by whom, why.
+export function describePause(p: Paused | null): string {
+  const by = p?.by ? ` by ${p.by}` : '';
+  return `paused since ${p?.since ?? '?'}${by}${p?.reason ? `: ${p.reason}` : ''}`;
+}
+
 // How many of its latest finished runs a job's statistics cover.
 export const RECENT_RUNS = 50;
 

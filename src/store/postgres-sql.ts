@@ -53,6 +53,15 @@ export function statements(S: string) {
              -- this row, and finds it finished.
              SELECT (SELECT count(pg_notify('cronguard_requests_done', :schema || ':' || id)) FROM ended) AS n,
                     coalesce((SELECT pg_advisory_unlock(:unlock::bigint) FROM done WHERE :unlock::bigint IS NOT NULL), false) AS unlocked`),
+    // Requests a run gives back: to wait for the next run (and waiting loops hear of them), or
+    // failed without running (and their waiters hear that).
+    giveBack: named(`WITH later AS (UPDATE ${S}.requests SET status = 'pending', run_id = NULL, claimed_at = NULL,
+                                      attempts = greatest(attempts - 1, 0)
+                                    WHERE run_id = :run_id AND status = 'running' AND id = ANY(:later::bigint[]) RETURNING job),
+                          refused AS (UPDATE ${S}.requests SET status = 'failed', run_id = NULL, finished_at = now(), error = :reason
+                                      WHERE run_id = :run_id AND status = 'running' AND id = ANY(:refused::bigint[]) RETURNING id)
+                     SELECT (SELECT count(pg_notify('cronguard_requests', :schema || ':' || job)) FROM (SELECT DISTINCT job FROM later) j) AS woken,
+                            (SELECT count(pg_notify('cronguard_requests_done', :schema || ':' || id)) FROM refused) AS ended`),
     // A retry: a new row for the same run, which its requests follow.
     retry: named(`WITH ins AS (INSERT INTO ${S}.runs (status, request_id, ${RUN_COLUMNS})
                                 SELECT 'running', (SELECT min(id) FROM ${S}.requests WHERE run_id = :previous), ${RUN_VALUES}

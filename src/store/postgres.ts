@@ -9,7 +9,7 @@ import {
   type AdmitResult, type HolderRow, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues,
   toHolder, toJobStatus, toRequestRow, toRunRow,
 } from './postgres-rows.js';
-import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
+import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
   type RunRow, type RunStore,
@@ -80,6 +80,10 @@ export class PostgresStore implements RunStore {
     const values = { id, final, schema: this.schema, request_status: requestStatusOf(o.status), unlock: unlock?.toString() ?? null };
     const [row] = await this.run<{ unlocked: boolean }>(this.sql.finish, { ...values, ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) });
     return row?.unlocked === true;
+  }
+
+  async returnRequests(runId: number, u: Unserved): Promise<void> {
+    await this.run(this.sql.giveBack, { run_id: runId, later: u.later, refused: u.refused, reason: u.reason, schema: this.schema });
   }
 
   async startRetry(previous: number, run: NewRun): Promise<number> {

@@ -16,6 +16,8 @@ export interface RequestRow {
   run_id: number | null;
   finished_at: string | null;
   exit_code: number | null;
+  // Why it ended without running, when it did.
+  error: string | null;
 }
 
 export interface NewRequest {
@@ -29,6 +31,14 @@ export interface NewRequest {
 export interface ClaimedRequest {
   readonly id: number;
   readonly args: readonly string[];
+}
+
+// Claimed requests a run gives back: those that did not fit its command line wait for the
+// next run (`later`); those that never can end failed, with `reason` (`refused`).
+export interface Unserved {
+  readonly later: readonly number[];
+  readonly refused: readonly number[];
+  readonly reason: string;
 }
 
 // What `request --cancel` did: cancelled it, or found it missing or no longer pending.

@@ -32,6 +32,11 @@ export const SQL = {
   finishRequests: `UPDATE requests SET status = @status, finished_at = @finished_at, exit_code = @exit_code
                    WHERE run_id = @id AND status = 'running'`,
   retryRequests: `UPDATE requests SET run_id = @run_id, attempts = attempts + 1 WHERE run_id = @previous AND status = 'running'`,
+  // Requests a run gives back: to wait for the next run, or failed without running.
+  requestsLater: `UPDATE requests SET status = 'pending', run_id = NULL, claimed_at = NULL, attempts = max(attempts - 1, 0)
+                  WHERE run_id = @run_id AND status = 'running' AND id IN (SELECT value FROM json_each(@ids))`,
+  requestsRefused: `UPDATE requests SET status = 'failed', run_id = NULL, finished_at = @now, error = @reason
+                    WHERE run_id = @run_id AND status = 'running' AND id IN (SELECT value FROM json_each(@ids))`,
   firstRequestOf: `SELECT min(id) AS id FROM requests WHERE run_id = ?`,
   // A skip, on the running row, else on the latest run whose wrapper (the pid that took the
   // lock, from /proc/locks) left something running that holds the lock still.

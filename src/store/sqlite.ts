@@ -4,7 +4,7 @@ import { addonFile } from '../util/addon.js';
 import { SQLITE_FILE } from '../util/paths.js';
 import { preparePrivateDirectory } from '../util/safe-path.js';
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
-import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf } from './requests.js';
+import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
 import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
 import { prepareSqliteFiles } from './sqlite-files.js';
@@ -69,6 +69,14 @@ export class SqliteStore implements RunStore {
       if (final) db.prepare(SQL.finishRequests).run({ id, status: requestStatusOf(o.status), finished_at: finishedAt, exit_code: o.exitCode });
     }).immediate();
     return false;
+  }
+
+  async returnRequests(runId: number, u: Unserved): Promise<void> {
+    const { db } = this;
+    db.transaction(() => {
+      db.prepare(SQL.requestsLater).run({ run_id: runId, ids: JSON.stringify(u.later) });
+      db.prepare(SQL.requestsRefused).run({ run_id: runId, ids: JSON.stringify(u.refused), now: new Date().toISOString(), reason: u.reason });
+    }).immediate();
   }
 
   async startRetry(previous: number, run: NewRun): Promise<number> {

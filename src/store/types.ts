@@ -1,5 +1,5 @@
 import type { JobStatus, Paused } from './jobs.js';
-import type { Cancellation, ClaimedRequest, NewRequest, RequestRow } from './requests.js';
+import type { Cancellation, ClaimedRequest, NewRequest, RequestRow, Unserved } from './requests.js';
 import type { SpooledRun } from './spool.js';
 
 // The run log, as the supervisor and the subcommands see it, whatever database is behind it.
@@ -177,6 +177,8 @@ export interface RunStore {
   // `unlock`: an advisory lock of the store's session to release in the same round trip;
   // returns whether it was released (never, by a store without such locks).
   finishRun(id: number, outcome: RunOutcome, final: boolean, unlock?: bigint | null): Promise<boolean>;
+  // Gives back claimed requests the run will not serve (see Unserved).
+  returnRequests(runId: number, unserved: Unserved): Promise<void>;
   // A retry of run `previous`: a new row, which the requests follow; returns its id.
   startRetry(previous: number, run: NewRun): Promise<number>;
   // Counts an invocation skipped because the lock was held, on the run that holds it

@@ -32,6 +32,18 @@ describe.each(STORES)('repeating within the minute (%s)', (kind) => {
     serialRuns(log);
   });
 
+  it('a signal during one of its runs ends the loop with that run\'s one summary line', async () => {
+    const box = storeBox(kind);
+    const job = box.job('stopped');
+    const log = box.path('log');
+    const loop = start(['-n', job, '--every', '100ms', '--for', '1h', '--', fixture('hold.sh'), log, box.path('never')], box.env);
+    await waitFor(() => lines(log).length === 1, 'the first run to start');
+    loop.child.kill('SIGTERM');
+    const result = await loop.done;
+    expect(result.code).toBe(143);
+    expect(result.stderr).toMatch(new RegExp(`^cronguard: ${job}: killed by SIGTERM \\(forwarded by cronguard\\) after \\S+ \\(run \\d+; cronguard logs \\d+\\)\\n$`));
+  });
+
   it('--on-request --for serves each request as it comes, and nothing else', async () => {
     const box = storeBox(kind);
     const job = box.job('serve');
@@ -67,6 +79,37 @@ describe.each(STORES)('repeating within the minute (%s)', (kind) => {
     const nobody = await cronguard(['request', '--wait', '--timeout', '300ms', job], box.env);
     expect(nobody.code).toBe(124);
     expect(nobody.stderr).toMatch(/is still pending after 300ms; stopped waiting/);
+  });
+
+  it('request --wait answers as the served run exited (timed out 124, signalled 128+N), waits all of --timeout, and says so when the request vanishes', async () => {
+    const box = storeBox(kind);
+    await cronguard(['migrate'], box.env);
+    const slow = box.job('slow');
+    const signalled = box.job('signalled');
+    const loops = [
+      start(['-n', slow, '--on-request', '--for', '1h', '-t', '200ms', '--', 'sleep', '30'], box.env),
+      start(['-n', signalled, '--on-request', '--for', '1h', '--', 'sh', '-c', 'kill -TERM $$'], box.env),
+    ];
+    const timedOut = await cronguard(['request', '--wait', slow], box.env);
+    expect(timedOut.code).toBe(124);
+    expect(timedOut.stderr).toMatch(/^cronguard: request \d+ failed by run \d+ \(cronguard logs \d+\), timed_out, exit 124\n$/);
+    const killed = await cronguard(['request', '--wait', signalled], box.env);
+    expect(killed.code).toBe(143);
+    for (const loop of loops) loop.child.kill('SIGTERM');
+    await Promise.all(loops.map((loop) => loop.done));
+
+    const before = Date.now();
+    expect((await cronguard(['request', '--wait', '--timeout', '1500ms', box.job('nobody')], box.env)).code).toBe(124);
+    expect(Date.now() - before).toBeGreaterThanOrEqual(1500);
+
+    const waiting = start(['request', '--wait', box.job('vanishing')], box.env);
+    let id = '';
+    waiting.child.stdout?.on('data', (chunk: Buffer) => (id += chunk.toString()));
+    await waitFor(() => id.endsWith('\n'), 'the request id');
+    await box.forgetRequest(Number(id));
+    const vanished = await waiting.done;
+    expect(vanished.code).toBe(1);
+    expect(vanished.stderr).toBe(`cronguard request: request ${id.trim()} is gone from the run log (pruned, or deleted) before it was seen to end\n`);
   });
 
   it('a paused job stops its loop', async () => {

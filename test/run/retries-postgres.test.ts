@@ -1,8 +1,25 @@
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, lines, start, waitFor } from '../helpers.js';
+import { BINARY, cronguard, fixture, lines, start, waitFor } from '../helpers.js';
 import { STORES, storeBox } from '../stores.js';
 
 describe.each(STORES)('--retries (%s)', (kind) => {
+  it('a job paused after a failed attempt is not tried again: one line says so, the exit is that attempt\'s', async () => {
+    const box = storeBox(kind);
+    const job = box.job('paused');
+    const log = box.path('attempts');
+    // The attempt itself pauses its job, as an operator would while it runs.
+    const pause = `echo attempt >> ${log}; ${process.execPath} ${BINARY} disable ${job} --reason maintenance; exit 3`;
+    const result = await cronguard(['-n', job, '--retries', '3', '--retry-delay', '100ms', '--', 'sh', '-c', pause], box.env);
+    expect(result.code).toBe(3);
+    // Its own lines; disable's confirmation is the command's output.
+    const said = result.stderr.trim().split('\n').filter((line) => line.startsWith(`cronguard: ${job}: `));
+    expect(said).toHaveLength(2);
+    expect(said[0]).toMatch(/failed with exit 3 after .*; retrying in 100ms \(attempt 2 of 4\)$/);
+    expect(said[1]).toMatch(new RegExp(`^cronguard: ${job}: not retrying: paused since \\S+ by \\S+: maintenance \\(cronguard enable ${job} resumes it\\)$`));
+    expect(lines(log)).toEqual(['attempt']);
+    expect((await box.runs()).map((r) => [r.attempt, r.status])).toEqual([[1, 'failed']]);
+  });
+
   it('runs a failed attempt again after a doubling delay, each attempt its own row; the request follows', async () => {
     const box = storeBox(kind);
     const job = box.job('flaky');
