@@ -1,7 +1,7 @@
-import { statSync } from 'node:fs';
+import { type Stats, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { UsageError } from '../errors.js';
+import { PermissionError, UsageError } from '../errors.js';
 import { addSecretsOf } from '../util/redact.js';
 import { readRegularFile } from '../util/safe-path.js';
 
@@ -68,13 +68,15 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
   const settings = new Map<SettingKey, Setting>();
   let text: string;
   try {
-    text = readRegularFile(file, 'configuration file');
+    text = readRegularFile(file, 'configuration file', 1024 * 1024, { noFollow: true, trust: (stat) => trusted(file, stat) });
   } catch (error) {
-    if (required) throw error;
-    const missing = /does not exist/.test((error as Error).message);
-    // A root-only /etc/cronguard.conf is not an error for other users; a directory or a
-    // FIFO where a file should be is noted, not read.
-    if (!missing) notes.push(`${(error as Error).message}; skipped`);
+    const message = (error as Error).message;
+    // A root-only /etc/cronguard.conf is not an error for other users. Anything else that
+    // stands where a configuration file should (a link, a FIFO, a huge file, one someone
+    // else may change) stops the invocation: without its settings a job could run against
+    // the wrong database, or beside another host's run.
+    if (required || !(/\(it does not exist\)$/.test(message) || /permission denied on /.test(message))) throw error;
+    if (!/does not exist/.test(message)) notes.push(`${message}; skipped`);
     return settings;
   }
   text.split('\n').forEach((raw, index) => {
@@ -97,6 +99,18 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
     warnings.push(`${file} holds a database password and is readable by other users; chmod 600 it, or use ~/.pgpass`);
   }
   return settings;
+}
+
+// Settings decide where jobs lock, log and take their arguments from: a file another user
+// could have written (theirs, or writable by anyone) is refused, as ssh and sudo refuse one.
+function trusted(file: string, stat: Stats): void {
+  const uid = process.geteuid?.() ?? 0;
+  if (stat.uid !== uid && stat.uid !== 0) {
+    throw new PermissionError(`configuration file ${file} belongs to another user (uid ${stat.uid}); cronguard takes settings only from your own files or root's`);
+  }
+  if (stat.mode & 0o002) {
+    throw new PermissionError(`configuration file ${file} is writable by any user (mode ${(stat.mode & 0o777).toString(8)}); chmod o-w it`);
+  }
 }
 
 // A value without its trailing comment; a quoted value is taken as quoted.

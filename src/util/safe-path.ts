@@ -114,19 +114,27 @@ function lstatOf(path: string, what: string): Stats {
 // Reads a small text file a user named (a configuration file, a certificate): a FIFO, a
 // device or a directory is refused rather than read forever, and so is anything over
 // `maxBytes`. A missing file or a wrong type is a usage error; no permission is 77.
-export function readRegularFile(path: string, what: string, maxBytes = 1024 * 1024): string {
+// `noFollow`: a symbolic link is refused too; `trust` sees the file as opened, and may refuse it.
+export function readRegularFile(
+  path: string,
+  what: string,
+  maxBytes = 1024 * 1024,
+  options: { readonly noFollow?: boolean; readonly trust?: (stat: Stats) => void } = {},
+): string {
   let fd: number;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY | (options.noFollow ? constants.O_NOFOLLOW : 0));
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EACCES' || code === 'EPERM') throw new PermissionError(`${what}: permission denied on ${path}`);
+    if (code === 'ELOOP') throw new UsageError(`${what}: ${path} is a symbolic link; give the file itself`);
     throw new UsageError(`${what}: cannot read ${path} (${code === 'ENOENT' ? 'it does not exist' : code})`);
   }
   try {
     const stat = fstatSync(fd);
     if (!stat.isFile()) throw new UsageError(`${what}: ${path} is not a regular file`);
     if (stat.size > maxBytes) throw new UsageError(`${what}: ${path} is larger than ${maxBytes} bytes`);
+    options.trust?.(stat);
     return readFileSync(fd, 'utf8');
   } finally {
     closeSync(fd);

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { Settings } from '../../src/cli/settings.js';
@@ -86,12 +86,37 @@ describe('configuration files that are not plain files', () => {
     expect(() => Settings.load({ CRONGUARD_CONFIG: '/dev/zero' })).toThrow(/is not a regular file/);
   });
 
-  it('skips a FIFO at the user path with a note, without blocking', () => {
+  it('refuses a FIFO, a link or a file over 1 MiB at the user path in one line (64), without blocking', () => {
     const box = sandbox();
     mkdirSync(box.path('xdg/cronguard'), { recursive: true });
-    spawnSync('mkfifo', [box.path('xdg/cronguard/config')]);
-    const settings = Settings.load({ XDG_CONFIG_HOME: box.path('xdg') }, box.path('none'));
-    expect(settings.notes).toEqual([`configuration file: ${box.path('xdg/cronguard/config')} is not a regular file; skipped`]);
+    const config = box.path('xdg/cronguard/config');
+    const load = () => Settings.load({ XDG_CONFIG_HOME: box.path('xdg') }, box.path('none'));
+    spawnSync('mkfifo', [config]);
+    expect(load).toThrow(new RegExp(`^configuration file: ${config} is not a regular file$`));
+    rmSync(config);
+    writeFileSync(box.path('real'), 'schema = x\n');
+    symlinkSync(box.path('real'), config);
+    expect(load).toThrow(new RegExp(`^configuration file: ${config} is a symbolic link; give the file itself$`));
+    rmSync(config);
+    writeFileSync(config, `# ${'x'.repeat(1024 * 1024)}\n`);
+    expect(load).toThrow(/is larger than 1048576 bytes$/);
+  });
+
+  it('refuses a configuration file another user could have written: world-writable, or another user\'s (77)', async () => {
+    const box = sandbox();
+    const conf = box.path('conf');
+    writeFileSync(conf, 'schema = elsewhere\n');
+    chmodSync(conf, 0o666);
+    const open = await cronguard(['-n', 'x', '--', 'touch', box.path('ran')], { ...box.env, CRONGUARD_CONFIG: conf });
+    expect(open).toMatchObject({ code: 77, stderr: `cronguard: configuration file ${conf} is writable by any user (mode 666); chmod o-w it\n` });
+    if (process.geteuid?.() === 0) {
+      chmodSync(conf, 0o644);
+      chownSync(conf, 65534, 65534);
+      const foreign = await cronguard(['history'], { ...box.env, CRONGUARD_CONFIG: conf });
+      expect(foreign.code).toBe(77);
+      expect(foreign.stderr).toMatch(/configuration file .*conf belongs to another user \(uid 65534\); cronguard takes settings only from your own files or root's\n$/);
+    }
+    expect(existsSync(box.path('ran'))).toBe(false);
   });
 
   it('strips trailing comments, as in the README\'s example', () => {
