@@ -3,7 +3,7 @@ import { EXIT } from '../errors.js';
 import { quote } from '../cli/config.js';
 import type { Lock } from '../lock/backend.js';
 import type { Textfile } from '../metrics/textfile.js';
-import { describePause } from '../store/jobs.js';
+import { describePause, type Paused } from '../store/jobs.js';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
@@ -120,7 +120,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
       throw interrupted;
     }
     // A job paused meanwhile gets no more attempts: the one that failed is its last.
-    const paused = await ctx.recorder.paused(config.name);
+    const paused = await pausedNow(ctx);
     if (paused) {
       await ctx.recorder.finish(verdict.outcome, true);
       const warning = await ping?.finish(verdict.exitCode, result.output);
@@ -157,10 +157,17 @@ async function served(ctx: Attempts, claimed: readonly ClaimedRequest[]): Promis
   if (!claimed.some((r) => r.args.length > 0)) return claimed;
   const { fit, unserved } = fitRequests(claimed, argumentRoom(ctx.config.argv, process.env), ctx.config.batch);
   if (unserved.later.length === 0 && unserved.refused.length === 0) return fit;
-  await ctx.recorder.giveBack(unserved);
+  const runId = ctx.recorder.runId;
+  if (runId !== null) await ctx.recorder.consult('give back requests', (store) => store.returnRequests(runId, unserved));
   if (unserved.later.length > 0) ctx.say.verbose(`${ctx.config.name}: ${unserved.later.length} requests wait for the next run: the command line is full`);
   if (unserved.refused.length > 0) ctx.say.warn(`${ctx.config.name}: request ${unserved.refused.join(', ')} failed without running: ${unserved.reason}`);
   return fit;
+}
+
+// The job's pause, if someone paused it since the run began (a retry asks first).
+async function pausedNow(ctx: Attempts): Promise<Paused | null> {
+  const [status] = (await ctx.recorder.consult('look for a pause', (store) => store.jobStatus(ctx.config.name))) ?? [];
+  return status?.state === 'disabled' ? { reason: status.disabled_reason, since: status.disabled_since, by: status.disabled_by } : null;
 }
 
 // A run only for requests (--on-request) none of which can be served: the command does not

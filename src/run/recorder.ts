@@ -1,9 +1,8 @@
 import { hostname } from 'node:os';
 import { describe } from '../errors.js';
 import { isPrivilegeError } from '../pg/config.js';
-import type { Paused } from '../store/jobs.js';
 import type { Spool, SpooledRun } from '../store/spool.js';
-import type { ClaimedRequest, Unserved } from '../store/requests.js';
+import type { ClaimedRequest } from '../store/requests.js';
 import type { Admission, AdmitOptions, Holder, NewRun, RunOutcome, RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 
@@ -176,24 +175,14 @@ export class RunRecorder {
     return holder;
   }
 
-  // Gives back claimed requests this run will not serve (see Unserved).
-  async giveBack(unserved: Unserved): Promise<void> {
-    await this.attempt('give back requests', (store) => (this.id === null ? Promise.resolve() : store.returnRequests(this.id, unserved)));
-  }
-
-  // The job's pause, if someone paused it since the run began (a retry asks first).
-  async paused(job: string): Promise<Paused | null> {
-    let paused: Paused | null = null;
-    await this.attempt('look for a pause', async (store) => {
-      const [status] = await store.jobStatus(job);
-      if (status?.state === 'disabled') paused = { reason: status.disabled_reason, since: status.disabled_since, by: status.disabled_by };
+  // A question for the log, or a note, beside the run's own record (is the job paused? who
+  // held the lock? requests given back): what `op` answers, or null when the log cannot.
+  async consult<T>(what: string, op: (store: RunStore) => Promise<T>): Promise<T | null> {
+    let answer: T | null = null;
+    await this.attempt(what, async (store) => {
+      answer = await op(store);
     });
-    return paused;
-  }
-
-  // A skip because a stranger held a local lock (see RunStore.recordBlocked).
-  async blocked(job: string, by: string): Promise<void> {
-    await this.attempt('note who held the lock', (store) => store.recordBlocked(job, by));
+    return answer;
   }
 
   // The store while records go to it, for the automatic prune and the metrics textfile.

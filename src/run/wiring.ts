@@ -143,7 +143,7 @@ function localGate(
       if (holder?.stranger) {
         // Even under cron: the job did not run, and someone who does not share it is why.
         say.warn(`${config.name} did not run: its lock (${backend.description}) is held by ${holder.stranger}, who does not share this job; stop that process`);
-        await recorder.blocked(config.name, holder.stranger);
+        await recorder.consult('note who held the lock', (store) => store.recordBlocked(config.name, holder.stranger as string));
       }
       const counted = await recorder.overlap(config.name, holder ? run.host : null, holder?.pid ?? null);
       return { admitted: false, reason: 'locked', holder: counted, reported: holder?.stranger != null };
