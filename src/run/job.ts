@@ -56,8 +56,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
       throw interrupted('before the command started; nothing ran');
     }
     const code = await runAttempts(ctx, run, admission.requests);
-    // A signal that reached the command ends a loop too: its summary line said it all.
-    return config.forMs === null || stop.signal.aborted ? code : await repeat(ctx, gate, run, admittedAt, code);
+    return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, admittedAt, code);
   } finally {
     for (const signal of FORWARDED) process.off(signal, onSignal);
     const ran = admission?.admitted || admission?.held;
@@ -98,7 +97,7 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, since: number, f
     if (verdict.admitted || Date.now() >= next) next = Date.now() + every;
     if (verdict.admitted) {
       const result = await runAttempts(ctx, run, verdict.requests);
-      if (stop.aborted) return result;
+      if (endsLoop(stop, result)) return result;
       if (result !== 0) code = result;
     } else if (verdict.reason === 'disabled') {
       await skipped(config, verdict, gate.description, say, false);
@@ -150,6 +149,13 @@ function newRun(config: RunConfig, manual: boolean): NewRun {
 function notStarted(signal: NodeJS.Signals) {
   const error = `stopped by ${signal} before the command started`;
   return { status: 'killed', finishedAt: new Date(), durationMs: 0, exitCode: null, signal, output: null, outputTruncated: false, error } as const;
+}
+
+// A signal that came while a loop's run went on ends the loop with that run: its summary
+// line (killed by the forwarded signal, or failed) said it all, and the exit is the run's.
+// One that came when the command had already succeeded is the loop's own: one line, 128+N.
+function endsLoop(stop: AbortSignal, code: number): boolean {
+  return stop.aborted && code !== 0;
 }
 
 // The tick: the minute the invocation started in. Every time zone's offset is whole minutes,
