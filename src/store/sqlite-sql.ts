@@ -14,7 +14,9 @@ export const SQL = {
   abandon: `UPDATE runs SET status = 'abandoned', finished_at = ?, error = ${ABANDONED} WHERE id = ? AND status = 'running'`,
   // The requests of a run that ended without a word end with it.
   failRequestsOf: `UPDATE requests SET status = 'failed', finished_at = ? WHERE run_id = ? AND status = 'running'`,
-  dueRequests: `SELECT id, args FROM requests WHERE job = ? AND status = 'pending' AND not_before <= ? ORDER BY id`,
+  // not_before as a time, not as text: SQLite's own datetime('now', '+1 hour') writes
+  // '2026-12-01 18:00:00', which as text sorts before every ISO time of that day.
+  dueRequests: `SELECT id, args FROM requests WHERE job = ? AND status = 'pending' AND julianday(not_before) <= julianday(?) ORDER BY id`,
   claimRequest: `UPDATE requests SET status = 'running', claimed_at = @now, attempts = attempts + 1, run_id = @run_id
                  WHERE id = @id AND status = 'pending'`,
   // The latest run by id, not max(started_at): one index probe however long the log.
@@ -72,7 +74,7 @@ export const SQL = {
                   RETURNING id`,
   getRequest: `SELECT * FROM requests WHERE id = ?`,
   listRequests: `SELECT * FROM requests WHERE (@job IS NULL OR job = @job) ORDER BY id DESC LIMIT @limit`,
-  hasDueRequest: `SELECT 1 FROM requests WHERE job = ? AND status = 'pending' AND not_before <= ? LIMIT 1`,
+  hasDueRequest: `SELECT 1 FROM requests WHERE job = ? AND status = 'pending' AND julianday(not_before) <= julianday(?) LIMIT 1`,
   pause: `INSERT INTO jobs (name, disabled, disabled_reason, disabled_at, disabled_by) VALUES (@job, 1, @reason, @since, @by)
           ON CONFLICT (name) DO UPDATE SET disabled = 1, disabled_reason = @reason, disabled_at = @since, disabled_by = @by`,
   resume: `UPDATE jobs SET disabled = 0, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL WHERE name = ?`,

@@ -241,5 +241,10 @@ function toRunRow(row: Row): RunRow {
 }
 
 function toRequestRow(row: RequestRecord): RequestRow {
-  return { ...row, args: JSON.parse(row.args) as string[] };
+  return { ...row, args: JSON.parse(row.args) as string[], not_before: isoTime(row.not_before) };
+}
+
+// A UTC time SQLite's datetime() wrote ('2026-12-01 18:00:00'), as the ISO time the log keeps.
+function isoTime(text: string): string {
+  return /^\d{4}-\d\d-\d\d \d\d:\d\d(:\d\d(\.\d+)?)?$/.test(text) ? `${text.replace(' ', 'T')}Z` : text;
 }
