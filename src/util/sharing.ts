@@ -88,16 +88,14 @@ export function isSharedPath(dir: string): boolean {
 // through a descriptor of the directory itself, never through a path someone could swap.
 export function makeRootDir(dir: string, what: string): void {
   // Someone may make it again between the move and root's mkdir: a few rounds settle that.
-  for (let round = 1; ; round++) {
+  // On every run but the first it is there already, root's: one lstat.
+  for (let round = 1; round <= 5 && !moveAsideUnlessRoots(dir); round++) {
     try {
       mkdirp(dirname(dir), 0o755);
-      moveAsideUnlessRoots(dir);
       mkdirSync(dir, 0o700);
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw fileError(what, dir, error);
-      const stat = lstatSync(dir);
-      if ((stat.isDirectory() && stat.uid === 0) || round === 5) break;
     }
   }
   let fd: number;
@@ -129,16 +127,18 @@ export function makeRootDir(dir: string, what: string): void {
 // someone else made where root keeps a directory of its own (a directory, a link, a file)
 // would stop root's jobs or steer them. Root moves it aside under a name nobody can guess
 // (so nobody can take that name first), for the operator to look at, and makes its own.
-export function moveAsideUnlessRoots(path: string): void {
-  if (euid() !== 0) return;
+// Returns whether root's own directory is there.
+export function moveAsideUnlessRoots(path: string): boolean {
+  if (euid() !== 0) return false;
   let stat: Stats;
   try {
     stat = lstatSync(path);
   } catch {
-    return;
+    return false;
   }
-  if (stat.isDirectory() && stat.uid === 0) return;
+  if (stat.isDirectory() && stat.uid === 0) return true;
   renameSync(path, `${path}.not-root-${stat.uid}-${Date.now()}-${Math.random().toString(36).slice(2, 12)}`);
+  return false;
 }
 
 // Gives a file cronguard opened the mode its directory calls for (fileMode), and in a shared
@@ -200,13 +200,13 @@ export function groupId(name: string): number | null {
 }
 
 // A user's name from /etc/passwd, for messages; null when it has none there.
-export function userName(uid: number): string | null {
+function nameOf(uid: number): string | null {
   return lookup('/etc/passwd', (fields) => fields[2] === String(uid))?.[0] ?? null;
 }
 
 // A user for a message: `name (uid N)`, or `uid N` without a name.
 export function describeUser(uid: number): string {
-  const name = userName(uid);
+  const name = nameOf(uid);
   return name === null ? `uid ${uid}` : `user ${name} (uid ${uid})`;
 }
 
