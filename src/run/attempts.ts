@@ -74,6 +74,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     if (guard.lost !== null) return lostBeforeStart(ctx, guard.lost);
     // Each attempt is a run of its own, with its own key, so its own live copy.
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
+    ctx.recorder.serving(requests.map((r) => r.id));
     const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, live, say });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();

@@ -29,6 +29,8 @@ export class RunRecorder {
   private id: number | null = null;
   private run: NewRun | null = null;
   private childPid: number | null = null;
+  // The requests this attempt's command is given, for its spooled record (see claimsOf).
+  private served: readonly number[] = [];
   private spooling = false;
   private warned = false;
   // Why the log failed, until it is said (see unavailable).
@@ -59,6 +61,7 @@ export class RunRecorder {
     this.run = run;
     this.id = id;
     this.childPid = null;
+    this.served = [];
   }
 
   // Records spooled earlier. A failure here is the spool's, not this run's: it never sends
@@ -97,10 +100,15 @@ export class RunRecorder {
     const error = 'connection lost before the command started; nothing ran';
     const outcome = { status: 'abandoned', finishedAt: new Date().toISOString(), durationMs: 0, exitCode: null, signal: null, output: null, outputTruncated: false, error } as const;
     try {
-      this.parts.spool?.write({ ...spooled(run, null, null), outcome });
+      this.parts.spool?.write({ ...spooled(run, null, null), outcome, served: [], final: true });
     } catch {
       // Said above: the row is settled by the next run that takes the lock.
     }
+  }
+
+  // The command is about to start for these requests: its record says so from now on.
+  serving(ids: readonly number[]): void {
+    this.served = ids;
   }
 
   // The command started, with this command line (requests' arguments included).
@@ -119,7 +127,7 @@ export class RunRecorder {
       const unlock = release && store === this.parts.store ? (this.unlock?.key ?? null) : null;
       if ((await store.finishRun(this.id, outcome, final, unlock)) && unlock !== null) this.unlock?.released();
     }, true);
-    this.spoolNow(outcome);
+    this.spoolNow(outcome, final);
   }
 
   // The lock is an advisory lock of the store's own session, released by the last outcome's
@@ -234,11 +242,11 @@ export class RunRecorder {
     }
   }
 
-  private spoolNow(outcome: RunOutcome | null): void {
+  private spoolNow(outcome: RunOutcome | null, final = false): void {
     const { spool } = this.parts;
     if (!this.spooling || !spool || !this.run) return;
     try {
-      spool.write(spooled(this.run, this.id, outcome, this.childPid));
+      spool.write({ ...spooled(this.run, this.id, outcome, this.childPid), served: [...this.served], final });
       this.sayFailure(`records go to ${spool.dir} until it can be written`);
     } catch (error) {
       const lost = 'this run goes unrecorded';

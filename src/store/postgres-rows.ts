@@ -128,3 +128,13 @@ function recentRun(text: string): RecentRun {
   const [id, status, duration] = text.split(' ') as [string, string, string];
   return { id: Number(id), status, duration_ms: duration === '-' ? null : Number(duration) };
 }
+
+// An advisory lock held by a cronguard session. `job` is its application_name's tail, cut
+// at 63 bytes by PostgreSQL; the run row has the full name.
+export interface AdvisoryLock {
+  job: string;
+  key: string;
+  backend_pid: number;
+  client: string;
+  since: string | null;
+}

@@ -30,8 +30,18 @@ const FINISH = 'status = :status, finished_at = :finished_at, duration_ms = :dur
 export function statements(S: string) {
   return {
     // The admission of one run (migration 0005): one round trip, under the postgres lock
-    // (when :p has a key) or a local one.
-    admit: named(`SELECT ${S}.admit(:p::jsonb) AS r`),
+    // (when :p has a key) or a local one, after the claims of runs that ended are settled
+    // (0013; `orphaned`: this host's such runs the lock does not prove ended).
+    admit: named(`SELECT ${S}.admit(s.p) AS r, s.p->'orphaned' AS orphaned FROM ${S}.settle_claims(:p::jsonb) AS s(p)`),
+    // Of those, the runs whose wrapper is gone.
+    settleClaims: named(`SELECT ${S}.settle_claims_of(:ids::bigint[])`),
+    // A delivered record's claims (see claimsOf): those its command was never given go back to
+    // `pending`; on its last attempt, those it served end with it, linked to this attempt.
+    deliveredClaims: named(`WITH back AS (UPDATE ${S}.requests SET status = 'pending', run_id = NULL, claimed_at = NULL,
+                                            attempts = greatest(attempts - 1, 0)
+                                          WHERE run_id = :id AND status = 'running' AND NOT (id = ANY(:served::bigint[])))
+                            UPDATE ${S}.requests SET status = :status, finished_at = :finished_at, exit_code = :exit_code, run_id = :id
+                            WHERE :final AND id = ANY(:served::bigint[]) AND status = 'running'`),
     // Rows of this host whose wrapper is gone; their requests failed with them.
     abandon: named(`WITH gone AS (UPDATE ${S}.runs SET status = 'abandoned', finished_at = now(), error = ${ABANDONED}
                                   WHERE id = ANY(:ids::bigint[]) AND status = 'running' RETURNING id)

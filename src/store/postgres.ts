@@ -6,14 +6,16 @@ import { listRunsStatement, type Statement, statements } from './postgres-sql.js
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import type { JobStatus, Paused } from './jobs.js';
 import {
-  type AdmitResult, type HolderRow, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues,
+  type AdmitResult, type AdvisoryLock, type HolderRow, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues,
   toHolder, toJobStatus, toRequestRow, toRunRow,
 } from './postgres-rows.js';
-import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
+import { type Cancellation, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
-  type RunRow, type RunStore,
+  type RunningRow, type RunRow, type RunStore,
 } from './types.js';
+
+export type { AdvisoryLock } from './postgres-rows.js';
 
 // Errors that mean the schema is missing or older than this code (a table, a schema, a
 // column, a function): migrate and try again.
@@ -59,13 +61,16 @@ export class PostgresStore implements RunStore {
       manual: options.manual,
       keep_lock: options.keepLock,
     };
-    const [row] = await this.withSchema(() => this.run<{ r: AdmitResult }>(this.sql.admit, { p: JSON.stringify(p) }));
+    const [row] = await this.withSchema(() => this.run<{ r: AdmitResult; orphaned: RunningRow[] }>(this.sql.admit, { p: JSON.stringify(p) }));
     const r = row?.r as AdmitResult;
     await this.upgradeIfBehind(r.version);
     // This host's rows of the job under other locks, whose wrappers only this host can
-    // check: as the embedded log does, whatever the verdict.
+    // check: as the embedded log does, whatever the verdict; and so the claims of such runs
+    // that ended (see settle_claims).
     const gone = (r.running ?? []).filter(options.isGone).map((g) => String(g.id));
     if (gone.length > 0) await this.run(this.sql.abandon, { ids: gone });
+    const orphaned = (row?.orphaned ?? []).filter(options.isGone).map((o) => String(o.id));
+    if (orphaned.length > 0) await this.run(this.sql.settleClaims, { ids: orphaned });
     if (!r.admitted) {
       return { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined };
     }
@@ -143,11 +148,17 @@ export class PostgresStore implements RunStore {
     for (const runKey of [record.run.runKey, rekeyed(record)]) {
       const values = { ...runValues({ ...runOf(record), runKey }), child_pid: record.childPid, ...outcomeValues(outcomeOf(record)) };
       const [row] = await this.withSchema(() => this.run<{ id: string }>(this.sql.importRun, values));
-      if (row) return Number(row.id);
-      const [owner] = await this.run<{ id: string; same: boolean }>(this.sql.keyOwner, values);
-      if (owner?.same) return Number(owner.id);
+      const [owner] = row ? [{ ...row, same: true }] : await this.run<{ id: string; same: boolean }>(this.sql.keyOwner, values);
+      if (owner?.same) return this.withClaimsSettled(Number(owner.id), record);
     }
     throw new RunKeyTaken(record.run.runKey);
+  }
+
+  // After a spooled record's row is written (its id): its claims settled as it says.
+  private async withClaimsSettled(id: number, record: SpooledRun): Promise<number> {
+    const claims = claimsOf(record);
+    if (claims) await this.run(this.sql.deliveredClaims, { ...claims, id, finished_at: claims.finishedAt, exit_code: claims.exitCode });
+    return id;
   }
 
   async recordOverlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null> {
@@ -234,14 +245,4 @@ export class PostgresStore implements RunStore {
   private async upgradeIfBehind(version: number | null | undefined): Promise<void> {
     if ((version ?? 0) < POSTGRES_MIGRATIONS.length) await this.migrate().catch(() => {});
   }
-}
-
-// An advisory lock held by a cronguard session. `job` is its application_name's tail, cut
-// at 63 bytes by PostgreSQL; the run row has the full name.
-export interface AdvisoryLock {
-  job: string;
-  key: string;
-  backend_pid: number;
-  client: string;
-  since: string | null;
 }

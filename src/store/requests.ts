@@ -1,3 +1,5 @@
+import { outcomeOf, type SpooledRun } from './spool.js';
+
 // "Run now" requests, as both stores keep them (table `requests`, also the --json shape).
 
 export const REQUEST_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'cancelled'] as const;
@@ -47,4 +49,22 @@ export type Cancellation = { readonly cancelled: true } | { readonly cancelled: 
 // How a run's requests end when its last attempt does.
 export function requestStatusOf(runStatus: string): RequestStatus {
   return runStatus === 'succeeded' ? 'succeeded' : 'failed';
+}
+
+// What delivering a record does to the requests its run claimed: a claim the wrapper never
+// gave its command (it never heard of it, the reply to its admission lost with its
+// connection) goes back to `pending`; on the last attempt, or when the wrapper vanished,
+// the requests it served end with it. Null: the record cannot tell (an older version's).
+export interface Claims {
+  readonly served: readonly number[];
+  readonly final: boolean;
+  readonly status: RequestStatus;
+  readonly finishedAt: string;
+  readonly exitCode: number | null;
+}
+
+export function claimsOf(record: SpooledRun): Claims | null {
+  if (!Array.isArray(record.served)) return null;
+  const { status, finishedAt, exitCode } = outcomeOf(record);
+  return { served: record.served, final: record.outcome === null || record.final === true, status: requestStatusOf(status), finishedAt, exitCode };
 }

@@ -16,6 +16,10 @@ export interface SpooledRun {
   run: Omit<NewRun, 'startedAt' | 'invokedAt' | 'tick'> & { startedAt: string; invokedAt: string; tick: string | null };
   childPid: number | null;
   outcome: StoredOutcome | null;
+  // The requests its command was given (absent from records of older versions), and whether
+  // its outcome is the invocation's last: see claimsOf (requests.ts).
+  served?: number[];
+  final?: boolean;
 }
 
 // How a spooled run ended, as a store writes it.

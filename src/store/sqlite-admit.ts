@@ -1,6 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Paused } from './jobs.js';
 import type { ClaimedRequest } from './requests.js';
+import { settleOrphans } from './sqlite-claims.js';
 import { SQL } from './sqlite-sql.js';
 import type { Admission, AdmitOptions, Holder, NewRun, RunningRow } from './types.js';
 
@@ -11,8 +12,8 @@ export function toHolder(row: HolderRow): Holder {
 }
 
 // Whether one invocation may run, under a local lock already held, decided in one
-// IMMEDIATE transaction: a paused job, due requests to claim, the minimum interval and
-// --on-request; if it may, its `running` row. The same rules, in the same order, as the
+// IMMEDIATE transaction: claims left by runs that ended (see settleOrphans), a paused job,
+// due requests to claim, the minimum interval and --on-request; if it may, its `running` row. The same rules, in the same order, as the
 // PostgreSQL admit() function (migration 0005), but for the one-run-per-tick rule: this log
 // belongs to one host, and the rule is about runs of other hosts.
 export function admitIn(
@@ -23,6 +24,7 @@ export function admitIn(
 ): Admission {
   const admit = db.transaction((): Admission => {
     const now = new Date().toISOString();
+    settleOrphans(db, run, options.isGone, now);
     const paused = db.prepare(SQL.paused).get(run.job) as Paused | undefined;
     if (paused) return { admitted: false, reason: 'disabled', paused };
     for (const row of db.prepare(SQL.runningHere).all(run.job, run.host) as RunningRow[]) {

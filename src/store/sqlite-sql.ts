@@ -14,6 +14,24 @@ export const SQL = {
   abandon: `UPDATE runs SET status = 'abandoned', finished_at = ?, error = ${ABANDONED} WHERE id = ? AND status = 'running'`,
   // The requests of a run that ended without a word end with it.
   failRequestsOf: `UPDATE requests SET status = 'failed', finished_at = ? WHERE run_id = ? AND status = 'running'`,
+  // Finished runs of this host (not this wrapper's) whose claims are still `running`: their
+  // wrapper vanished between two attempts, or before their requests could end.
+  orphanedHere: `SELECT DISTINCT r.id, r.pid, r.wrapper_start, r.lock_backend, r.lock_key FROM requests q JOIN runs r ON r.id = q.run_id
+                 WHERE q.job = @job AND q.status = 'running' AND r.status <> 'running' AND r.host = @host
+                   AND NOT (r.pid = @pid AND r.wrapper_start IS @wrapper_start)`,
+  // Such a run's claims: back to `pending` when its command never started (no child pid),
+  // else `failed` with its last exit code and why (PostgreSQL: settle_claims_of()).
+  claimsUnstarted: `UPDATE requests SET status = 'pending', run_id = NULL, claimed_at = NULL, attempts = max(attempts - 1, 0)
+                    WHERE run_id = @id AND status = 'running' AND (SELECT child_pid FROM runs WHERE id = @id) IS NULL`,
+  claimsCut: `UPDATE requests SET status = 'failed', finished_at = @now, exit_code = (SELECT exit_code FROM runs WHERE id = @id),
+                error = 'run ' || run_id || ' ended without its last attempt: its wrapper vanished before it could retry or record the end'
+              WHERE run_id = @id AND status = 'running'`,
+  // A delivered record's claims (see claimsOf): those its command was never given go back to
+  // `pending`; on its last attempt, those it served end with it, linked to this attempt.
+  claimsNotServed: `UPDATE requests SET status = 'pending', run_id = NULL, claimed_at = NULL, attempts = max(attempts - 1, 0)
+                    WHERE run_id = @id AND status = 'running' AND id NOT IN (SELECT value FROM json_each(@served))`,
+  claimsServed: `UPDATE requests SET status = @status, finished_at = @finished_at, exit_code = @exit_code, run_id = @id
+                 WHERE id IN (SELECT value FROM json_each(@served)) AND status = 'running'`,
   // not_before as a time, not as text: SQLite's own datetime('now', '+1 hour') writes
   // '2026-12-01 18:00:00', which as text sorts before every ISO time of that day.
   dueRequests: `SELECT id, args FROM requests WHERE job = ? AND status = 'pending' AND julianday(not_before) <= julianday(?) ORDER BY id`,

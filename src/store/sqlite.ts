@@ -7,6 +7,7 @@ import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type Recen
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
 import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
+import { withClaimsSettled } from './sqlite-claims.js';
 import { prepareSqliteFiles } from './sqlite-files.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import { listRunsSql, SQL } from './sqlite-sql.js';
@@ -18,8 +19,7 @@ import {
 type Row = Omit<RunRow, 'output_truncated'> & { output_truncated: number };
 type RequestRecord = Omit<RequestRow, 'args'> & { args: string };
 
-// The addon by its file: better-sqlite3's own lookup (the `bindings` package) probes a dozen
-// paths on every start.
+// The addon by its file: better-sqlite3's own lookup (`bindings`) probes a dozen paths per start.
 const sqliteAddon = (): string => addonFile('better-sqlite3', 'build/Release/better_sqlite3.node');
 
 // The embedded run log: one SQLite file in WAL mode, private to the user (0600), or shared
@@ -111,9 +111,9 @@ export class SqliteStore implements RunStore {
     for (const runKey of [record.run.runKey, rekeyed(record)]) {
       const params = { ...runParams({ ...runOf(record), runKey }), child_pid: record.childPid, ...outcomeParams(outcomeOf(record)) };
       const row = this.db.prepare(SQL.importRun).get(params) as { id: number } | undefined;
-      if (row) return row.id;
+      if (row) return withClaimsSettled(this.db, row.id, record);
       const owner = this.db.prepare(SQL.keyOwner).get(params) as { id: number; same: number } | undefined;
-      if (owner?.same) return owner.id;
+      if (owner?.same) return withClaimsSettled(this.db, owner.id, record);
     }
     throw new RunKeyTaken(record.run.runKey);
   }

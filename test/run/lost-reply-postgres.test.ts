@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, spooled, start, waitFor } from '../helpers.js';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { cronguard, fixture, lines, spooled, start, waitFor } from '../helpers.js';
 import { cuttingProxy } from '../pg-faults.js';
-import { pgRuns, pgSandbox } from '../pg-helpers.js';
+import { pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 // A "host": its own hostname (UTS namespace) and its own clock, started at `clock`.
 function onHost(name: string, clock: string, args: string[], env: NodeJS.ProcessEnv) {
@@ -55,5 +55,37 @@ describe('the reply to the admission is lost (the server committed it)', () => {
     expect(await onHost('host-b', at('03:00:30'), ['-n', job, '--', 'touch', box.path('ran-b')], other).done).toMatchObject({ code: 0, stderr: '' });
     expect(existsSync(box.path('ran-b'))).toBe(false);
     expect((await pgRuns(box.schema)).map((r) => [r.host, r.status, r.overlaps])).toEqual([['host-a', 'abandoned', 1]]);
+  });
+
+  it('under a local lock, a request the lost statement claimed is served by the next run, never lost', async () => {
+    const box = pgSandbox();
+    const job = box.job('claimed');
+    expect((await cronguard(['migrate'], box.env)).code).toBe(0);
+    const waiter = start(['request', job, '--wait', '--', 'hello'], box.env);
+    onTestFinished(() => void waiter.child.kill());
+    const requests = () => sql(`SELECT status, run_id, exit_code FROM "${box.schema}".requests`);
+    await waitFor(async () => (await requests()).length === 1, 'the request');
+    const proxy = await cuttingProxy('.admit(', 'reply');
+    const viaProxy = { ...box.env, CRONGUARD_DATABASE_URL: proxy.url };
+    const ran = box.path('ran');
+    const args = ['-l', 'flock', '-n', job, '--on-request', '--', 'sh', '-c', 'echo "[$*]" >> "$0"', ran];
+    // The server claimed the request for a run whose wrapper never heard so: the job runs as
+    // with a log that cannot answer, without the request's arguments, and is spooled.
+    const first = await cronguard(args, viaProxy);
+    await proxy.reached;
+    expect(first.code).toBe(0);
+    expect(lines(ran)).toEqual(['[]']);
+    expect(spooled(box.stateDir)).toHaveLength(1);
+    expect(await requests()).toEqual([expect.objectContaining({ status: 'running' })]);
+
+    // The next run delivers the record and gives the claim back: the request is served once,
+    // with its arguments, and its waiter hears that run's code.
+    expect(await cronguard(args, viaProxy)).toMatchObject({ code: 0, stderr: '' });
+    expect(lines(ran)).toEqual(['[]', '[hello]']);
+    expect(spooled(box.stateDir)).toEqual([]);
+    const runs = await pgRuns(box.schema);
+    expect(runs.map((r) => [r.trigger, r.status])).toEqual([['request', 'succeeded'], ['request', 'succeeded']]);
+    expect(await requests()).toEqual([{ status: 'succeeded', run_id: runs[1]?.id, exit_code: 0 }]);
+    expect((await waiter.done).code).toBe(0);
   });
 });
