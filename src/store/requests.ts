@@ -43,7 +43,9 @@ export function claimedRequest(id: number, args: unknown): ClaimedRequest {
   return malformed === null ? { id, args: args as string[] } : { id, args: [], malformed };
 }
 
-function argsProblem(args: unknown): string | null {
+// Why `args` cannot go on a command line as given, or null: what the stores' constraints
+// refuse, and what they cannot check (lone surrogates; SQLite: bytes that are not UTF-8).
+export function argsProblem(args: unknown): string | null {
   if (!Array.isArray(args)) return 'its args are not an array of strings';
   if (!args.every((a) => typeof a === 'string')) return 'its args are not all strings (a number, null, object or nested array)';
   if (args.some((a: string) => a.includes('\0'))) return 'an argument holds a NUL byte, which no command line can carry';
