@@ -163,6 +163,8 @@ async function served(ctx: Attempts, claimed: readonly ClaimedRequest[]): Promis
   return fit;
 }
 
+// Hands the store back what this run does not serve, and says so: a refusal in one line
+// (cron mails it), requests left for the next run only with -v.
 async function giveBack(ctx: Attempts, unserved: Unserved): Promise<void> {
   if (unserved.later.length === 0 && unserved.refused.length === 0) return;
   const runId = ctx.recorder.runId;
