@@ -1,3 +1,4 @@
+import { refuseNonUtf8Arguments, refuseNonUtf8Environment } from './cli/bytes.js';
 import { resolveRunConfig } from './cli/config.js';
 import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
 import { Settings } from './cli/settings.js';
@@ -31,6 +32,7 @@ const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
 async function main(args: readonly string[]): Promise<number> {
   restoreExtraCaCerts();
   protectSecrets(args);
+  refuseNonUtf8Arguments(args);
   const first = args[0];
   if (first === undefined) {
     process.stderr.write(runHelp());
@@ -47,6 +49,8 @@ async function main(args: readonly string[]): Promise<number> {
     process.stdout.write(`cronguard ${VERSION}\n`);
     return 0;
   }
+  // What the command (and --notify's) would inherit changed.
+  refuseNonUtf8Environment();
   const verbose = parsed.options.verbose === true;
   showWarnings = verbose;
   const settings = loadSettings(verbose);

@@ -33,7 +33,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'everyTick', long: 'every-tick', help: 'shared log: run even if another host ran this job in this minute' },
   { key: 'minInterval', long: 'min-interval', value: 'DURATION', help: 'skip unless the last run started at least DURATION ago (a request overrides)' },
   { key: 'onRequest', long: 'on-request', help: 'run only for "run now" requests (with --min-interval: for either)' },
-  { key: 'batch', long: 'batch', help: 'one run for all due requests, their arguments appended to the command' },
+  { key: 'batch', long: 'batch', help: 'one run for all due requests, their arguments appended to the command (identical ones once)' },
   { key: 'batchMax', long: 'batch-max', value: 'N', help: 'at most N requests in one --batch run; the rest wait' },
   { key: 'retries', long: 'retries', value: 'N', help: 're-run a failed attempt up to N more times, holding the lock' },
   { key: 'retryDelay', long: 'retry-delay', value: 'DURATION', help: 'before the first retry; doubling, at most 1h (default 10s)' },

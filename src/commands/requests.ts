@@ -108,11 +108,17 @@ export async function requests(args: readonly string[], settings: Settings): Pro
     const c = colours();
     const cells = rows.map((r) => [
       String(r.id), printable(r.job), r.status, tableTime(r.requested_at), tableTime(r.not_before), printable(r.requested_by ?? '-'),
-      String(r.run_id ?? '-'), r.exit_code === null ? '-' : String(r.exit_code), r.args.map(printable).join(' '),
+      String(r.run_id ?? '-'), r.exit_code === null ? '-' : String(r.exit_code), r.args.map(shownArg).join(' '),
     ]);
     process.stdout.write(renderTable(['ID', 'JOB', 'STATUS', 'REQUESTED', 'NOT BEFORE', 'BY', 'RUN', 'EXIT', 'ARGS'], cells, c));
   }
   return 0;
+}
+
+// An argument as the table shows it; one that is not a string (a NULL in a PostgreSQL row
+// written before the constraint) as JSON.
+function shownArg(arg: unknown): string {
+  return printable(typeof arg === 'string' ? arg : JSON.stringify(arg));
 }
 
 function requestId(text: string): number {

@@ -44,23 +44,28 @@ function totalLimit(): number {
 // The claimed requests whose arguments go on this run's command line, in order, as many as
 // `room` bytes take; the rest wait for the next run, and a request whose own arguments could
 // never fit ends failed, never run half. `batch`: all of them on one line; otherwise the
-// first that has arguments (as before: the others are served by the same run).
+// first that has arguments (as before: the others are served by the same run). Identical
+// requests in one batch are served once: the run serves all of them, their arguments once.
 export function fitRequests(requests: readonly ClaimedRequest[], room: number, batch: boolean): { fit: ClaimedRequest[]; unserved: Unserved } {
   const fit: ClaimedRequest[] = [];
   const later: number[] = [];
   const refused: number[] = [];
+  const onLine = new Set<string>();
   let used = 0;
   let full = false;
   for (const r of requests) {
     const size = execBytes(r.args);
+    const same = JSON.stringify(r.args);
     if (!r.args.every(argumentFits) || size > room) refused.push(r.id);
     else if (r.args.length === 0) fit.push(r);
+    else if (batch && onLine.has(same)) fit.push({ ...r, args: [] });
     else if (full || used + size > room || (!batch && used > 0)) {
       full = true;
       if (batch) later.push(r.id);
       else fit.push({ ...r, args: [] });
     } else {
       used += size;
+      onLine.add(same);
       fit.push(r);
     }
   }

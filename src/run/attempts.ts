@@ -4,7 +4,7 @@ import { quote } from '../cli/config.js';
 import type { Lock } from '../lock/backend.js';
 import type { Textfile } from '../metrics/textfile.js';
 import { describePause, type Paused } from '../store/jobs.js';
-import type { ClaimedRequest } from '../store/requests.js';
+import type { ClaimedRequest, Unserved } from '../store/requests.js';
 import type { NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { type Messages, setStderrMidLine, sleep } from '../util/io.js';
@@ -154,15 +154,24 @@ async function lostBeforeStart(ctx: Attempts, lost: string): Promise<number> {
 
 // The claimed requests whose arguments fit the command line (see fitRequests); the others
 // go back, to wait for the next run or to end failed, and a refusal is said in one line.
+// A request with malformed arguments (see claimedRequest) ends failed, never run half.
 async function served(ctx: Attempts, claimed: readonly ClaimedRequest[]): Promise<readonly ClaimedRequest[]> {
-  if (!claimed.some((r) => r.args.length > 0)) return claimed;
-  const { fit, unserved } = fitRequests(claimed, argumentRoom(ctx.config.argv, process.env), ctx.config.batch);
-  if (unserved.later.length === 0 && unserved.refused.length === 0) return fit;
+  const sound = claimed.filter((r) => r.malformed === undefined);
+  for (const r of claimed) if (r.malformed !== undefined) await giveBack(ctx, { later: [], refused: [r.id], reason: r.malformed });
+  if (!sound.some((r) => r.args.length > 0)) return sound;
+  const { fit, unserved } = fitRequests(sound, argumentRoom(ctx.config.argv, process.env), ctx.config.batch);
+  await giveBack(ctx, unserved);
+  return fit;
+}
+
+// Hands the store back what this run does not serve, and says so: a refusal in one line
+// (cron mails it), requests left for the next run only with -v.
+async function giveBack(ctx: Attempts, unserved: Unserved): Promise<void> {
+  if (unserved.later.length === 0 && unserved.refused.length === 0) return;
   const runId = ctx.recorder.runId;
   if (runId !== null) await ctx.recorder.consult('give back requests', (store) => store.returnRequests(runId, unserved));
   if (unserved.later.length > 0) ctx.say.verbose(`${ctx.config.name}: ${unserved.later.length} requests wait for the next run: the command line is full`);
   if (unserved.refused.length > 0) ctx.say.warn(`${ctx.config.name}: request ${unserved.refused.join(', ')} failed without running: ${unserved.reason}`);
-  return fit;
 }
 
 // The job's pause, if someone paused it since the run began (a retry asks first).

@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import { exposition } from '../metrics/exposition.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
+import { argsProblem } from '../store/requests.js';
 import { badRequest, idOf, nameOf, notFound, type ServeContext } from './context.js';
 
 const MAX_LIMIT = 1000;
@@ -45,8 +46,8 @@ export function apiRoutes(app: Hono, ctx: ServeContext): void {
     const body = (await c.req.json().catch(() => null)) as { args?: unknown; by?: unknown } | null;
     if (body === null || typeof body !== 'object' || Array.isArray(body)) return badRequest(c, 'the body must be a JSON object: {"args": [...], "by": "..."}');
     const args = body.args ?? [];
-    if (!Array.isArray(args) || args.length > MAX_LIMIT || !args.every((a) => typeof a === 'string' && a.length <= 10_000)) {
-      return badRequest(c, 'args: a list of strings');
+    if (!Array.isArray(args) || args.length > MAX_LIMIT || argsProblem(args) !== null || args.some((a: string) => a.length > 10_000)) {
+      return badRequest(c, 'args: a list of strings without NUL characters');
     }
     if (body.by !== undefined && (typeof body.by !== 'string' || body.by.length > 200)) return badRequest(c, 'by: a string of at most 200 characters');
     const by = typeof body.by === 'string' ? body.by : 'api';

@@ -3,6 +3,7 @@ import type { Context, Hono } from 'hono';
 import { liveDir, liveName } from '../run/live-file.js';
 import { LiveReader } from '../commands/live-reader.js';
 import { CronguardError } from '../errors.js';
+import { argsProblem } from '../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
 import { ansiToHtml } from './ansi.js';
 import { badRequest, idOf, nameOf, notFound, type ServeContext, wrapperAlive } from './context.js';
@@ -59,7 +60,7 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
   app.post('/jobs/:name/run', (c) =>
     action(c, ctx, async (name, form) => {
       const args = typeof form.args === 'string' ? form.args.split(/\r?\n/).filter((a) => a !== '') : [];
-      if (args.length > 1000 || args.some((a) => a.length > 10_000)) return null;
+      if (args.length > 1000 || args.some((a) => a.length > 10_000) || argsProblem(args) !== null) return null;
       const id = await ctx.store.write((s) => s.addRequest({ job: name, args, notBefore: new Date(), requestedBy: by(c) }));
       return `requested=${id}`;
     }),

@@ -1,7 +1,7 @@
 // The PostgreSQL store's rows as cronguard's types have them (ids as numbers, times as ISO
 // text), and the run and outcome as its statements take them.
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
-import type { ClaimedRequest, RequestRow } from './requests.js';
+import type { RequestRow } from './requests.js';
 import type { StoredOutcome } from './spool.js';
 import type { Holder, NewRun, Refusal, RunningRow, RunRow } from './types.js';
 
@@ -10,7 +10,8 @@ export interface AdmitResult {
   admitted: boolean;
   reason: Refusal;
   id?: number;
-  requests: ClaimedRequest[];
+  // As jsonb has them: what a row holds, checked by claimedRequest.
+  requests: { id: number; args: unknown }[];
   running?: RunningRow[];
   holder?: HolderRow | null;
   disabled?: Paused | null;

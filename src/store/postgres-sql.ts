@@ -31,7 +31,7 @@ export function statements(S: string) {
   return {
     // The admission of one run (migration 0005): one round trip, under the postgres lock
     // (when :p has a key) or a local one, after the claims of runs that ended are settled
-    // (0013; `orphaned`: this host's such runs the lock does not prove ended).
+    // (0011; `orphaned`: this host's such runs the lock does not prove ended).
     admit: named(`SELECT ${S}.admit(s.p) AS r, s.p->'orphaned' AS orphaned FROM ${S}.settle_claims(:p::jsonb) AS s(p)`),
     // Of those, the runs whose wrapper is gone.
     settleClaims: named(`SELECT ${S}.settle_claims_of(:ids::bigint[])`),

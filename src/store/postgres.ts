@@ -9,7 +9,7 @@ import {
   type AdmitResult, type AdvisoryLock, type HolderRow, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues,
   toHolder, toJobStatus, toRequestRow, toRunRow,
 } from './postgres-rows.js';
-import { type Cancellation, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
+import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
   type RunningRow, type RunRow, type RunStore,
@@ -74,7 +74,7 @@ export class PostgresStore implements RunStore {
     if (!r.admitted) {
       return { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined };
     }
-    return { admitted: true, runId: Number(r.id), requests: r.requests };
+    return { admitted: true, runId: Number(r.id), requests: r.requests.map((q) => claimedRequest(Number(q.id), q.args)) };
   }
 
   async setChildPid(id: number, childPid: number, command: string): Promise<void> {

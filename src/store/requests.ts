@@ -29,10 +29,31 @@ export interface NewRequest {
   readonly requestedBy: string | null;
 }
 
-// A request an admission claimed for its run: its arguments go on the command line.
+// A request an admission claimed for its run: its arguments go on the command line, unless
+// they are not what a command line can carry (`malformed` says why, and `args` is empty).
 export interface ClaimedRequest {
   readonly id: number;
   readonly args: readonly string[];
+  readonly malformed?: string;
+}
+
+// A claimed request from what the store holds. Both stores refuse malformed arguments with a
+// constraint, but a row written before the constraint, or around it, must not crash a run:
+// such a request ends failed with the reason, and the command never sees the arguments.
+export function claimedRequest(id: number, args: unknown): ClaimedRequest {
+  const malformed = argsProblem(args);
+  return malformed === null ? { id, args: args as string[] } : { id, args: [], malformed };
+}
+
+// Why `args` cannot go on a command line as given, or null: what the stores' constraints
+// refuse, and what they cannot check (lone surrogates; SQLite: bytes that are not UTF-8).
+export function argsProblem(args: unknown): string | null {
+  if (!Array.isArray(args)) return 'its args are not an array of strings';
+  if (!args.every((a) => typeof a === 'string')) return 'its args are not all strings (a number, null, object or nested array)';
+  if (args.some((a: string) => a.includes('\0'))) return 'an argument holds a NUL byte, which no command line can carry';
+  // A lone surrogate (JSON's "\ud800") would reach the command as U+FFFD.
+  if (args.some((a: string) => /[\ud800-\udfff]/u.test(a))) return 'an argument is not valid Unicode (a lone surrogate)';
+  return null;
 }
 
 // Claimed requests a run gives back: those that did not fit its command line wait for the

@@ -1,6 +1,7 @@
+import { isUtf8 } from 'node:buffer';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Paused } from './jobs.js';
-import type { ClaimedRequest } from './requests.js';
+import { type ClaimedRequest, claimedRequest } from './requests.js';
 import { settleOrphans } from './sqlite-claims.js';
 import { SQL } from './sqlite-sql.js';
 import type { Admission, AdmitOptions, Holder, NewRun, RunningRow } from './types.js';
@@ -52,13 +53,23 @@ export function admitIn(
 // All due requests in a --batch run (up to batchMax); otherwise every one without
 // arguments and the oldest one with.
 function dueRequests(db: BetterSqlite3.Database, job: string, now: string, options: AdmitOptions): ClaimedRequest[] {
-  const due = (db.prepare(SQL.dueRequests).all(job, now) as { id: number; args: string }[]).map((r) => ({
-    id: r.id,
-    args: JSON.parse(r.args) as string[],
-  }));
+  const due = (db.prepare(SQL.dueRequests).all(job, now) as { id: number; args: Buffer | null }[]).map((r) => claimedFrom(r.id, r.args));
   if (options.batch) return due.slice(0, options.batchMax ?? due.length);
   const firstWithArgs = due.find((r) => r.args.length > 0);
   return due.filter((r) => r.args.length === 0 || r === firstWithArgs);
+}
+
+// A request's args as the log holds them. SQLite cannot check that text is UTF-8, and
+// cronguard passes arguments on unchanged or not at all (Node carries text, not bytes).
+function claimedFrom(id: number, args: Buffer | null): ClaimedRequest {
+  if (args === null) return claimedRequest(id, null);
+  if (!isUtf8(args)) return { id, args: [], malformed: 'its args are not valid UTF-8, and cronguard passes arguments on unchanged or not at all' };
+  try {
+    return claimedRequest(id, JSON.parse(args.toString()));
+  } catch {
+    // Not JSON at all: a row written with the constraints off.
+    return claimedRequest(id, null);
+  }
 }
 
 // With nothing requested: --on-request or the interval may say no.

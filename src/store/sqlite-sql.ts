@@ -34,7 +34,8 @@ export const SQL = {
                  WHERE id IN (SELECT value FROM json_each(@served)) AND status = 'running'`,
   // not_before as a time, not as text: SQLite's own datetime('now', '+1 hour') writes
   // '2026-12-01 18:00:00', which as text sorts before every ISO time of that day.
-  dueRequests: `SELECT id, args FROM requests WHERE job = ? AND status = 'pending' AND julianday(not_before) <= julianday(?) ORDER BY id`,
+  // args as bytes: text a web application wrote that is not UTF-8 would read as U+FFFD.
+  dueRequests: `SELECT id, CAST(args AS BLOB) AS args FROM requests WHERE job = ? AND status = 'pending' AND julianday(not_before) <= julianday(?) ORDER BY id`,
   claimRequest: `UPDATE requests SET status = 'running', claimed_at = @now, attempts = attempts + 1, run_id = @run_id
                  WHERE id = @id AND status = 'pending'`,
   // The latest run by id, not max(started_at): one index probe however long the log.

@@ -45,6 +45,9 @@ describe.each(STORES)('serve JSON API (%s)', (kind) => {
     expect(await json(await server.get(`/api/requests/${id}`))).toMatchObject({ id, status: 'pending' });
     expect((await post('{"args": "not a list"}')).status).toBe(400);
     expect((await post('[1]')).status).toBe(400);
+    // Arguments no command line carries: refused here, not by the store (a 500).
+    expect((await post('{"args": ["a\\u0000b"]}')).status).toBe(400);
+    expect((await post('{"args": ["\\ud800"]}')).status).toBe(400);
     expect((await post('not json')).status).toBe(400);
     expect((await post('{}', { 'content-type': 'application/json', origin: 'http://evil.example' })).status).toBe(403);
     expect((await server.get('/api/jobs/1234/requests', { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })).status).toBe(400);
