@@ -31,7 +31,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'quiet', long: 'quiet', short: 'q', help: "print the command's output only if it fails" },
   { key: 'capture', long: 'capture', value: 'BYTES', help: 'keep the last BYTES of output in the run log (default 65536, 0: none)' },
   { key: 'everyTick', long: 'every-tick', help: 'shared log: run even if another host ran this job in this minute' },
-  { key: 'minInterval', long: 'min-interval', value: 'DURATION', help: 'skip unless the last run started at least DURATION ago (a request overrides)' },
+  { key: 'minInterval', long: 'min-interval', value: 'DURATION', help: 'skip unless the last run started at least DURATION ago, less a tenth (at most 30s) for cron\'s jitter (a request overrides)' },
   { key: 'onRequest', long: 'on-request', help: 'run only for "run now" requests (with --min-interval: for either)' },
   { key: 'batch', long: 'batch', help: 'one run for all due requests, their arguments appended to the command' },
   { key: 'batchMax', long: 'batch-max', value: 'N', help: 'at most N requests in one --batch run; the rest wait' },

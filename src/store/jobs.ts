@@ -14,6 +14,15 @@ export function describePause(p: Paused | null): string {
   return `paused since ${p?.since ?? '?'}${by}${p?.reason ? `: ${p.reason}` : ''}`;
 }
 
+// How long after its last start a job with --min-interval is due: the interval less a
+// slack of a tenth of it, at most 30 s. cron starts a `* * * * *` line a little before the
+// minute as often as a little after, so without it 59.4 s after the last start would be
+// "not yet" and an hourly job would run every 61 minutes. The stored interval stays the
+// one configured. The same rule as admit() in PostgreSQL (migration 0011).
+export function dueAfterMs(intervalMs: number): number {
+  return intervalMs - Math.min(intervalMs / 10, 30_000);
+}
+
 // How many of its latest finished runs a job's statistics cover.
 export const RECENT_RUNS = 50;
 
@@ -82,7 +91,7 @@ export function jobStatusOf({ disabled, job, ...row }: JobStatusRow): JobStatus 
     job,
     state: disabled ? 'disabled' : row.running_run_id !== null ? 'running' : 'idle',
     ...row,
-    next_due_at: row.min_interval_ms !== null && lastStart !== null ? new Date(Date.parse(lastStart) + row.min_interval_ms).toISOString() : null,
+    next_due_at: row.min_interval_ms !== null && lastStart !== null ? new Date(Date.parse(lastStart) + dueAfterMs(row.min_interval_ms)).toISOString() : null,
     success_rate: recent.length === 0 ? null : recent.filter((r) => r.status === 'succeeded').length / recent.length,
     duration_median_ms: percentile(durations, 0.5),
     duration_p95_ms: percentile(durations, 0.95),
