@@ -28,7 +28,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'timeout', long: 'timeout', short: 't', value: 'DURATION', help: 'stop the command after DURATION (exit 124)' },
   { key: 'killSignal', long: 'kill-signal', value: 'SIG', help: 'signal sent to the process group on timeout (default TERM)' },
   { key: 'killAfter', long: 'kill-after', value: 'DURATION', help: 'then SIGKILL after DURATION (default 10s)' },
-  { key: 'quiet', long: 'quiet', short: 'q', help: "print the command's output only if it fails" },
+  { key: 'quiet', long: 'quiet', short: 'q', help: "print the command's output only if it fails (with --retries: the last attempt)" },
   { key: 'capture', long: 'capture', value: 'BYTES', help: 'keep the last BYTES of output in the run log (default 65536, 0: none)' },
   { key: 'everyTick', long: 'every-tick', help: 'shared log: run even if another host ran this job in this minute' },
   { key: 'minInterval', long: 'min-interval', value: 'DURATION', help: 'skip unless the last run started at least DURATION ago, less a tenth (at most 30s) for cron\'s jitter (a request overrides)' },
