@@ -36,9 +36,11 @@ function utf8(env: NodeJS.ProcessEnv): boolean {
 
 // The latest `width` runs as one character each, oldest first: the bar's height is the
 // duration, a run that did not succeed is a red cross, so a
-// change in how long a job takes or a run of failures shows at a glance.
+// change in how long a job takes or a run of failures shows at a glance. Without UTF-8
+// (cron, `su -`, the C locale) four heights in plain ASCII that still read as bars rising
+// from the line (`_.:|`), rather than symbols whose order no one can guess.
 export function sparkline(recent: readonly RecentRun[], width: number, c: ChalkInstance, env: NodeJS.ProcessEnv = process.env): string {
-  const bars = utf8(env) ? '▁▂▃▄▅▆▇█' : '_.-=+*#@';
+  const bars = utf8(env) ? '▁▂▃▄▅▆▇█' : '_.:|';
   const fail = utf8(env) ? '×' : 'x';
   const shown = recent.slice(-width);
   const durations = shown.filter((r) => r.status === 'succeeded').map((r) => r.duration_ms ?? 0);
@@ -64,9 +66,12 @@ export function duration(ms: number | null): string {
   return ms === null ? '-' : formatDuration(ms);
 }
 
-// The width to fit: the terminal's, or 80 when the output goes elsewhere.
-export function terminalWidth(): number {
-  return process.stdout.isTTY && process.stdout.columns ? process.stdout.columns : 80;
+// The width to fit: COLUMNS when set (as ls and ps take it, on a terminal or not), else
+// the terminal's; piped without COLUMNS, no limit: nothing is dropped or cut (for grep).
+export function terminalWidth(env: NodeJS.ProcessEnv = process.env): number {
+  const columns = Number(env.COLUMNS);
+  if (Number.isInteger(columns) && columns > 0) return columns;
+  return process.stdout.isTTY && process.stdout.columns ? process.stdout.columns : Number.POSITIVE_INFINITY;
 }
 
 // Shortens text to `max` display characters with an ellipsis.

@@ -8,7 +8,7 @@ import { parseAt } from '../util/time.js';
 import { argumentFits, argumentRoom, execBytes, MAX_ARG_BYTES } from '../run/arg-limits.js';
 import { parse, positiveInt, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { waitFor } from './request-wait.js';
-import { printable, tableTime } from './format.js';
+import { printable, tableTime, zoneName } from './format.js';
 import { colours, renderTable } from './table.js';
 
 interface RequestFlags {
@@ -110,7 +110,7 @@ export async function requests(args: readonly string[], settings: Settings): Pro
       String(r.id), printable(r.job), r.status, tableTime(r.requested_at), tableTime(r.not_before), printable(r.requested_by ?? '-'),
       String(r.run_id ?? '-'), r.exit_code === null ? '-' : String(r.exit_code), r.args.map(shownArg).join(' '),
     ]);
-    process.stdout.write(renderTable(['ID', 'JOB', 'STATUS', 'REQUESTED', 'NOT BEFORE', 'BY', 'RUN', 'EXIT', 'ARGS'], cells, c));
+    process.stdout.write(renderTable(['ID', 'JOB', 'STATUS', `REQUESTED (${zoneName()})`, 'NOT BEFORE', 'BY', 'RUN', 'EXIT', 'ARGS'], cells, c));
   }
   return 0;
 }

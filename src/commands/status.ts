@@ -1,7 +1,7 @@
 import type { ChalkInstance } from 'chalk';
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError } from '../errors.js';
-import { blockedSince, type JobStatus } from '../store/jobs.js';
+import { blockedSince, finalRuns, type JobStatus } from '../store/jobs.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { age, ago, clip, duration, percent, printable, sparkline, tableTime, terminalWidth, zoneName } from './format.js';
@@ -83,7 +83,7 @@ function detail(j: JobStatus, c: ChalkInstance): string {
     ['last success', j.last_success_run_id === null ? c.red('never') : `run ${j.last_success_run_id} in ${duration(j.last_success_duration_ms)}`],
     ['', j.last_success_run_id === null ? null : when(j.last_success_at)],
     ['recent', j.recent.length === 0 ? null : `${sparkline(j.recent, Math.min(50, width - 16), c)}`],
-    ['', j.recent.length === 0 ? null : `${percent(j.success_rate)} of the last ${j.recent.length} succeeded; median ${duration(j.duration_median_ms)}, p95 ${duration(j.duration_p95_ms)}`],
+    ['', j.recent.length === 0 ? null : `${percent(j.success_rate)} of the last ${finalRuns(j.recent).length} succeeded; median ${duration(j.duration_median_ms)}, p95 ${duration(j.duration_p95_ms)}`],
     ['next due', j.next_due_at === null ? null : `${when(j.next_due_at)} (--min-interval ${duration(j.min_interval_ms)})`],
     ['requests', `${j.pending_requests} pending`],
     ['runs', counts || null],

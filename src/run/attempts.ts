@@ -14,7 +14,9 @@ import { Interrupted } from './interrupted.js';
 import { LiveCopy } from './live.js';
 import { judge, type Verdict } from './outcome.js';
 import type { Pinger } from './ping.js';
+import { QuietBuffer } from './quiet.js';
 import type { RunRecorder } from './recorder.js';
+import { replayHeld } from './relay.js';
 import { fileEndsMidLine } from './sink.js';
 import { type ChildResult, supervise, type Supervision } from './supervisor.js';
 
@@ -68,14 +70,22 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
   const { guard } = ctx;
   let current = run;
   const { lock } = ctx;
+  // -q: one buffer for every attempt, shown only if the last one fails (see QuietBuffer).
+  const held = config.quiet ? new QuietBuffer() : null;
   for (let attempt = 1; ; attempt++) {
+    const verdictOf = (result: ChildResult) => judge(endedBy(result, guard.lost, config), { ...config, lockLostWhileRunning: guard.lost }, new Date());
+    const mayRetry = (verdict: Verdict) => attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
     // A lease may have lapsed while cronguard was stopped, since it was last refreshed.
     lock.verify();
-    if (guard.lost !== null) return lostBeforeStart(ctx, guard.lost);
+    if (guard.lost !== null) {
+      await endHolding(ctx, held, true);
+      return lostBeforeStart(ctx, guard.lost);
+    }
     // Each attempt is a run of its own, with its own key, so its own live copy.
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
     ctx.recorder.serving(requests.map((r) => r.id));
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, live, say });
+    const showHeld = (ended: ChildResult) => failed(verdictOf(ended)) && !mayRetry(verdictOf(ended));
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, live, say, held, showHeld });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
     // Recorded while the command runs: nothing waits for it but the outcome.
@@ -94,8 +104,9 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     await live?.drained();
     // Or while the command ran: its watchdog then stopped the command, for the lease.
     lock.verify();
-    const verdict = judge(endedBy(result, guard.lost, config), { ...config, lockLostWhileRunning: guard.lost }, new Date());
-    const again = attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
+    const verdict = verdictOf(result);
+    const again = mayRetry(verdict);
+    if (!again) await endHolding(ctx, held, failed(verdict));
     // The last outcome of an invocation that keeps no lock for later takes the lock with it.
     await ctx.recorder.finish(verdict.outcome, !again, !again && config.forMs === null && guard.lost === null);
     live?.remove();
@@ -107,7 +118,10 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     if (pingWarning) say.warn(pingWarning);
     if (verdict.summary) {
       const next = again ? `; retrying in ${formatDuration(delay)} (attempt ${attempt + 1} of ${config.retries + 1})` : '';
-      say.warn(`${summaryLine(config.name, verdict.summary, ctx.recorder.runId)}${next}`);
+      const line = `${summaryLine(config.name, verdict.summary, ctx.recorder.runId)}${next}`;
+      // Under -q, that a retry is coming is said only if it fails too.
+      if (again && held !== null) held.note(line);
+      else say.warn(line);
     }
     say.verbose(`${config.name}: ${verdict.outcome.status}, exit ${verdict.exitCode}`);
     if (!again) return verdict.exitCode;
@@ -115,6 +129,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     if (ctx.stop.aborted) {
       // The attempt was recorded as one more to come; it is the last after all.
       await ctx.recorder.finish(verdict.outcome, true);
+      await endHolding(ctx, held, true);
       const interrupted = new Interrupted(config.name, ctx.stop.reason as NodeJS.Signals, 'while waiting to retry');
       const warning = await ping?.finish(interrupted.exitCode, result.output);
       if (warning) say.warn(warning);
@@ -124,6 +139,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const paused = await pausedNow(ctx);
     if (paused) {
       await ctx.recorder.finish(verdict.outcome, true);
+      await endHolding(ctx, held, true);
       const warning = await ping?.finish(verdict.exitCode, result.output);
       if (warning) say.warn(warning);
       say.warn(`${config.name}: not retrying: ${describePause(paused)} (cronguard enable ${config.name} resumes it)`);
@@ -132,6 +148,19 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     current = { ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() };
     await ctx.recorder.retry(current);
   }
+}
+
+function failed(verdict: Verdict): boolean {
+  return verdict.outcome.status !== 'succeeded';
+}
+
+// The end of -q's holding, with the invocation's last attempt: what it held is shown if
+// that attempt failed (unless the attempt's own replay showed it already), else let go.
+async function endHolding(ctx: Attempts, held: QuietBuffer | null, lastFailed: boolean): Promise<void> {
+  if (held === null) return;
+  const note = lastFailed && held.holding ? await replayHeld(held, ctx.config.name, ctx.say) : null;
+  if (note) ctx.say.warn(`${ctx.config.name}: ${note}`);
+  held.dispose();
 }
 
 // A lock lost while the command ran ends the run as lock_lost (75) under --on-lock-loss

@@ -12,15 +12,21 @@ export const SPILL_AFTER_BYTES = 4 * 1024 * 1024;
 // Unbounded memory would trade a failing job's output for an out-of-memory kill of the run.
 export const FALLBACK_BYTES = 16 * 1024 * 1024;
 
+// A line of cronguard's own held among the output (see note).
+const NOTE = 0;
+type HeldStream = StreamId | typeof NOTE;
+
 interface Held {
-  readonly stream: StreamId;
+  readonly stream: HeldStream;
   readonly chunk: Buffer;
 }
 
 // Holds a quiet (-q) run's output in arrival order so it can be replayed, stream by stream,
 // if the command fails: in memory, then in a temporary file (unlinked as soon as it is
 // open, so nothing is left behind even if cronguard is killed), then, if that file fails,
-// in memory again up to a bound. Nothing is dropped without the replay saying so.
+// in memory again up to a bound. Nothing is dropped without the replay saying so. With
+// --retries it holds every attempt's output, and the lines that said an attempt failed and
+// would be retried, until the last attempt: shown if that fails, never if one succeeds.
 export class QuietBuffer {
   private before: Held[] = [];
   private after: Held[] = [];
@@ -40,6 +46,25 @@ export class QuietBuffer {
   ) {}
 
   push(stream: StreamId, chunk: Buffer): void {
+    this.hold(stream, chunk);
+  }
+
+  // A line of cronguard's own ("failed ...; retrying in 10s"), said in its place among the
+  // output when it is replayed. Never dropped: a line, and the one that explains the rest.
+  note(line: string): void {
+    this.hold(NOTE, Buffer.from(line));
+  }
+
+  // Whether anything is held (or was dropped) that no replay has shown yet.
+  get holding(): boolean {
+    return this.before.length > 0 || this.after.length > 0 || this.spillEnd > 0 || this.dropped > 0;
+  }
+
+  private hold(stream: HeldStream, chunk: Buffer): void {
+    if (stream === NOTE && (this.dropped > 0 || this.spillFailure !== null)) {
+      this.after.push({ stream, chunk });
+      return;
+    }
     // Once output is dropped, all that follows is, so the replay has no hidden gap.
     if (this.dropped > 0) {
       this.dropped += chunk.length;
@@ -59,17 +84,23 @@ export class QuietBuffer {
   }
 
   // Writes everything held to `write(stream, chunk)` in the order it arrived, waiting for
-  // each write: the spill file is read back a record at a time, so a replay of any size
-  // needs no more memory than one chunk. Returns what could not be replayed, or null.
-  async replay(write: (stream: StreamId, chunk: Buffer) => Promise<void>): Promise<string | null> {
-    for (const { stream, chunk } of this.before) await write(stream, chunk);
-    const unread = this.spillFd === null ? null : await this.replaySpill(this.spillFd, write);
-    for (const { stream, chunk } of this.after) await write(stream, chunk);
+  // each write, and its notes to `say`: the spill file is read back a record at a time, so
+  // a replay of any size needs no more memory than one chunk. Returns what could not be
+  // replayed, or null. What was shown is let go: a second replay shows only what came after.
+  async replay(write: (stream: StreamId, chunk: Buffer) => Promise<void>, say: (line: string) => void): Promise<string | null> {
+    const out = async (stream: HeldStream, chunk: Buffer) => (stream === NOTE ? say(chunk.toString()) : write(stream, chunk));
+    for (const { stream, chunk } of this.before) await out(stream, chunk);
+    const unread = this.spillFd === null ? null : await this.replaySpill(this.spillFd, out);
+    for (const { stream, chunk } of this.after) await out(stream, chunk);
     const memory = (this.spillAfter + this.fallback) / 1024 / 1024;
     const dropped =
       this.dropped === 0
         ? null
         : `-q held only part of its output: the last ${this.dropped} bytes were dropped (temporary file: ${this.spillFailure}; at most ${memory} MiB is held in memory)`;
+    this.dispose();
+    this.inMemory = 0;
+    this.spillEnd = 0;
+    this.dropped = 0;
     return [unread, dropped].filter(Boolean).join('; ') || null;
   }
 
@@ -95,7 +126,7 @@ export class QuietBuffer {
   // Appends one record (stream, length, bytes); false when the file took no more of it.
   // The chunk is written as it is, not copied behind its header: a gigabyte of output would
   // otherwise be a gigabyte more of buffers for the garbage collector, and of peak memory.
-  private spill(stream: StreamId, chunk: Buffer): boolean {
+  private spill(stream: HeldStream, chunk: Buffer): boolean {
     const header = this.header;
     header.writeUInt8(stream, 0);
     header.writeUInt32BE(chunk.length, 1);
@@ -116,7 +147,7 @@ export class QuietBuffer {
     }
   }
 
-  private async replaySpill(fd: number, write: (stream: StreamId, chunk: Buffer) => Promise<void>): Promise<string | null> {
+  private async replaySpill(fd: number, write: (stream: HeldStream, chunk: Buffer) => Promise<void>): Promise<string | null> {
     const header = Buffer.alloc(5);
     const collector = new YoungCollector();
     let position = 0;
@@ -125,7 +156,7 @@ export class QuietBuffer {
         readWhole(fd, header, position);
         const chunk = Buffer.allocUnsafe(header.readUInt32BE(1));
         readWhole(fd, chunk, position + 5);
-        await write(header.readUInt8(0) as StreamId, chunk);
+        await write(header.readUInt8(0) as HeldStream, chunk);
         collector.passed(chunk.length);
         position += 5 + chunk.length;
       }

@@ -1,10 +1,10 @@
 import type { Readable } from 'node:stream';
 import { describe } from '../errors.js';
-import { abandon, handedOn, setStderrMidLine, sleep } from '../util/io.js';
+import { abandon, handedOn, type Messages, setStderrMidLine, sleep } from '../util/io.js';
 import { YoungCollector } from '../util/young-gc.js';
 import type { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
-import type { StreamId, TailBuffer } from './output.js';
+import { type StreamId, TailBuffer } from './output.js';
 import type { QuietBuffer } from './quiet.js';
 import { sinkOf } from './sink.js';
 
@@ -69,14 +69,10 @@ export class Relay {
     if (!stream) return;
     const source: Source = { stream, ended: false, blocked: false };
     this.sources.push(source);
-    this.outs.add(out);
-    const onError = (error: NodeJS.ErrnoException) => {
-      this.failed(id, out, error);
+    this.watch(id, out, () => {
       source.blocked = false;
       stream.resume();
-    };
-    out.on('error', onError);
-    this.releases.push(() => out.off('error', onError));
+    });
     stream.on('end', () => (source.ended = true));
     stream.on('close', () => (source.ended = true));
     stream.on('data', (chunk: Buffer) => {
@@ -102,6 +98,17 @@ export class Relay {
         });
       }
     });
+  }
+
+  // One of our streams: its failure (a reader gone, a full disk) stops the writing to it.
+  watch(id: StreamId, out: NodeJS.WriteStream, then: () => void = () => {}): void {
+    this.outs.add(out);
+    const onError = (error: NodeJS.ErrnoException) => {
+      this.failed(id, out, error);
+      then();
+    };
+    out.on('error', onError);
+    this.releases.push(() => out.off('error', onError));
   }
 
   // Writes a -q replay's chunk, waiting for the reader when it is slow.
@@ -205,4 +212,17 @@ export class Relay {
   private stopReading(): void {
     for (const source of this.sources) source.stream.destroy();
   }
+}
+
+// Shows what -q held when no command is running any more: the retry it was held for will
+// not come (a signal or a pause came first, or the lock went). Returns, as a replay does,
+// what could not be shown.
+export async function replayHeld(held: QuietBuffer, name: string, say: Messages): Promise<string | null> {
+  const relay = new Relay(new TailBuffer(0), null, null, (line) => say.warn(`${name}: ${line}`));
+  relay.watch(1, process.stdout);
+  relay.watch(2, process.stderr);
+  const note = await held.replay((id, chunk) => relay.write(id, chunk), say.warn);
+  const cut = await relay.delivered();
+  relay.release();
+  return [...relay.failures, note, cut].filter(Boolean).join('; ') || null;
 }

@@ -1,5 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
-import { describePause } from '../store/jobs.js';
+import { describePause, dueAfterMs } from '../store/jobs.js';
 import type { Holder } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
@@ -21,7 +21,7 @@ export async function skipped(config: RunConfig, refusal: Refused, lock: string,
       return skip('no request is due (--on-request)');
     case 'interval': {
       const last = Date.parse(refusal.lastStartedAt ?? '');
-      const next = new Date(last + (config.minIntervalMs ?? 0)).toISOString();
+      const next = new Date(last + dueAfterMs(config.minIntervalMs ?? 0)).toISOString();
       return skip(`the last run started ${formatDuration(Date.now() - last)} ago, less than --min-interval ${formatDuration(config.minIntervalMs ?? 0)}; next due at ${next}`);
     }
     case 'locked': {

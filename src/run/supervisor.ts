@@ -5,7 +5,7 @@ import { monotonicMs } from '../util/time.js';
 import { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
 import { TailBuffer } from './output.js';
-import { QuietBuffer } from './quiet.js';
+import type { QuietBuffer } from './quiet.js';
 import { Relay } from './relay.js';
 import { Watchdog } from './watchdog.js';
 
@@ -16,7 +16,11 @@ export interface SuperviseOptions {
   readonly timeoutMs: number | null;
   readonly killSignal: NodeJS.Signals;
   readonly killAfterMs: number;
-  readonly quiet: boolean;
+  // -q: where the output is held, by the caller across attempts (see runAttempts), and
+  // whether, once the command has exited, all it holds is shown now: not while a retry
+  // may still mend this attempt's failure.
+  readonly held: QuietBuffer | null;
+  readonly showHeld: (ended: ChildResult) => boolean;
   readonly captureBytes: number;
   // The lock dies with cronguard, so the command's group must too (see Watchdog).
   readonly dieWithWrapper: boolean;
@@ -61,7 +65,8 @@ export const FORWARDED: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHU
 // a tail for the run log, forwarding signals, and enforcing the timeout on the whole tree.
 export function supervise(options: SuperviseOptions): Supervision {
   const started = monotonicMs();
-  const capture = options.captureBytes > 0 || options.quiet;
+  const quiet = options.held;
+  const capture = options.captureBytes > 0 || quiet !== null;
   const stdio: StdioOptions = ['inherit', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit'];
   if (options.inheritFd !== null) stdio.push(options.inheritFd);
   const watchdog = options.dieWithWrapper ? Watchdog.start(options.heartbeat) : null;
@@ -87,7 +92,6 @@ export function supervise(options: SuperviseOptions): Supervision {
   group = processGroup;
   if (forwardedSignal) processGroup.signal(forwardedSignal);
   const tail = new TailBuffer(options.captureBytes);
-  const quiet = options.quiet ? new QuietBuffer() : null;
   const relay = new Relay(tail, quiet, capture ? options.live : null, (line) => options.say.warn(`${options.name}: ${line}`));
   if (!capture) options.live?.markUncaptured();
   relay.pipe(1, child.stdout, process.stdout);
@@ -107,14 +111,7 @@ export function supervise(options: SuperviseOptions): Supervision {
       await processGroup.waitUntilGone();
       const outputNote = await relay.drain(processGroup);
       watchdog?.release();
-      const durationMs = Math.round(monotonicMs() - started);
-      const replay = quiet !== null && (exitCode !== 0 || processGroup.stopping || spawnError !== null);
-      const replayNote = replay ? await quiet.replay((id, chunk) => relay.write(id, chunk)) : null;
-      const replayCut = replay ? await relay.delivered() : null;
-      quiet?.dispose();
-      relay.release();
-      for (const s of FORWARDED) process.off(s, forward);
-      resolve({
+      const ended: ChildResult = {
         pid: child.pid ?? null,
         exitCode,
         signal,
@@ -123,12 +120,18 @@ export function supervise(options: SuperviseOptions): Supervision {
         forwardedSignal,
         terminatedBecause,
         spawnError,
-        durationMs,
+        durationMs: Math.round(monotonicMs() - started),
         output: tail.text(),
         outputTruncated: tail.truncated,
-        outputNote: [...relay.failures, outputNote ?? replayCut].filter(Boolean).join('; ') || null,
-        replayNote,
-      });
+        outputNote: null,
+        replayNote: null,
+      };
+      const replay = quiet !== null && options.showHeld(ended);
+      const replayNote = replay ? await quiet.replay((id, chunk) => relay.write(id, chunk), options.say.warn) : null;
+      const replayCut = replay ? await relay.delivered() : null;
+      relay.release();
+      for (const s of FORWARDED) process.off(s, forward);
+      resolve({ ...ended, outputNote: [...relay.failures, outputNote ?? replayCut].filter(Boolean).join('; ') || null, replayNote });
     };
     // Without a pid the spawn itself failed, and no 'exit' may follow.
     child.once('error', (error) => {

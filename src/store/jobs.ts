@@ -14,6 +14,15 @@ export function describePause(p: Paused | null): string {
   return `paused since ${p?.since ?? '?'}${by}${p?.reason ? `: ${p.reason}` : ''}`;
 }
 
+// How long after its last start a job with --min-interval is due: the interval less a
+// slack of a tenth of it, at most 30 s. cron starts a `* * * * *` line a little before the
+// minute as often as a little after, so without it 59.4 s after the last start would be
+// "not yet" and an hourly job would run every 61 minutes. The stored interval stays the
+// one configured. The same rule as admit() in PostgreSQL (migration 0012).
+export function dueAfterMs(intervalMs: number): number {
+  return intervalMs - Math.min(intervalMs / 10, 30_000);
+}
+
 // How many of its latest finished runs a job's statistics cover.
 export const RECENT_RUNS = 50;
 
@@ -21,6 +30,14 @@ export interface RecentRun {
   id: number;
   status: string;
   duration_ms: number | null;
+  // A later attempt of the same invocation (--retries) followed it: not its final outcome.
+  retried: boolean;
+}
+
+// The recent runs that ended their invocations (the last attempt of each): what OK% counts,
+// so a failure that a retry made good is not a failed run.
+export function finalRuns(recent: readonly RecentRun[]): RecentRun[] {
+  return recent.filter((r) => !r.retried);
 }
 
 export interface JobStatus {
@@ -55,7 +72,8 @@ export interface JobStatus {
   last_overlaps: number | null;
   last_success_run_id: number | null;
   last_success_duration_ms: number | null;
-  // Over the latest RECENT_RUNS finished runs: the share that succeeded, and durations.
+  // Over the latest RECENT_RUNS finished runs: the share of invocations that succeeded (by
+  // their last attempts), and durations.
   success_rate: number | null;
   duration_median_ms: number | null;
   duration_p95_ms: number | null;
@@ -78,12 +96,13 @@ export function jobStatusOf({ disabled, job, ...row }: JobStatusRow): JobStatus 
   const recent = row.recent;
   const durations = recent.flatMap((r) => (r.duration_ms === null ? [] : [r.duration_ms])).sort((a, b) => a - b);
   const lastStart = row.running_since ?? row.last_started_at;
+  const finals = finalRuns(recent);
   return {
     job,
     state: disabled ? 'disabled' : row.running_run_id !== null ? 'running' : 'idle',
     ...row,
-    next_due_at: row.min_interval_ms !== null && lastStart !== null ? new Date(Date.parse(lastStart) + row.min_interval_ms).toISOString() : null,
-    success_rate: recent.length === 0 ? null : recent.filter((r) => r.status === 'succeeded').length / recent.length,
+    next_due_at: row.min_interval_ms !== null && lastStart !== null ? new Date(Date.parse(lastStart) + dueAfterMs(row.min_interval_ms)).toISOString() : null,
+    success_rate: finals.length === 0 ? null : finals.filter((r) => r.status === 'succeeded').length / finals.length,
     duration_median_ms: percentile(durations, 0.5),
     duration_p95_ms: percentile(durations, 0.95),
   };

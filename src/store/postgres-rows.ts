@@ -110,7 +110,7 @@ export function toRequestRow(r: PgRequest): RequestRow {
 }
 
 // A job's row as pg returns it: bigints as text, times as Date, its recent runs as
-// 'id status duration_ms' joined by commas ('-' for no duration).
+// 'id status duration_ms retried' joined by commas ('-' for no duration, retried 1 or 0).
 export type PgJobStatus = Record<string, unknown> & Pick<JobStatusRow, 'job' | 'disabled' | 'runs_total'> & { recent: string };
 
 const NUMBERS = ['running_run_id', 'last_run_id', 'last_success_run_id', 'min_interval_ms', 'last_duration_ms', 'last_success_duration_ms'];
@@ -126,8 +126,8 @@ export function toJobStatus(row: PgJobStatus): JobStatus {
 }
 
 function recentRun(text: string): RecentRun {
-  const [id, status, duration] = text.split(' ') as [string, string, string];
-  return { id: Number(id), status, duration_ms: duration === '-' ? null : Number(duration) };
+  const [id, status, duration, retried] = text.split(' ') as [string, string, string, string];
+  return { id: Number(id), status, duration_ms: duration === '-' ? null : Number(duration), retried: retried === '1' };
 }
 
 // An advisory lock held by a cronguard session. `job` is its application_name's tail, cut

@@ -144,10 +144,18 @@ export function statements(S: string) {
                              (SELECT count(*) FROM ${S}.requests q WHERE q.job = n.name AND q.status = 'pending')::int AS pending_requests,
                              -- 'id status duration,...': building a JSON object per run took two thirds of
                              -- the whole statement for 1,000 jobs (see toJobStatus for the parsing).
-                             (SELECT coalesce(string_agg(x.id || ' ' || x.status || ' ' || coalesce(x.duration_ms::text, '-'), ','
-                                                         ORDER BY x.id), '')
-                              FROM (SELECT id, status, duration_ms FROM ${S}.runs WHERE job = n.name AND status <> 'running'
-                                    ORDER BY id DESC LIMIT ${RECENT_RUNS}) x) AS recent,
+                             -- A run is retried (1) when its invocation's next attempt follows it (see SQLite's).
+                             (SELECT coalesce(string_agg(x.id || ' ' || x.status || ' ' || coalesce(x.duration_ms::text, '-')
+                                                         || ' ' || x.retried, ',' ORDER BY x.id), '')
+                              FROM (SELECT id, status, duration_ms,
+                                           CASE WHEN lead(trigger) OVER w = 'retry' AND lead(attempt) OVER w = attempt + 1 THEN 1 ELSE 0 END AS retried
+                                    FROM ((SELECT id, status, duration_ms, trigger, attempt, host, pid FROM ${S}.runs
+                                           WHERE job = n.name AND status <> 'running' ORDER BY id DESC LIMIT ${RECENT_RUNS})
+                                          UNION ALL
+                                          SELECT id, status, duration_ms, trigger, attempt, host, pid FROM ${S}.runs
+                                          WHERE job = n.name AND status = 'running') y
+                                    WINDOW w AS (PARTITION BY host, pid ORDER BY id)) x
+                              WHERE x.status <> 'running') AS recent,
                              (SELECT coalesce(json_object_agg(c.status, c.n), '{}') FROM ${S}.run_counts c WHERE c.job = n.name) AS runs_total
                       FROM names n
                       LEFT JOIN ${S}.jobs j ON j.name = n.name

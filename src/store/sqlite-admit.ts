@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type BetterSqlite3 from 'better-sqlite3';
-import type { Paused } from './jobs.js';
+import { dueAfterMs, type Paused } from './jobs.js';
 import { type ClaimedRequest, claimedRequest } from './requests.js';
 import { settleOrphans } from './sqlite-claims.js';
 import { SQL } from './sqlite-sql.js';
@@ -14,8 +14,9 @@ export function toHolder(row: HolderRow): Holder {
 
 // Whether one invocation may run, under a local lock already held, decided in one
 // IMMEDIATE transaction: claims left by runs that ended (see settleOrphans), a paused job,
-// due requests to claim, the minimum interval and --on-request; if it may, its `running` row. The same rules, in the same order, as the
-// PostgreSQL admit() function (migration 0005), but for the one-run-per-tick rule: this log
+// due requests to claim, the minimum interval and --on-request; if it may, its `running`
+// row. The same rules, in the same order, as the PostgreSQL admit() function (migrations
+// 0005, 0007, 0012), but for the one-run-per-tick rule: this log
 // belongs to one host, and the rule is about runs of other hosts.
 export function admitIn(
   db: BetterSqlite3.Database,
@@ -77,7 +78,7 @@ function refusal(db: BetterSqlite3.Database, run: NewRun, options: AdmitOptions)
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
   if (options.minIntervalMs !== null && !options.manual) {
     const last = (db.prepare(SQL.lastStart).get(run.job) as { at: string } | undefined)?.at ?? null;
-    if (last !== null && Date.parse(last) > run.startedAt.getTime() - options.minIntervalMs) {
+    if (last !== null && Date.parse(last) > run.startedAt.getTime() - dueAfterMs(options.minIntervalMs)) {
       return { admitted: false, reason: 'interval', lastStartedAt: last };
     }
   }

@@ -100,6 +100,8 @@ export const SQL = {
   // One row per job the log knows of (a row in jobs, or a pending request): what runs now, how
   // it last ended and last succeeded, its latest finished runs, what waits for it. Every
   // part is an index probe per job, so the cost follows the number of jobs, not of runs.
+  // A recent run is `retried` when its invocation's next attempt (running or not) follows
+  // it: the same host and pid, trigger retry, the next attempt number.
   jobStatus: `WITH names AS (SELECT name FROM jobs UNION SELECT job FROM requests WHERE status = 'pending')
               SELECT n.name AS job, coalesce(j.disabled, 0) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
                      j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.blocked_by, j.blocked_at,
@@ -109,9 +111,17 @@ export const SQL = {
                      l.overlaps AS last_overlaps,
                      s.id AS last_success_run_id, s.started_at AS last_success_at, s.duration_ms AS last_success_duration_ms,
                      (SELECT count(*) FROM requests q WHERE q.job = n.name AND q.status = 'pending') AS pending_requests,
-                     (SELECT json_group_array(json_object('id', id, 'status', status, 'duration_ms', duration_ms))
-                      FROM (SELECT id, status, duration_ms FROM runs WHERE job = n.name AND status <> 'running'
-                            ORDER BY id DESC LIMIT ${RECENT_RUNS})) AS recent,
+                     (SELECT json_group_array(json_object('id', id, 'status', status, 'duration_ms', duration_ms, 'retried', retried))
+                      FROM (SELECT id, status, duration_ms,
+                                   coalesce(lead(trigger) OVER w = 'retry' AND lead(attempt) OVER w = attempt + 1, 0) AS retried
+                            FROM (SELECT * FROM (SELECT id, status, duration_ms, trigger, attempt, host, pid FROM runs
+                                                 WHERE job = n.name AND status <> 'running' ORDER BY id DESC LIMIT ${RECENT_RUNS})
+                                  UNION ALL
+                                  SELECT id, status, duration_ms, trigger, attempt, host, pid FROM runs
+                                  WHERE job = n.name AND status = 'running')
+                            WINDOW w AS (PARTITION BY host, pid ORDER BY id)
+                            ORDER BY id DESC)
+                      WHERE status <> 'running') AS recent,
                      (SELECT json_group_object(status, n) FROM run_counts c WHERE c.job = n.name) AS runs_total
               FROM names n
               LEFT JOIN jobs j ON j.name = n.name

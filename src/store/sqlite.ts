@@ -174,7 +174,7 @@ export class SqliteStore implements RunStore {
       jobStatusOf({
         ...r,
         disabled: r.disabled === 1,
-        recent: (JSON.parse(r.recent) as RecentRun[]).reverse(),
+        recent: (JSON.parse(r.recent) as (Omit<RecentRun, 'retried'> & { retried: number })[]).reverse().map((x) => ({ ...x, retried: x.retried === 1 })),
         runs_total: r.runs_total === null ? {} : (JSON.parse(r.runs_total) as Record<string, number>),
       }),
     );
