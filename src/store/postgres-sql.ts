@@ -187,3 +187,16 @@ export function listRunsStatement(S: string, filter: RunFilter): Statement {
   ].filter((c) => c !== null);
   return named(`SELECT * FROM ${S}.runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT :limit`);
 }
+
+// `migrate --group ROLE`: what a web application's role needs to queue requests (request()
+// or INSERT), cancel one, and follow them and their runs; it reads the log as a dashboard
+// does, now and after upgrades (tables later migrations add). R is the quoted role.
+export function grantRequests(S: string, R: string): string[] {
+  return [
+    `GRANT USAGE ON SCHEMA ${S} TO ${R}`,
+    `GRANT SELECT ON ALL TABLES IN SCHEMA ${S} TO ${R}`,
+    `ALTER DEFAULT PRIVILEGES IN SCHEMA ${S} GRANT SELECT ON TABLES TO ${R}`,
+    `GRANT INSERT, UPDATE (status, finished_at) ON ${S}.requests TO ${R}`,
+    `GRANT USAGE ON SEQUENCE ${S}.requests_id_seq TO ${R}`,
+  ];
+}
