@@ -49,6 +49,21 @@ describe.skipIf(!root)('a web application as another user, through migrate --gro
     expect(statOf(DB)).toBe('660 root cg-www');
   });
 
+  it('cronguard request creates the log when the directory is shared but holds none yet', async () => {
+    cast = newCast(true);
+    const { host, marks, statOf } = cast;
+    host.addGroupLine(`cg-www:x:${WWW}:cg-web`);
+    const web = host.addUser('cg-web', 61004, false, [WWW]);
+    host.sh('install -d -o root -g cg-www -m 3770 /var/lib/cronguard');
+    expect(await host.run(web, ['request', 'report', '--', 'april'])).toMatchObject({ code: 0, stdout: '1\n', stderr: '' });
+    expect(statOf(DB)).toBe('660 cg-web cg-www');
+    const served = await host.run(null, ['--on-request', '-n', 'report', '--', 'sh', '-c', `echo "$@" >> ${marks('report')}`, 'sh']);
+    expect(served).toMatchObject({ code: 0, stderr: '' });
+    expect(lines(marks('report'))).toEqual(['april']);
+    // Root took the file over before SQLite opened it.
+    expect(statOf(DB)).toBe('660 root cg-www');
+  });
+
   it('is root\'s to give, to a group that exists', async () => {
     cast = newCast(true);
     const { host, alice } = cast;
