@@ -138,12 +138,19 @@ export function statements(S: string) {
                                                          ORDER BY x.id), '')
                               FROM (SELECT id, status, duration_ms FROM ${S}.runs WHERE job = n.name AND status <> 'running'
                                     ORDER BY id DESC LIMIT ${RECENT_RUNS}) x) AS recent,
-                             (SELECT coalesce(json_object_agg(c.status, c.n), '{}') FROM ${S}.run_counts c WHERE c.job = n.name) AS runs_total
+                             (SELECT coalesce(json_object_agg(c.status, c.n), '{}') FROM ${S}.run_counts c WHERE c.job = n.name) AS runs_total,
+                             -- Another job running under the lock this job last took (shared by --lock-file or
+                             -- --lock-key); a local lock is the same lock on the same host only.
+                             (SELECT o.job FROM ${S}.runs o WHERE o.status = 'running' AND o.job <> n.name
+                                AND o.lock_backend = l.lock_backend AND o.lock_key = l.lock_key
+                                AND (o.lock_backend = 'postgres' OR o.host = l.host)
+                              ORDER BY o.id DESC LIMIT 1) AS lock_held_by
                       FROM names n
                       LEFT JOIN ${S}.jobs j ON j.name = n.name
                       LEFT JOIN LATERAL (SELECT id, started_at, host, pid FROM ${S}.runs
                                          WHERE job = n.name AND status = 'running' ORDER BY id DESC LIMIT 1) r ON true
-                      LEFT JOIN LATERAL (SELECT id, status, exit_code, signal, started_at, finished_at, duration_ms, "overlaps" FROM ${S}.runs
+                      LEFT JOIN LATERAL (SELECT id, status, exit_code, signal, started_at, finished_at, duration_ms, "overlaps",
+                                                host, lock_backend, lock_key FROM ${S}.runs
                                          WHERE job = n.name AND status <> 'running' ORDER BY id DESC LIMIT 1) l ON true
                       LEFT JOIN LATERAL (SELECT id, started_at, duration_ms FROM ${S}.runs
                                          WHERE job = n.name AND status = 'succeeded' ORDER BY id DESC LIMIT 1) s ON true

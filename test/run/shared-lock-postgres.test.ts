@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cronguard } from '../helpers.js';
+import { cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
 import { holdingClient, pgSandbox } from '../pg-helpers.js';
 
 // Jobs sharing one advisory lock (--lock-key): a job that is not due says so without taking
@@ -22,5 +22,14 @@ describe('jobs sharing a PostgreSQL lock (--lock-key)', () => {
       await app.end();
     }
     expect(await cronguard([...shared, '-n', report, '--min-interval', '1h', '--', 'true'], box.env)).toMatchObject({ code: 0, stderr: '' });
+
+    // status names the job that runs under the shared key.
+    const backup = box.job('backup');
+    const holding = start([...shared, '-n', backup, '--', fixture('hold.sh'), box.path('b'), box.path('go')], box.env);
+    await waitFor(() => lines(box.path('b')).length === 1, 'backup to hold the key');
+    const jobs = JSON.parse((await cronguard(['status', '--json'], box.env)).stdout) as { job: string; lock_held_by: string | null }[];
+    expect(jobs.find((j) => j.job === report)?.lock_held_by).toBe(backup);
+    release(box.path('go'));
+    expect(await holding.done).toMatchObject({ code: 0, stderr: '' });
   });
 });

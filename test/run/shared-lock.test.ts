@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
+import { serve } from '../serve/serve-helpers.js';
 
 // Jobs that must never run at the same time share one lock (--lock-file). One that is not
 // due (its --min-interval, a pause, no request for --on-request) decides so before taking
@@ -26,6 +27,15 @@ describe('jobs sharing a lock (--lock-file)', () => {
     expect(await cronguard(['request', 'report'], box.env)).toMatchObject({ code: 0 });
     expect(await cronguard([...shared, '-E', '3', '-n', 'report', '--min-interval', '1h', '--', 'true'], box.env)).toMatchObject({ code: 3 });
     expect(await cronguard([...shared, '-E', '3', '-n', 'other', '--', 'true'], box.env)).toMatchObject({ code: 3 });
+
+    // Who holds the shared lock, where a person looks: status, requests, the web page.
+    const jobs = JSON.parse((await cronguard(['status', '--json'], box.env)).stdout) as { job: string; lock_held_by: string | null }[];
+    expect(Object.fromEntries(jobs.map((j) => [j.job, j.lock_held_by]))).toEqual({ backup: null, other: null, paused: null, report: 'backup' });
+    expect((await cronguard(['status'], box.env)).stdout).toMatch(/^report +idle, lock: backup /m);
+    expect((await cronguard(['status', 'report'], box.env)).stdout).toMatch(/^ {2}shared lock +held by backup, which runs now$/m);
+    expect((await cronguard(['requests'], box.env)).stdout).toMatch(/^1 +report +pending, lock: backup /m);
+    const server = await serve(['-q'], box.env);
+    expect(await (await server.get('/')).text()).toMatch(/<span class="state idle">idle<\/span> <span class="muted">lock held by <a href="\/jobs\/backup">backup<\/a><\/span>/);
 
     release(box.path('go'));
     expect(await backup.done).toMatchObject({ code: 0, stderr: '' });
