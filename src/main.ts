@@ -15,7 +15,7 @@ export type Subcommand = (args: readonly string[], settings: Settings) => Promis
 const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   history: async () => (await import('./commands/runs.js')).history,
   logs: async () => (await import('./commands/logs.js')).logs,
-  migrate: async () => (await import('./commands/runs.js')).migrate,
+  migrate: async () => (await import('./commands/migrate.js')).migrate,
   locks: async () => (await import('./commands/locks.js')).locks,
   status: async () => (await import('./commands/status.js')).status,
   disable: async () => (await import('./commands/jobs.js')).disable,

@@ -30,6 +30,8 @@ export interface RunConfig {
   readonly log: 'sqlite' | 'postgres' | null;
   readonly db: DbConfig | null;
   readonly lockKey: bigint | null;
+  // The lock was named by hand (--lock-file, --lock-key), so other jobs may share it.
+  readonly sharedLock: boolean;
   readonly onLockLoss: 'terminate' | 'continue';
   readonly waitMs: number;
   readonly conflictExitCode: number;
@@ -133,6 +135,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     log: options.noLog ? null : db ? 'postgres' : 'sqlite',
     db,
     lockKey,
+    sharedLock: explicitFile !== undefined || str('lockKey') !== undefined,
     onLockLoss,
     waitMs: str('wait') === undefined ? 0 : parseDuration(str('wait') as string, '--wait'),
     conflictExitCode: parseExitCode(str('conflictExitCode')),

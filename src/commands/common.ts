@@ -2,7 +2,7 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import type { Settings } from '../cli/settings.js';
-import { describe, HelpShown, PermissionError, UnavailableError, UsageError } from '../errors.js';
+import { CronguardError, describe, HelpShown, PermissionError, UnavailableError, UsageError } from '../errors.js';
 import { type DbConfig, resolveDb } from '../pg/config.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
 import type { RunStore } from '../store/types.js';
@@ -82,6 +82,8 @@ export class StoreChoice {
     try {
       return await openSqliteStore(this.stateDir, readOnly);
     } catch (error) {
+      // Already said in the contract's terms (a directory not shared with this user: 77).
+      if (error instanceof CronguardError) throw error;
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'EACCES' || code === 'EPERM') {
         throw new PermissionError(`permission denied on the run log in ${this.stateDir}`);

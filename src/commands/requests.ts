@@ -1,5 +1,6 @@
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError, UsageError } from '../errors.js';
+import type { RequestRow } from '../store/requests.js';
 import type { RunStore } from '../store/types.js';
 import { parseDuration } from '../util/duration.js';
 import { validateName } from '../util/name.js';
@@ -99,7 +100,19 @@ export async function requests(args: readonly string[], settings: Settings): Pro
   const name = program.args[0];
   if (name !== undefined) validateName(name);
   const log = await new StoreChoice(program.opts(), settings).openExisting();
-  const rows = log ? await log.listRequests(name ?? null, flags.limit).finally(() => log.close()) : [];
+  let rows: RequestRow[] = [];
+  // Pending requests of a job whose shared lock another job holds now wait for that one.
+  const held = new Map<string, string>();
+  if (log) {
+    try {
+      rows = await log.listRequests(name ?? null, flags.limit);
+      if (!flags.json && rows.some((r) => r.status === 'pending')) {
+        for (const j of await log.jobStatus(name ?? null)) if (j.lock_held_by !== null) held.set(j.job, j.lock_held_by);
+      }
+    } finally {
+      await log.close();
+    }
+  }
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
   } else if (rows.length === 0) {
@@ -107,7 +120,7 @@ export async function requests(args: readonly string[], settings: Settings): Pro
   } else {
     const c = colours();
     const cells = rows.map((r) => [
-      String(r.id), printable(r.job), r.status, tableTime(r.requested_at), tableTime(r.not_before), printable(r.requested_by ?? '-'),
+      String(r.id), printable(r.job), r.status === 'pending' && held.has(r.job) ? printable(`pending, lock: ${held.get(r.job)}`) : r.status, tableTime(r.requested_at), tableTime(r.not_before), printable(r.requested_by ?? '-'),
       String(r.run_id ?? '-'), r.exit_code === null ? '-' : String(r.exit_code), r.args.map(shownArg).join(' '),
     ]);
     process.stdout.write(renderTable(['ID', 'JOB', 'STATUS', `REQUESTED (${zoneName()})`, 'NOT BEFORE', 'BY', 'RUN', 'EXIT', 'ARGS'], cells, c));

@@ -51,14 +51,3 @@ export async function history(args: readonly string[], settings: Settings): Prom
   }
   return 0;
 }
-
-// `cronguard migrate`: create or upgrade the run-log schema (runs also do it on first use).
-export async function migrate(args: readonly string[], settings: Settings): Promise<number> {
-  const program = withStoreOptions(subcommand('migrate', 'create or upgrade the run-log schema'));
-  parse(program, args);
-  const store = await new StoreChoice(program.opts(), settings).open();
-  const version = await store.migrate();
-  await store.close();
-  process.stdout.write(`run log schema at version ${version}\n`);
-  return 0;
-}

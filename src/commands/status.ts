@@ -57,7 +57,8 @@ function overview(jobs: readonly JobStatus[], c: ChalkInstance): string {
 function state(j: JobStatus, c: ChalkInstance, now: number): string {
   if (j.state === 'running') return c.cyan(`running ${age(j.running_since, now)}`);
   if (j.state === 'disabled') return c.yellow(clip(printable(`paused${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`), 24));
-  return 'idle';
+  // Idle because another job runs under its shared lock (--lock-file, --lock-key).
+  return j.lock_held_by === null ? 'idle' : clip(printable(`idle, lock: ${j.lock_held_by}`), 24);
 }
 
 // The last success's age, red when the last run did not succeed (the job needs a look).
@@ -74,6 +75,7 @@ function detail(j: JobStatus, c: ChalkInstance): string {
   const counts = Object.entries(j.runs_total).map(([s, n]) => `${n} ${s}`).join(', ');
   const lines: [string, string | null][] = [
     ['state', `${state(j, c, now)}${j.state === 'running' ? ` on ${printable(j.running_host ?? '?')} (pid ${j.running_pid}, run ${j.running_run_id}, since ${when(j.running_since)})` : ''}`],
+    ['shared lock', j.lock_held_by === null || j.state === 'running' ? null : printable(`held by ${j.lock_held_by}, which runs now`)],
     ['paused', j.state === 'disabled' ? printable(`since ${when(j.disabled_since)}${j.disabled_by ? ` by ${j.disabled_by}` : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`) : null],
     ['blocked', blockedSince(j) === null ? null : c.yellow(printable(`skipped ${when(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job`))],
     ['command', j.command === null ? null : clip(printable(j.command), Math.max(20, width - 15))],

@@ -8,6 +8,7 @@ import { isSameProcess, newRunKey, processStart } from '../util/process-id.js';
 import { userName } from '../util/user.js';
 import { type Attempts, LockGuard, runAttempts } from './attempts.js';
 import { startable } from './command.js';
+import { notDue } from './due.js';
 import { housekeep } from './housekeeping.js';
 import { Interrupted } from './interrupted.js';
 import type { Refused } from './recorder.js';
@@ -41,8 +42,11 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     const notRun = (error: unknown) => {
       throw stop.signal.aborted ? interrupted('before the command started; nothing ran') : error;
     };
-    gate = await openGate(config, run, admitOptions(config, manual), say, stop.signal).catch(notRun);
-    admission = await gate.admit(stop.signal).catch(notRun);
+    const options = admitOptions(config, manual);
+    gate = await openGate(config, run, options, say, stop.signal).catch(notRun);
+    // A lock other jobs share is taken only by a job that is due (see due.ts).
+    const early = config.sharedLock ? await notDue(gate.recorder, config, options) : null;
+    admission = early ?? (await gate.admit(stop.signal).catch(notRun));
     // Runs of a loop are spaced from here: at or after the first run's recorded start.
     const admittedAt = Date.now();
     const lock = admission.admitted ? admission.lock : admission.held;

@@ -85,6 +85,8 @@ export interface JobStatus {
   blocked_at: string | null;
   // Finished runs ever recorded, by status (kept by a trigger; pruning does not lower it).
   runs_total: Record<string, number>;
+  // Another job that runs now under the lock this job last took (jobs sharing a lock).
+  lock_held_by: string | null;
 }
 
 // What a store reads; the statistics are worked out here, the same for both stores.

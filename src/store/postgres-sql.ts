@@ -156,12 +156,19 @@ export function statements(S: string) {
                                           WHERE job = n.name AND status = 'running') y
                                     WINDOW w AS (PARTITION BY host, pid ORDER BY id)) x
                               WHERE x.status <> 'running') AS recent,
-                             (SELECT coalesce(json_object_agg(c.status, c.n), '{}') FROM ${S}.run_counts c WHERE c.job = n.name) AS runs_total
+                             (SELECT coalesce(json_object_agg(c.status, c.n), '{}') FROM ${S}.run_counts c WHERE c.job = n.name) AS runs_total,
+                             -- Another job running under the lock this job last took (shared by --lock-file or
+                             -- --lock-key); a local lock is the same lock on the same host only.
+                             (SELECT o.job FROM ${S}.runs o WHERE o.status = 'running' AND o.job <> n.name
+                                AND o.lock_backend = l.lock_backend AND o.lock_key = l.lock_key
+                                AND (o.lock_backend = 'postgres' OR o.host = l.host)
+                              ORDER BY o.id DESC LIMIT 1) AS lock_held_by
                       FROM names n
                       LEFT JOIN ${S}.jobs j ON j.name = n.name
                       LEFT JOIN LATERAL (SELECT id, started_at, host, pid FROM ${S}.runs
                                          WHERE job = n.name AND status = 'running' ORDER BY id DESC LIMIT 1) r ON true
-                      LEFT JOIN LATERAL (SELECT id, status, exit_code, signal, started_at, finished_at, duration_ms, "overlaps" FROM ${S}.runs
+                      LEFT JOIN LATERAL (SELECT id, status, exit_code, signal, started_at, finished_at, duration_ms, "overlaps",
+                                                host, lock_backend, lock_key FROM ${S}.runs
                                          WHERE job = n.name AND status <> 'running' ORDER BY id DESC LIMIT 1) l ON true
                       LEFT JOIN LATERAL (SELECT id, started_at, duration_ms FROM ${S}.runs
                                          WHERE job = n.name AND status = 'succeeded' ORDER BY id DESC LIMIT 1) s ON true
@@ -204,4 +211,17 @@ export function listRunsStatement(S: string, filter: RunFilter): Statement {
     filter.beforeId ? 'id < :before_id' : null,
   ].filter((c) => c !== null);
   return named(`SELECT * FROM ${S}.runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT :limit`);
+}
+
+// `migrate --group ROLE`: what a web application's role needs to queue requests (request()
+// or INSERT), cancel one, and follow them and their runs; it reads the log as a dashboard
+// does, now and after upgrades (tables later migrations add). R is the quoted role.
+export function grantRequests(S: string, R: string): string[] {
+  return [
+    `GRANT USAGE ON SCHEMA ${S} TO ${R}`,
+    `GRANT SELECT ON ALL TABLES IN SCHEMA ${S} TO ${R}`,
+    `ALTER DEFAULT PRIVILEGES IN SCHEMA ${S} GRANT SELECT ON TABLES TO ${R}`,
+    `GRANT INSERT, UPDATE (status, finished_at) ON ${S}.requests TO ${R}`,
+    `GRANT USAGE ON SEQUENCE ${S}.requests_id_seq TO ${R}`,
+  ];
 }

@@ -122,7 +122,11 @@ export const SQL = {
                             WINDOW w AS (PARTITION BY host, pid ORDER BY id)
                             ORDER BY id DESC)
                       WHERE status <> 'running') AS recent,
-                     (SELECT json_group_object(status, n) FROM run_counts c WHERE c.job = n.name) AS runs_total
+                     (SELECT json_group_object(status, n) FROM run_counts c WHERE c.job = n.name) AS runs_total,
+                     -- Another job running under the lock this job last took (--lock-file, --lock-key).
+                     (SELECT o.job FROM runs o WHERE o.status = 'running' AND o.job <> n.name
+                        AND o.lock_backend = l.lock_backend AND o.lock_key = l.lock_key
+                      ORDER BY o.id DESC LIMIT 1) AS lock_held_by
               FROM names n
               LEFT JOIN jobs j ON j.name = n.name
               LEFT JOIN runs r ON r.id = (SELECT id FROM runs WHERE job = n.name AND status = 'running' ORDER BY id DESC LIMIT 1)

@@ -74,8 +74,22 @@ export function notShared(dir: string, what: string, exists: boolean): string {
   if (sessionLacksGroup()) {
     return `${what} ${dir}: you are in group ${SHARED_GROUP} by /etc/group, but this login session is not yet; log in again, or run it through sg ${SHARED_GROUP} -c '...'`;
   }
+  const other = exists ? sharedGroupName(dir) : null;
+  if (other !== null) return `${what} ${dir} is shared with group ${other}, which this user is not in`;
   const state = exists ? 'is not shared with group ' : 'does not exist yet; it is shared with group ';
   return `${what} ${dir} ${state}${SHARED_GROUP}: root makes it so (install.sh, systemd-tmpfiles at boot, or any cronguard run as root), or give a directory of your own`;
+}
+
+// The group root's directory was shared with by hand (migrate --group), when not cronguard.
+function sharedGroupName(dir: string): string | null {
+  try {
+    const stat = lstatSync(dir);
+    const gid = sharingGid(stat);
+    if (gid === null || stat.uid !== 0 || gid === groupId(SHARED_GROUP)) return null;
+    return lookup('/etc/group', (fields) => fields[2] === String(gid))?.[0] ?? `gid ${gid}`;
+  } catch {
+    return null;
+  }
 }
 
 export function isSharedPath(dir: string): boolean {

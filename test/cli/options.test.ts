@@ -74,7 +74,10 @@ describe('resolveRunConfig', () => {
       lockPath: '/run/lock/cronguard/j.lock',
       stateDir: '/var/lib/cronguard',
       lockDirDefault: true,
+      sharedLock: false,
     });
+    // A lock named by hand may be shared with other jobs (see src/run/due.ts).
+    expect(resolve(['-n', 'j', '--lock-file', '/l/db.lock', 'true'], contextOf({}, true))).toMatchObject({ sharedLock: true });
   });
 
   it('runs -c through /bin/sh and derives the name from that argv', () => {

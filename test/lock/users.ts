@@ -19,6 +19,8 @@ export interface User {
   readonly home: string;
   // In the cronguard group.
   readonly member: boolean;
+  // Other groups its processes are in (as a login would give them).
+  readonly groups?: readonly number[];
 }
 
 // Waits until `pid` has left this process's mount namespace and become `sleep`: only then
@@ -60,13 +62,13 @@ export class TestHost {
   }
 
   // Adds a user (and a group of its own) to the host's /etc/passwd and /etc/group.
-  addUser(name: string, uid: number, member: boolean): User {
+  addUser(name: string, uid: number, member: boolean, groups: readonly number[] = []): User {
     const home = join(this.dir, name);
     mkdirSync(home, { mode: 0o700 });
     chownSync(home, uid, uid);
     this.sh(`echo '${name}:x:${uid}:${uid}::${home}:/bin/sh' >> /etc/passwd`);
     this.addGroupLine(`${name}:x:${uid}:`);
-    const user = { name, uid, home, member };
+    const user = { name, uid, home, member, groups };
     this.users.set(name, user);
     return user;
   }
@@ -125,7 +127,8 @@ export class TestHost {
   private prefix(user: User | null): string[] {
     const enter = ['nsenter', '-t', String(this.holder.pid), '-m', '--'];
     if (!user) return enter;
-    const groups = user.member ? [`--groups=${this.cronguardGid()}`] : ['--clear-groups'];
+    const gids = [...(user.member ? [this.cronguardGid()] : []), ...(user.groups ?? [])];
+    const groups = gids.length > 0 ? [`--groups=${gids.join(',')}`] : ['--clear-groups'];
     return [...enter, 'setpriv', `--reuid=${user.uid}`, `--regid=${user.uid}`, ...groups, '--'];
   }
 
@@ -147,7 +150,8 @@ export class TestHost {
     return found ? Number(found[1]) : GROUP_ID;
   }
 
-  private addGroupLine(line: string): void {
+  // A group of its own (name:x:gid:members) in the host's /etc/group.
+  addGroupLine(line: string): void {
     this.sh(`echo '${line}' >> /etc/group`);
   }
 

@@ -122,5 +122,7 @@ export function stateCell(j: JobStatus, now = Date.now()): Html {
     return html`<span class="state running">running</span> <a href="/runs/${j.running_run_id}">since ${time(j.running_since)}</a> <span class="muted">(${age(j.running_since, now)})</span>`;
   }
   if (j.state === 'disabled') return html`<span class="state disabled">paused</span>${j.disabled_reason ? html` <span class="reason">${j.disabled_reason}</span>` : ''}`;
-  return html`<span class="state idle">idle</span>`;
+  // Another job runs under the lock it shares (--lock-file, --lock-key).
+  const held = j.lock_held_by === null ? '' : html` <span class="muted">lock held by <a href="/jobs/${encodeURIComponent(j.lock_held_by)}">${j.lock_held_by}</a></span>`;
+  return html`<span class="state idle">idle</span>${held}`;
 }
