@@ -1,4 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
+import { dueAfterMs } from '../store/jobs.js';
 import type { AdmitOptions } from '../store/types.js';
 import type { Refused, RunRecorder } from './recorder.js';
 
@@ -24,12 +25,7 @@ export async function notDue(recorder: RunRecorder, config: RunConfig, options: 
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
   if (options.minIntervalMs === null || options.manual || !job) return null;
   const last = job.running_since ?? (job.last_status === 'abandoned' ? null : job.last_started_at);
-  if (last === null || Date.parse(last) <= Date.now() - options.minIntervalMs + slack(options.minIntervalMs)) return null;
+  // Due by the admission's own rule, cron's jitter allowed for (dueAfterMs).
+  if (last === null || Date.parse(last) + dueAfterMs(options.minIntervalMs) <= Date.now()) return null;
   return { admitted: false, reason: 'interval', lastStartedAt: last };
-}
-
-// The most cron's jitter may take off --min-interval (a tenth of it, at most 30 s): within
-// it, the admission's own rule decides.
-function slack(intervalMs: number): number {
-  return Math.min(intervalMs / 10, 30_000);
 }
