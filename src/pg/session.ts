@@ -16,18 +16,16 @@ export class PgSession {
   private lostHandlers: ((reason: string) => void)[] = [];
   private lost: string | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
-  // Rejects every statement still waiting for an answer once the session is known lost: a
-  // cut network would otherwise hold each one until QUERY_TIMEOUT_MS.
-  private rejectInFlight: (error: Error) => void = () => {};
-  private readonly inFlightLost = new Promise<never>((_, reject) => {
-    this.rejectInFlight = reject;
-  });
+  // Rejects each statement still waiting for an answer once the session is known lost: a
+  // cut network would otherwise hold each one until QUERY_TIMEOUT_MS. One entry per
+  // statement, gone when it settles: a promise shared by all of them and never settled
+  // would keep every result it was raced against reachable for the session's life.
+  private readonly inFlight = new Set<(error: Error) => void>();
 
   private constructor(
     private readonly client: pg.Client,
     readonly db: DbConfig,
   ) {
-    this.inFlightLost.catch(() => {});
     client.on('error', (error) => this.markLost(`connection error: ${error.message}`));
     client.on('end', () => this.markLost('the server closed the connection'));
   }
@@ -65,7 +63,16 @@ export class PgSession {
   async query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
     if (this.lost) throw new Error(`connection lost: ${this.lost}`);
     this.roundTrips++;
-    return (await Promise.race([this.client.query<R>(text, values), this.inFlightLost])).rows;
+    let rejectLost: (error: Error) => void = () => {};
+    const lost = new Promise<never>((_, reject) => {
+      rejectLost = reject;
+    });
+    this.inFlight.add(rejectLost);
+    try {
+      return (await Promise.race([this.client.query<R>(text, values), lost])).rows;
+    } finally {
+      this.inFlight.delete(rejectLost);
+    }
   }
 
   // NOTIFY on `channel` calls `onNotify` with the payload, from now on.
@@ -120,7 +127,8 @@ export class PgSession {
   private markLost(reason: string): void {
     if (this.lost) return;
     this.lost = reason;
-    this.rejectInFlight(new Error(`connection lost: ${reason}`));
+    for (const reject of this.inFlight) reject(new Error(`connection lost: ${reason}`));
+    this.inFlight.clear();
     if (this.heartbeat) clearInterval(this.heartbeat);
     for (const handler of this.lostHandlers) handler(reason);
   }
