@@ -9,9 +9,10 @@ import m0006 from './migrations/postgres/0006_observability.sql';
 import m0007 from './migrations/postgres/0007_serial_claims.sql';
 import m0008 from './migrations/postgres/0008_blocked.sql';
 import m0009 from './migrations/postgres/0009_request_errors.sql';
+import m0014 from './migrations/postgres/0014_request_ticks.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
-export const POSTGRES_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009];
+export const POSTGRES_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0014];
 
 // Creates the schema and applies what is missing. A current schema is only read, so a role
 // without CREATE can run `migrate`. Hosts starting at once serialise on a transaction-level
