@@ -212,7 +212,7 @@ async function postgresLog(
       // The database and schema, whoever connects to them: a record one role spooled is
       // delivered by the next run that may write.
       spool: new Spool(config.stateDir, `${db.connection.host}:${db.connection.port}/${db.connection.database}/${db.schema}`),
-      reopen: async () => openPostgresStore(await connect(), db.schema),
+      reopen: async (signal) => openPostgresStore(await connect(signal), db.schema),
       openError,
       where: `${db.display} (schema ${db.schema})`,
     },
