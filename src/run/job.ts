@@ -41,7 +41,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     const notRun = (error: unknown) => {
       throw stop.signal.aborted ? interrupted('before the command started; nothing ran') : error;
     };
-    gate = await openGate(config, run, admitOptions(config, manual), say, stop.signal).catch(notRun);
+    gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, admitOptions(config, manual), say, stop.signal).catch(notRun);
     admission = await gate.admit(stop.signal).catch(notRun);
     // Runs of a loop are spaced from here: at or after the first run's recorded start.
     const admittedAt = Date.now();
@@ -75,8 +75,8 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
 // that failed, if any did.
 async function repeat(ctx: Attempts, gate: Gate, first: NewRun, since: number, firstCode: number): Promise<number> {
   const { config, say, stop } = ctx;
-  // The window counts from the invocation: --every 10s --for 55s must be over before cron's
-  // next tick.
+  // The window counts from the invocation: --for 1m ends as the next minute's invocation,
+  // waiting for the lock (lockWaitMs), takes over.
   const deadline = first.invokedAt.getTime() + (config.forMs as number);
   const watch = await RequestWatch.open(gate.recorder, config.name);
   // A lock lost while waiting (the postgres lock's session gone) ends the wait at once.
@@ -107,6 +107,17 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, since: number, f
       return code;
     }
   }
+}
+
+// A loop (--for) that finds the lock held waits for it a while instead of skipping: the
+// holder is most likely the loop of the minute before, whose window (`--for 1m`) ends as this
+// one's begins, and taking over at once leaves no second of the minute unserved. Someone at
+// a terminal is told at once instead.
+const HANDOVER_MS = 10_000;
+
+function lockWaitMs(config: RunConfig, manual: boolean): number {
+  if (config.forMs === null || manual) return config.waitMs;
+  return Math.max(config.waitMs, Math.min(HANDOVER_MS, config.forMs));
 }
 
 // The rules an admission applies, from the configuration.
