@@ -149,10 +149,11 @@ export class RunRecorder {
     return due;
   }
 
-  // A loop between runs whose log failed: a fresh connection, and the spool delivered. False
-  // while the log stays out of reach (or until `abort`), or cannot be reopened (embedded log).
+  // A loop between runs whose log lost its connection: a fresh one, and the spool delivered.
+  // False while the log stays out of reach (or until `abort`), or cannot be reopened (embedded
+  // log), or failed for a reason a new connection would not mend (a missing privilege).
   async reconnect(abort: AbortSignal): Promise<boolean> {
-    if (!this.parts.reopen || this.writable) return false;
+    if (!this.parts.reopen || this.writable || this.store?.connectionLost === false) return false;
     const store = await this.parts.reopen(abort).catch(() => null);
     if (!store) return false;
     await this.store?.close().catch(() => {});

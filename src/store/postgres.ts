@@ -108,13 +108,12 @@ export class PostgresStore implements RunStore {
     return row ? toRequestRow(row) : null;
   }
 
-  // A listening session hears nothing once its connection is gone, and a network that drops
-  // silently would say so only after the statement timeout: the heartbeat tells in seconds.
   async listenForRequests(job: string, wake: () => void): Promise<void> {
-    await this.session.listen('cronguard_requests', (payload) => {
-      if (payload === `${this.schema}:${job}`) wake();
-    });
-    this.session.watch(() => {});
+    await this.session.listen('cronguard_requests', (payload) => payload === `${this.schema}:${job}` && wake());
+  }
+
+  get connectionLost(): boolean {
+    return this.session.isLost;
   }
 
   async listRequests(job: string | null, limit: number): Promise<RequestRow[]> {
