@@ -79,14 +79,11 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, since: number, f
   // waiting for the lock (lockWaitMs), takes over.
   const deadline = first.invokedAt.getTime() + (config.forMs as number);
   const watch = await RequestWatch.open(gate.recorder, config.name);
-  // A lock lost while waiting (the postgres lock's session gone) ends the wait at once.
-  const lost = new AbortController();
-  ctx.lock.onLost(() => lost.abort());
   const every = config.everyMs ?? Number.POSITIVE_INFINITY;
   let code = firstCode;
   let next = since + every;
   for (;;) {
-    await watch.until(Math.min(next, deadline), AbortSignal.any([stop, lost.signal]));
+    await watch.until(Math.min(next, deadline), stop);
     if (stop.aborted) throw new Interrupted(config.name, stop.reason as NodeJS.Signals, 'while waiting for the next run');
     if (ctx.guard.lost) {
       say.warn(`${config.name}: lock lost (${ctx.guard.lost}) while waiting for the next run; no further runs`);
