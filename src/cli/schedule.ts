@@ -11,7 +11,7 @@ export function scheduling(str: (key: string) => string | undefined, options: Pa
   const onRequest = options.onRequest === true;
   const batch = options.batch === true;
   const retries = str('retries') === undefined ? 0 : count(str('retries') as string, '--retries', 0, 100);
-  if (everyMs !== null && forMs === null) throw new UsageError('--every needs --for: how long to keep repeating (e.g. --every 10s --for 55s)');
+  if (everyMs !== null && forMs === null) throw new UsageError('--every needs --for: how long to keep repeating (e.g. --every 10s --for 1m)');
   if (everyMs !== null && everyMs === 0) throw new UsageError('--every: the period must be longer than 0');
   if (everyMs !== null && forMs !== null && everyMs > forMs) throw new UsageError('--every is longer than --for: it would never repeat');
   if (forMs !== null && everyMs === null && !onRequest) throw new UsageError('--for applies to --every or --on-request');

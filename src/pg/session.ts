@@ -75,12 +75,15 @@ export class PgSession {
     }
   }
 
-  // NOTIFY on `channel` calls `onNotify` with the payload, from now on.
+  // NOTIFY on `channel` calls `onNotify` with the payload, from now on. A listening session
+  // hears nothing once its connection is gone, and one cut silently would tell only at the
+  // next statement's timeout: the heartbeat marks it lost within seconds.
   async listen(channel: string, onNotify: (payload: string) => void): Promise<void> {
     this.client.on('notification', (message) => {
       if (message.channel === channel) onNotify(message.payload ?? '');
     });
     await this.query(`LISTEN ${this.escapeIdentifier(channel)}`);
+    this.watch(() => {});
   }
 
   escapeIdentifier(name: string): string {

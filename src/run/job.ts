@@ -43,7 +43,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
       throw stop.signal.aborted ? interrupted('before the command started; nothing ran') : error;
     };
     const options = admitOptions(config, manual);
-    gate = await openGate(config, run, options, say, stop.signal).catch(notRun);
+    gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
     // A lock other jobs share is taken only by a job that is due (see due.ts).
     const early = config.sharedLock ? await notDue(gate.recorder, config, options) : null;
     admission = early ?? (await gate.admit(stop.signal).catch(notRun));
@@ -79,8 +79,8 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
 // that failed, if any did.
 async function repeat(ctx: Attempts, gate: Gate, first: NewRun, since: number, firstCode: number): Promise<number> {
   const { config, say, stop } = ctx;
-  // The window counts from the invocation: --every 10s --for 55s must be over before cron's
-  // next tick.
+  // The window counts from the invocation: --for 1m ends as the next minute's invocation,
+  // waiting for the lock (lockWaitMs), takes over.
   const deadline = first.invokedAt.getTime() + (config.forMs as number);
   const watch = await RequestWatch.open(gate.recorder, config.name);
   const every = config.everyMs ?? Number.POSITIVE_INFINITY;
@@ -108,6 +108,17 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, since: number, f
       return code;
     }
   }
+}
+
+// A loop (--for) that finds the lock held waits for it a while instead of skipping: the
+// holder is most likely the loop of the minute before, whose window (`--for 1m`) ends as this
+// one's begins, and taking over at once leaves no second of the minute unserved. Someone at
+// a terminal is told at once instead.
+const HANDOVER_MS = 10_000;
+
+function lockWaitMs(config: RunConfig, manual: boolean): number {
+  if (config.forMs === null || manual) return config.waitMs;
+  return Math.max(config.waitMs, Math.min(HANDOVER_MS, config.forMs));
 }
 
 // The rules an admission applies, from the configuration.

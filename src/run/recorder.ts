@@ -10,8 +10,9 @@ export interface RecorderParts {
   readonly store: RunStore | null;
   // Where records go when the store fails; null: they are dropped (embedded store).
   readonly spool: Spool | null;
-  // Opens a fresh store after the first one failed (e.g. its connection was lost).
-  readonly reopen: (() => Promise<RunStore>) | null;
+  // Opens a fresh store after the first one failed (e.g. its connection was lost); an aborted
+  // `abort` gives up connecting.
+  readonly reopen: ((abort?: AbortSignal) => Promise<RunStore>) | null;
   // Why the store could not be opened at all, if it could not.
   readonly openError: unknown;
   readonly where: string;
@@ -154,6 +155,21 @@ export class RunRecorder {
       due = await store.hasDueRequest(job);
     });
     return due;
+  }
+
+  // A loop between runs whose log lost its connection: a fresh one, and the spool delivered.
+  // False while the log stays out of reach (or until `abort`), or cannot be reopened (embedded
+  // log), or failed for a reason a new connection would not mend (a missing privilege).
+  async reconnect(abort: AbortSignal): Promise<boolean> {
+    if (!this.parts.reopen || this.writable || this.store?.connectionLost === false) return false;
+    const store = await this.parts.reopen(abort).catch(() => null);
+    if (!store) return false;
+    await this.store?.close().catch(() => {});
+    [this.store, this.spooling] = [store, false];
+    this.sayFailure('reconnected');
+    this.say.verbose(`run log ${this.parts.where} reachable again`);
+    await this.deliverSpool();
+    return true;
   }
 
   async onRequest(job: string, wake: () => void): Promise<boolean> {

@@ -9,6 +9,7 @@ import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/in
 import type { PostgresStore } from '../store/postgres.js';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { AdmitOptions, NewRun, RunStore } from '../store/types.js';
+import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 import { type Refused, RunRecorder, type Verdict } from './recorder.js';
 import { prestartWatchdog } from './watchdog.js';
@@ -102,8 +103,10 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
     const lock = await plain.tryOnce();
     return lock && gate.admitHeld(lock);
   };
+  const tell = waiting(config, plain.description, say);
   const admit = async (abort: AbortSignal): Promise<Admission> =>
-    (await retryUntil(attempt, config.waitMs, abort)) ?? { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) };
+    (await retryUntil(async () => (await attempt()) ?? tell(), config.waitMs, abort)) ??
+    { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) };
   return { ...gate, admit, close };
 }
 
@@ -137,7 +140,11 @@ function localGate(
     admitHeld,
     readmit: (next) => recorder.admit(atLock(next), options),
     admit: async (abort) => {
-      const lock = await backend.acquire({ waitMs: config.waitMs, abort });
+      let lock = await backend.acquire({ waitMs: 0, abort });
+      if (!lock && config.waitMs > 0) {
+        waiting(config, backend.description, say)();
+        lock = await backend.acquire({ waitMs: config.waitMs, abort });
+      }
       if (lock) return admitHeld(lock);
       const holder = await backend.holder?.();
       if (holder?.stranger) {
@@ -150,6 +157,16 @@ function localGate(
     },
     roundTrips,
     close: () => recorder.close(),
+  };
+}
+
+// For -v, once: the lock is held, and this invocation waits for it (-w, or a loop's hand-over).
+function waiting(config: RunConfig, lock: string, say: Messages): () => null {
+  let said = false;
+  return () => {
+    if (!said && config.waitMs > 0) say.verbose(`${config.name}: ${lock} is held; waiting up to ${formatDuration(config.waitMs)} for it`);
+    said = true;
+    return null;
   };
 }
 
@@ -212,7 +229,7 @@ async function postgresLog(
       // The database and schema, whoever connects to them: a record one role spooled is
       // delivered by the next run that may write.
       spool: new Spool(config.stateDir, `${db.connection.host}:${db.connection.port}/${db.connection.database}/${db.schema}`),
-      reopen: async () => openPostgresStore(await connect(), db.schema),
+      reopen: async (signal) => openPostgresStore(await connect(signal), db.schema),
       openError,
       where: `${db.display} (schema ${db.schema})`,
     },

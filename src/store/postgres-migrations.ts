@@ -11,7 +11,7 @@ import m0008 from './migrations/postgres/0008_blocked.sql';
 import m0009 from './migrations/postgres/0009_request_errors.sql';
 import m0010 from './migrations/postgres/0010_request_args.sql';
 import m0011 from './migrations/postgres/0011_settled_claims.sql';
-import m0012 from './migrations/postgres/0012_min_interval_slack.sql';
+import m0012 from './migrations/postgres/0012_admission.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
 export const POSTGRES_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011, m0012];

@@ -114,9 +114,11 @@ export class PostgresStore implements RunStore {
   }
 
   async listenForRequests(job: string, wake: () => void): Promise<void> {
-    await this.session.listen('cronguard_requests', (payload) => {
-      if (payload === `${this.schema}:${job}`) wake();
-    });
+    await this.session.listen('cronguard_requests', (payload) => payload === `${this.schema}:${job}` && wake());
+  }
+
+  get connectionLost(): boolean {
+    return this.session.isLost;
   }
 
   async listRequests(job: string | null, limit: number): Promise<RequestRow[]> {

@@ -203,6 +203,8 @@ export interface RunStore {
   // Calls `wake` whenever a request for the job is made, where the store can tell at once
   // (PostgreSQL's NOTIFY); elsewhere loops poll hasDueRequest.
   listenForRequests?(job: string, wake: () => void): Promise<void>;
+  // The store's connection is gone (PostgreSQL): a fresh one may do better.
+  readonly connectionLost?: boolean;
   // Pauses (with why) or resumes a job.
   setPaused(job: string, paused: Paused | null): Promise<void>;
   jobStatus(job: string | null): Promise<JobStatus[]>;

@@ -31,6 +31,23 @@ describe('one run per tick across a fleet', () => {
     expect(rows[0]?.tick).toEqual(new Date(at('03:00:00.000')));
   });
 
+  it.each([
+    ['the postgres lock', []],
+    ['local flocks with the shared log', ['-l', 'flock']],
+  ])('a run that served a request claims the minute too: another host\'s invocation in it skips (%s)', async (_what, lockArgs) => {
+    const box = pgSandbox();
+    const job = box.job('served');
+    const log = box.path('record');
+    expect((await start(['request', job], box.env).done).code).toBe(0);
+    const a = await onHost('host-a', at('03:00:01'), [...lockArgs, '-n', job, '--', fixture('record.sh'), log], box.env).done;
+    const b = await onHost('host-b', at('03:00:02'), [...lockArgs, '-v', '-n', job, '--', fixture('record.sh'), log], box.env).done;
+    expect(a).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(b.code).toBe(0);
+    expect(b.stderr).toMatch(/already ran this minute on host host-a/);
+    expect(lines(log).filter((l) => l.startsWith('start'))).toHaveLength(1);
+    expect((await pgRuns(box.schema)).map((r) => [r.host, r.trigger, r.overlaps])).toEqual([['host-a', 'request', 1]]);
+  });
+
   it('explains the skip with -v: which host ran this minute', async () => {
     const box = pgSandbox();
     const job = box.job('why');

@@ -1,8 +1,11 @@
--- admit() of 0007, with cron's jitter allowed for by the minimum interval: a job is due
--- when its last start is at least the interval less a slack of a tenth of it, at most 30 s,
--- ago (as dueAfterMs in src/store/jobs.ts). A `* * * * *` line with --min-interval 1m
--- otherwise found 59.4 s "not yet" and skipped a minute. jobs.min_interval_ms stays the
--- interval configured. Only the interval's comparison differs from 0007.
+-- admit() of 0007 with two changes.
+-- 1. Cron's jitter is allowed for by the minimum interval: a job is due when its last start
+--    is at least the interval less a slack of a tenth of it, at most 30 s, ago (as dueAfterMs
+--    in src/store/jobs.ts). A `* * * * *` line with --min-interval 1m otherwise found 59.4 s
+--    "not yet" and skipped a minute. jobs.min_interval_ms stays the interval configured.
+-- 2. A run that serves requests claims the minute's tick too: a cron invocation that found
+--    a request due ran for it without claiming the minute, and another host's invocation of
+--    the same minute ran the job again.
 CREATE OR REPLACE FUNCTION {{schema}}.admit(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   job_name   text        := p->>'job';
@@ -92,24 +95,28 @@ BEGIN
                                   'version', version);
       END IF;
     END IF;
-    -- One run per tick (see 0002): claim the minute on the job's row; ticks only move
-    -- forward, the same host may claim again, a tick beyond the caller's clock is bogus. A
-    -- tick is served by a run that started its command or still may: not by one whose
-    -- wrapper was gone before (the reply to this statement lost with its connection).
-    IF (p->>'fleet')::boolean AND tick_at IS NOT NULL THEN
-      INSERT INTO {{schema}}.jobs AS j (name, tick, tick_host) VALUES (job_name, tick_at, host_name)
-      ON CONFLICT (name) DO UPDATE
-      SET tick = CASE WHEN j.tick > ahead THEN excluded.tick ELSE greatest(j.tick, excluded.tick) END, tick_host = excluded.tick_host
-      WHERE j.tick IS NULL OR excluded.tick > j.tick OR j.tick_host = excluded.tick_host OR j.tick > ahead
-         OR NOT EXISTS (SELECT 1 FROM {{schema}}.runs r WHERE r.job = job_name AND r.tick = j.tick AND r.host = j.tick_host
-                        AND (r.status = 'running' OR r.child_pid IS NOT NULL));
-      IF NOT FOUND THEN
-        IF took_lock THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
-        SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
-          WHERE job = job_name AND tick >= tick_at AND tick <= ahead AND host <> host_name ORDER BY id DESC LIMIT 1) r;
-        PERFORM {{schema}}.count_skip(job_name, (holder->>'id')::bigint);
-        RETURN jsonb_build_object('admitted', false, 'reason', 'tick', 'holder', holder, 'running', others, 'version', version);
-      END IF;
+  END IF;
+
+  -- One run per tick (see 0002): claim the minute on the job's row; ticks only move
+  -- forward, the same host may claim again, a tick beyond the caller's clock is bogus. A
+  -- tick is served by a run that started its command or still may: not by one whose
+  -- wrapper was gone before (the reply to this statement lost with its connection). A run
+  -- that serves requests claims the minute as well, so no other host's invocation of it
+  -- runs the job again; it runs whether or not the minute was still free, since its
+  -- requests were made to be served.
+  IF (p->>'fleet')::boolean AND tick_at IS NOT NULL THEN
+    INSERT INTO {{schema}}.jobs AS j (name, tick, tick_host) VALUES (job_name, tick_at, host_name)
+    ON CONFLICT (name) DO UPDATE
+    SET tick = CASE WHEN j.tick > ahead THEN excluded.tick ELSE greatest(j.tick, excluded.tick) END, tick_host = excluded.tick_host
+    WHERE j.tick IS NULL OR excluded.tick > j.tick OR j.tick_host = excluded.tick_host OR j.tick > ahead
+       OR NOT EXISTS (SELECT 1 FROM {{schema}}.runs r WHERE r.job = job_name AND r.tick = j.tick AND r.host = j.tick_host
+                      AND (r.status = 'running' OR r.child_pid IS NOT NULL));
+    IF NOT FOUND AND cardinality(claimed_id) = 0 THEN
+      IF took_lock THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
+      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
+        WHERE job = job_name AND tick >= tick_at AND tick <= ahead AND host <> host_name ORDER BY id DESC LIMIT 1) r;
+      PERFORM {{schema}}.count_skip(job_name, (holder->>'id')::bigint);
+      RETURN jsonb_build_object('admitted', false, 'reason', 'tick', 'holder', holder, 'running', others, 'version', version);
     END IF;
   END IF;
 
