@@ -1,56 +1,23 @@
-import { hostname } from 'node:os';
 import { describe } from '../errors.js';
-import { isPrivilegeError } from '../pg/config.js';
-import type { Spool, SpooledRun } from '../store/spool.js';
+import type { SpooledRun } from '../store/spool.js';
 import type { ClaimedRequest } from '../store/requests.js';
-import type { Admission, AdmitOptions, Holder, NewRun, RunOutcome, RunStore } from '../store/types.js';
-import type { Messages } from '../util/io.js';
+import type { Admission, AdmitOptions, Holder, NewRun, RunOutcome } from '../store/types.js';
+import { LogLink } from './log-link.js';
 
-export interface RecorderParts {
-  readonly store: RunStore | null;
-  // Where records go when the store fails; null: they are dropped (embedded store).
-  readonly spool: Spool | null;
-  // Opens a fresh store after the first one failed (e.g. its connection was lost); an aborted
-  // `abort` gives up connecting.
-  readonly reopen: ((abort?: AbortSignal) => Promise<RunStore>) | null;
-  // Why the store could not be opened at all, if it could not.
-  readonly openError: unknown;
-  readonly where: string;
-}
 
 // What the log says about one invocation: go ahead (serving these requests), or why not.
 export type Verdict = { readonly admitted: true; readonly requests: readonly ClaimedRequest[] } | Refused;
 export type Refused = Extract<Admission, { admitted: false }>;
 
-// The run path's view of the run log. A run log that cannot be written must never stop or
-// change the job: the first failure prints one warning, then the record goes to the spool
-// (shared log) or is dropped (embedded log), and the exit code stays the command's.
-export class RunRecorder {
-  private store: RunStore | null;
+// The run path's record of one invocation: its admission, its attempts and their outcomes,
+// in the log while it can be written, in the spool when it cannot (see LogLink).
+export class RunRecorder extends LogLink {
   private id: number | null = null;
   private run: NewRun | null = null;
   private childPid: number | null = null;
   // The requests this attempt's command is given, for its spooled record (see claimsOf).
   private served: readonly number[] = [];
-  private spooling = false;
-  private warned = false;
-  // Why the log failed, until it is said (see unavailable).
-  private failure: string | null = null;
   private unlock: { readonly key: bigint; readonly released: () => void } | null = null;
-
-  constructor(
-    private readonly parts: RecorderParts,
-    private readonly say: Messages,
-  ) {
-    this.store = parts.store;
-    if (parts.store) say.verbose(`run log ${parts.where}`);
-    if (parts.openError !== null) this.unavailable('open', parts.openError);
-  }
-
-  // Whether records still go to the store (not to the spool, or nowhere).
-  get writable(): boolean {
-    return this.store !== null && !this.spooling;
-  }
 
   // The run's id in the log; null without a log, or while its record is spooled.
   get runId(): number | null {
@@ -63,18 +30,6 @@ export class RunRecorder {
     this.id = id;
     this.childPid = null;
     this.served = [];
-  }
-
-  // Records spooled earlier. A failure here is the spool's, not this run's: it never sends
-  // this run's own records to the spool.
-  async deliverSpool(): Promise<void> {
-    const { spool } = this.parts;
-    if (!spool || !this.store || this.spooling) return;
-    try {
-      await spool.deliver(this.store, hostname(), this.say);
-    } catch (error) {
-      this.say.warn(`spooled runs in ${spool.dir} not delivered (${describe(error)})`);
-    }
   }
 
   // Under a lock already held: may this run start, and which requests does it serve? A log
@@ -157,21 +112,6 @@ export class RunRecorder {
     return due;
   }
 
-  // A loop between runs whose log lost its connection: a fresh one, and the spool delivered.
-  // False while the log stays out of reach (or until `abort`), or cannot be reopened (embedded
-  // log), or failed for a reason a new connection would not mend (a missing privilege).
-  async reconnect(abort: AbortSignal): Promise<boolean> {
-    if (!this.parts.reopen || this.writable || this.store?.connectionLost === false) return false;
-    const store = await this.parts.reopen(abort).catch(() => null);
-    if (!store) return false;
-    await this.store?.close().catch(() => {});
-    [this.store, this.spooling] = [store, false];
-    this.sayFailure('reconnected');
-    this.say.verbose(`run log ${this.parts.where} reachable again`);
-    await this.deliverSpool();
-    return true;
-  }
-
   async onRequest(job: string, wake: () => void): Promise<boolean> {
     let listening = false;
     await this.attempt('listen for requests', async (store) => {
@@ -197,65 +137,6 @@ export class RunRecorder {
       holder = await store.recordOverlap(job, host, holderPid);
     });
     return holder;
-  }
-
-  // A question for the log, or a note, beside the run's own record (is the job paused? who
-  // held the lock? requests given back): what `op` answers, or null when the log cannot.
-  async consult<T>(what: string, op: (store: RunStore) => Promise<T>): Promise<T | null> {
-    let answer: T | null = null;
-    await this.attempt(what, async (store) => {
-      answer = await op(store);
-    });
-    return answer;
-  }
-
-  // The store while records go to it, for the automatic prune and the metrics textfile.
-  get openStore(): RunStore | null {
-    return this.writable ? this.store : null;
-  }
-
-  async close(): Promise<void> {
-    this.sayFailure(`records go to ${this.parts.spool?.dir} until it can be written`);
-    const store = this.store;
-    this.store = null;
-    await store?.close().catch(() => {});
-  }
-
-  // The log failed; from now on records go to the spool (or nowhere). Warns once, naming a
-  // missing privilege as such, since that is what the operator must grant. With a spool, the
-  // one line also says whether the spool took the run's record, so it waits for the first
-  // record (or, if none comes, for close()).
-  unavailable(what: string, error: unknown): void {
-    this.spooling = this.parts.spool !== null;
-    if (!this.spooling) void this.close();
-    if (this.warned || this.failure !== null) return;
-    const why = isPrivilegeError(error) ? `permission denied: ${(error as Error).message}` : describe(error);
-    this.failure = `run log ${this.parts.where} unavailable (${what}: ${why})`;
-    if (!this.spooling) this.sayFailure('the job runs unrecorded');
-  }
-
-  private sayFailure(then: string): void {
-    if (this.failure === null) return;
-    this.say.warn(`${this.failure}; ${then}`);
-    this.failure = null;
-    this.warned = true;
-  }
-
-  private async attempt(what: string, op: (store: RunStore) => Promise<void>, retry = false): Promise<void> {
-    if (!this.store || this.spooling) return;
-    try {
-      await op(this.store);
-      return;
-    } catch (error) {
-      if (!(retry && this.parts.reopen)) return this.unavailable(what, error);
-    }
-    try {
-      await this.store.close().catch(() => {});
-      this.store = await this.parts.reopen();
-      await op(this.store);
-    } catch (error) {
-      this.unavailable(what, error);
-    }
   }
 
   private spoolNow(outcome: RunOutcome | null, final = false): void {

@@ -1,0 +1,131 @@
+import { hostname } from 'node:os';
+import { describe } from '../errors.js';
+import { isPrivilegeError } from '../pg/config.js';
+import type { Spool } from '../store/spool.js';
+import type { RunStore } from '../store/types.js';
+import type { Messages } from '../util/io.js';
+
+// What a LogLink is made of (see wiring.ts).
+export interface RecorderParts {
+  readonly store: RunStore | null;
+  // Where records go when the store fails; null: they are dropped (embedded store).
+  readonly spool: Spool | null;
+  // Opens a fresh store after the first one failed (e.g. its connection was lost); an aborted
+  // `abort` gives up connecting.
+  readonly reopen: ((abort?: AbortSignal) => Promise<RunStore>) | null;
+  // Why the store could not be opened at all, if it could not.
+  readonly openError: unknown;
+  readonly where: string;
+}
+
+// The run path's link to its run log, whatever it records. A run log that cannot be written
+// must never stop or change the job: the first failure prints one warning, then records go
+// to the spool (shared log) or are dropped (embedded log), and the exit code stays the
+// command's. RunRecorder records a run through it.
+export class LogLink {
+  protected store: RunStore | null;
+  protected spooling = false;
+  private warned = false;
+  // Why the log failed, until it is said (see unavailable).
+  protected failure: string | null = null;
+
+  constructor(
+    protected readonly parts: RecorderParts,
+    protected readonly say: Messages,
+  ) {
+    this.store = parts.store;
+    if (parts.store) say.verbose(`run log ${parts.where}`);
+    if (parts.openError !== null) this.unavailable('open', parts.openError);
+  }
+
+  // Whether records still go to the store (not to the spool, or nowhere).
+  get writable(): boolean {
+    return this.store !== null && !this.spooling;
+  }
+
+  // Records spooled earlier. A failure here is the spool's, not this run's: it never sends
+  // this run's own records to the spool.
+  async deliverSpool(): Promise<void> {
+    const { spool } = this.parts;
+    if (!spool || !this.store || this.spooling) return;
+    try {
+      await spool.deliver(this.store, hostname(), this.say);
+    } catch (error) {
+      this.say.warn(`spooled runs in ${spool.dir} not delivered (${describe(error)})`);
+    }
+  }
+
+  // A loop between runs whose log lost its connection: a fresh one, and the spool delivered.
+  // False while the log stays out of reach (or until `abort`), or cannot be reopened (embedded
+  // log), or failed for a reason a new connection would not mend (a missing privilege).
+  async reconnect(abort: AbortSignal): Promise<boolean> {
+    if (!this.parts.reopen || this.writable || this.store?.connectionLost === false) return false;
+    const store = await this.parts.reopen(abort).catch(() => null);
+    if (!store) return false;
+    await this.store?.close().catch(() => {});
+    [this.store, this.spooling] = [store, false];
+    this.sayFailure('reconnected');
+    this.say.verbose(`run log ${this.parts.where} reachable again`);
+    await this.deliverSpool();
+    return true;
+  }
+
+  // A question for the log, or a note, beside the run's own record (is the job paused? who
+  // held the lock? requests given back): what `op` answers, or null when the log cannot.
+  async consult<T>(what: string, op: (store: RunStore) => Promise<T>): Promise<T | null> {
+    let answer: T | null = null;
+    await this.attempt(what, async (store) => {
+      answer = await op(store);
+    });
+    return answer;
+  }
+
+  // The store while records go to it, for the automatic prune and the metrics textfile.
+  get openStore(): RunStore | null {
+    return this.writable ? this.store : null;
+  }
+
+  async close(): Promise<void> {
+    this.sayFailure(`records go to ${this.parts.spool?.dir} until it can be written`);
+    const store = this.store;
+    this.store = null;
+    await store?.close().catch(() => {});
+  }
+
+  // The log failed; from now on records go to the spool (or nowhere). Warns once, naming a
+  // missing privilege as such, since that is what the operator must grant. With a spool, the
+  // one line also says whether the spool took the run's record, so it waits for the first
+  // record (or, if none comes, for close()).
+  unavailable(what: string, error: unknown): void {
+    this.spooling = this.parts.spool !== null;
+    if (!this.spooling) void this.close();
+    if (this.warned || this.failure !== null) return;
+    const why = isPrivilegeError(error) ? `permission denied: ${(error as Error).message}` : describe(error);
+    this.failure = `run log ${this.parts.where} unavailable (${what}: ${why})`;
+    if (!this.spooling) this.sayFailure('the job runs unrecorded');
+  }
+
+  protected sayFailure(then: string): void {
+    if (this.failure === null) return;
+    this.say.warn(`${this.failure}; ${then}`);
+    this.failure = null;
+    this.warned = true;
+  }
+
+  protected async attempt(what: string, op: (store: RunStore) => Promise<void>, retry = false): Promise<void> {
+    if (!this.store || this.spooling) return;
+    try {
+      await op(this.store);
+      return;
+    } catch (error) {
+      if (!(retry && this.parts.reopen)) return this.unavailable(what, error);
+    }
+    try {
+      await this.store.close().catch(() => {});
+      this.store = await this.parts.reopen();
+      await op(this.store);
+    } catch (error) {
+      this.unavailable(what, error);
+    }
+  }
+}
