@@ -67,7 +67,7 @@ describe('install.sh --uninstall', () => {
     );
     // The installed launcher hands NODE_EXTRA_CA_CERTS over as the development one does
     // (test/run/extra-ca.test.ts runs that one).
-    const handOver = /^if \[ -n "\$\{NODE_EXTRA_CA_CERTS-\}" \]; then\n[^]*?\nfi\n/m;
+    const handOver = /^if \[ -n "\$\{NODE_EXTRA_CA_CERTS-\}" \]; then\n[\s\S]*?\nfi\n/m;
     expect(readFileSync(at('bin/cronguard'), 'utf8').match(handOver)?.[0]).toBe(readFileSync(join(ROOT, 'bin/cronguard'), 'utf8').match(handOver)?.[0] ?? 'missing');
     const staged = await run(process.execPath, [at('lib/cronguard/dist/cronguard.cjs'), '-n', 'demo', '--', 'echo', 'hi'], box.env);
     expect(staged).toMatchObject({ code: 0, stdout: 'hi\n', stderr: '' });

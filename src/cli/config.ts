@@ -1,4 +1,3 @@
-import { constants } from 'node:os';
 import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { advisoryKey, parseLockKey } from '../lock/postgres.js';
@@ -8,8 +7,10 @@ import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
 import type { ParsedRun } from './options.js';
 import { observing } from './observe.js';
+import { type PingConfig, parsePing } from './ping.js';
 import { scheduling } from './schedule.js';
 import type { SettingKey, Settings } from './settings.js';
+import { optionalDuration, parseBytes, parseExitCode, parseSignal } from './values.js';
 
 export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'none';
 
@@ -65,15 +66,6 @@ export interface RunConfig {
   readonly sources: readonly string[];
 }
 
-// A Healthchecks-style monitoring URL: URL/start when a run's command starts; URL, URL/fail
-// or URL/<exit code> when the run ends, with the tail of its output as the body.
-export interface PingConfig {
-  // Normalised by the URL parser, its query kept, without a fragment.
-  readonly url: string;
-  readonly exitCode: boolean;
-  readonly bodyBytes: number;
-}
-
 export interface Context {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly root: boolean;
@@ -81,9 +73,6 @@ export interface Context {
 }
 
 const MAX_CAPTURE = 64 * 1024 * 1024;
-// Healthchecks keeps the first 100 kB of a ping's body; more would only slow the end ping.
-const MAX_PING_BODY = 1024 * 1024;
-
 export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context): RunConfig {
   const str = (key: string): string | undefined => {
     const value = options[key];
@@ -175,76 +164,6 @@ function parseLock(value: string, db: DbConfig | null): LockBackendName {
   }
   if (value === 'flock' || value === 'lockfile' || value === 'postgres' || value === 'none') return value;
   throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres or none)`);
-}
-
-// A timeout of 0 means "no timeout", as with timeout(1).
-function optionalDuration(value: string | undefined, option: string): number | null {
-  if (value === undefined) return null;
-  const ms = parseDuration(value, option);
-  return ms === 0 ? null : ms;
-}
-
-function parseExitCode(value: string | undefined): number {
-  if (value === undefined) return 0;
-  if (!/^\d+$/.test(value) || Number(value) > 255) {
-    throw new UsageError(`--conflict-exit-code: '${value}' is not an exit code (0-255)`);
-  }
-  return Number(value);
-}
-
-function parseSignal(value: string): NodeJS.Signals {
-  const signals = constants.signals as Record<string, number>;
-  const upper = value.toUpperCase();
-  const name = /^\d+$/.test(value)
-    ? Object.keys(signals).find((s) => signals[s] === Number(value))
-    : upper.startsWith('SIG') ? upper : `SIG${upper}`;
-  if (!name || !(name in signals)) {
-    throw new UsageError(`--kill-signal: unknown signal '${value}' (use e.g. TERM, INT, HUP, KILL or a number)`);
-  }
-  return name as NodeJS.Signals;
-}
-
-function parseBytes(value: string | undefined, option: string, fallback: number, max: number): number {
-  if (value === undefined) return fallback;
-  const match = /^(\d+)([kKmM])?(i?B)?$/.exec(value);
-  const bytes = match ? Number(match[1]) * (match[2] ? (/[kK]/.test(match[2]) ? 1024 : 1048576) : 1) : NaN;
-  if (!(bytes <= max)) {
-    const most = max >= 1048576 ? `${max / 1048576}M` : `${max / 1024}k`;
-    throw new UsageError(`${option}: '${value}' is not a byte count from 0 to ${most} (e.g. ${fallback}, 64k, 1M)`);
-  }
-  return bytes;
-}
-
-function parsePing(str: (key: string) => string | undefined, options: ParsedRun['options']): PingConfig | null {
-  const url = str('pingUrl');
-  if (url === undefined) {
-    if (options.pingExitCode) throw new UsageError('--ping-exit-code applies with --ping-url');
-    if (str('pingBodyBytes') !== undefined) throw new UsageError('--ping-body-bytes applies with --ping-url');
-    return null;
-  }
-  return {
-    url: parsePingUrl(url),
-    exitCode: options.pingExitCode === true,
-    bodyBytes: parseBytes(str('pingBodyBytes'), '--ping-body-bytes', 10240, MAX_PING_BODY),
-  };
-}
-
-// Refused here rather than at the first ping: a URL that can never work is a mistake in the
-// crontab line (64), while one that does not answer is the network's (a warning). The URL
-// parser would quietly drop a newline or tab, and read `http:host` as `http://host/`.
-function parsePingUrl(value: string): string {
-  const shown = value.replace(/[\x00-\x1f\x7f]/g, '?');
-  if (!/^https?:\/\/[^/?#]/i.test(value)) throw new UsageError(`--ping-url: '${shown}' is not an http:// or https:// URL with a host`);
-  if (/[\s\x00-\x1f\x7f]/.test(value)) throw new UsageError(`--ping-url: '${shown}' contains spaces or control characters`);
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new UsageError(`--ping-url: '${value}' is not a valid URL`);
-  }
-  if (url.searchParams.has('rid')) throw new UsageError(`--ping-url: '${value}' has a rid parameter of its own; cronguard adds one per run`);
-  url.hash = '';
-  return url.href;
 }
 
 // Quotes an argument the way a POSIX shell would need it, for the run log's `command`.

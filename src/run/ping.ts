@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { createRequire } from 'node:module';
 import type { SecureContext } from 'node:tls';
-import type { PingConfig } from '../cli/config.js';
+import type { PingConfig } from '../cli/ping.js';
 import { VERSION } from '../cli/options.js';
 import { describe } from '../errors.js';
 import { formatDuration } from '../util/duration.js';

@@ -39,6 +39,7 @@ describe('NODE_EXTRA_CA_CERTS deferred by the launcher', () => {
   it('reaches the command as it was given, while the wrapper was started without it', async () => {
     const box = sandbox();
     // $PPID is cronguard itself: its environ is what Node was started with.
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's ${VAR-default}, not a template
     const script = 'printf "%s|%s\\n" "$NODE_EXTRA_CA_CERTS" "${CRONGUARD_DEFERRED_EXTRA_CA_CERTS-unset}"; tr "\\0" "\\n" < /proc/$PPID/environ | grep -E "^(NODE_EXTRA|CRONGUARD_DEFERRED_EXTRA)_CA_CERTS=" | sort';
     const given = await viaLauncher(['-n', 'ca', '--', 'sh', '-c', script], { ...box.env, NODE_EXTRA_CA_CERTS: cert });
     expect(given).toMatchObject({ code: 0, stderr: '' });
