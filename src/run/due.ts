@@ -1,6 +1,7 @@
 import type { RunConfig } from '../cli/config.js';
 import { dueAfterMs } from '../store/jobs.js';
-import type { AdmitOptions } from '../store/types.js';
+import type { AdmitOptions, NewRun, UnsettledRun } from '../store/types.js';
+import { isSameProcess } from '../util/process-id.js';
 import type { Refused, RunRecorder } from './recorder.js';
 
 // Whether an invocation is certainly not due, asked of the log before its lock is taken.
@@ -8,24 +9,37 @@ import type { Refused, RunRecorder } from './recorder.js';
 // have nothing to do: a due job of the same lock that starts then would skip its tick. The
 // admission under the lock still decides (this is only ever a "no" it would also say), so
 // the answer errs towards "due": a request, a log that cannot answer, an abandoned last run,
-// a loop that waits for work holding the lock, all take the lock and ask again.
-export async function notDue(recorder: RunRecorder, config: RunConfig, options: AdmitOptions): Promise<Refused | null> {
+// a loop that waits for work holding the lock, a run the admission may find to settle, all
+// take the lock and ask again.
+export async function notDue(recorder: RunRecorder, config: RunConfig, options: AdmitOptions, run: NewRun): Promise<Refused | null> {
   const name = config.name;
   const answer = await recorder.consult('check whether the job is due', async (store) => {
     // In turn: the first creates a shared log's schema when it is not there yet.
     const [job] = await store.jobStatus(name);
-    return { job, requested: await store.hasDueRequest(name) };
+    return { job, requested: await store.hasDueRequest(name), unsettled: await store.unsettledRuns(name) };
   });
   if (!answer) return null;
   const { job } = answer;
   if (job?.state === 'disabled') {
     return { admitted: false, reason: 'disabled', paused: { reason: job.disabled_reason, since: job.disabled_since, by: job.disabled_by } };
   }
-  if (answer.requested || options.keepLock) return null;
+  if (answer.requested || options.keepLock || answer.unsettled.some((r) => settledUnderLock(r, run))) return null;
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
   if (options.minIntervalMs === null || options.manual || !job) return null;
   const last = job.running_since ?? (job.last_status === 'abandoned' ? null : job.last_started_at);
   // Due by the admission's own rule, cron's jitter allowed for (dueAfterMs).
   if (last === null || Date.parse(last) + dueAfterMs(options.minIntervalMs) <= Date.now()) return null;
   return { admitted: false, reason: 'interval', lastStartedAt: last };
+}
+
+// Whether the admission under this invocation's lock may settle this run (abandon it, end or
+// give back its claims), as it does for a job of its own lock: a killed wrapper's requests
+// must not stay `running` until someone makes another. A run under the same lock (the
+// postgres lock anywhere, a local one on this host) costs the due jobs nothing to try: if
+// its wrapper lives, it holds the shared lock; a run of this host whose wrapper is gone is
+// settled too. Runs under another host's local lock are that host's to settle.
+function settledUnderLock(r: UnsettledRun, run: NewRun): boolean {
+  const here = r.host === run.host;
+  const sameLock = r.lock_backend === run.lockBackend && r.lock_key === run.lockKey && (run.lockBackend === 'postgres' || here);
+  return sameLock || (here && !isSameProcess(r.pid, r.wrapper_start));
 }

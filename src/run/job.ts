@@ -45,7 +45,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     const options = admitOptions(config, manual);
     gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
     // A lock other jobs share is taken only by a job that is due (see due.ts).
-    const early = config.sharedLock ? await notDue(gate.recorder, config, options) : null;
+    const early = config.sharedLock ? await notDue(gate.recorder, config, options, run) : null;
     admission = early ?? (await gate.admit(stop.signal).catch(notRun));
     // Runs of a loop are spaced from here: at or after the first run's recorded start.
     const admittedAt = Date.now();

@@ -88,7 +88,6 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
           return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;
         }
         log.recorder.adopt(stamped, admission.runId);
-        await log.recorder.deliverSpool();
         return { admitted: true, lock: plain.held, requests: admission.requests };
       } catch (error) {
         // Only an error the server sent is the log's; anything else is the connection, and
@@ -104,9 +103,17 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
     return lock && gate.admitHeld(lock);
   };
   const tell = waiting(config, plain.description, say);
-  const admit = async (abort: AbortSignal): Promise<Admission> =>
-    (await retryUntil(async () => (await attempt()) ?? tell(), config.waitMs, abort)) ??
-    { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) };
+  const admit = async (abort: AbortSignal): Promise<Admission> => {
+    // Before the admission, as a local lock's gate does: a record of this host's that says
+    // its run never started the command (the reply to its admission lost) gives its claims
+    // back first, for this admission to serve, rather than the admission ending them failed
+    // with the row it abandons.
+    await log.recorder.deliverSpool();
+    return (
+      (await retryUntil(async () => (await attempt()) ?? tell(), config.waitMs, abort)) ??
+      { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) }
+    );
+  };
   return { ...gate, admit, close };
 }
 

@@ -5,6 +5,9 @@ import { grantRequests } from './postgres-sql.js';
 // Lets `role` write requests into the shared log (`cronguard migrate --group ROLE`), in one
 // transaction: all of it or nothing. Run by the schema's owner (or a superuser).
 export async function allowRequests(session: PgSession, schema: string, role: string): Promise<void> {
+  // PostgreSQL reads the name public, quoted or not, as PUBLIC: every role that can connect
+  // would queue arguments for the jobs' commands.
+  if (role === 'public') throw new UsageError('--group: public is every role that can connect; create a role for the web application and name it');
   const statements = grantRequests(session.escapeIdentifier(schema), session.escapeIdentifier(role));
   await session.query('BEGIN');
   try {

@@ -125,6 +125,9 @@ export function statements(S: string) {
     getRequest: named(`SELECT * FROM ${S}.requests WHERE id = :id`),
     listRequests: named(`SELECT * FROM ${S}.requests WHERE (:job::text IS NULL OR job = :job) ORDER BY id DESC LIMIT :limit`),
     hasDueRequest: named(`SELECT 1 FROM ${S}.requests WHERE job = :job AND status = 'pending' AND not_before <= now() LIMIT 1`),
+    unsettledRuns: named(`SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key FROM ${S}.runs WHERE job = :job AND status = 'running'
+                          UNION SELECT r.id, r.status, r.host, r.pid, r.wrapper_start, r.lock_backend, r.lock_key
+                          FROM ${S}.requests q JOIN ${S}.runs r ON r.id = q.run_id WHERE q.job = :job AND q.status = 'running'`),
     pause: named(`INSERT INTO ${S}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by)
                   VALUES (:job, true, :reason, :since, :by)
                   ON CONFLICT (name) DO UPDATE SET disabled = true, disabled_reason = :reason, disabled_at = :since, disabled_by = :by`),

@@ -12,7 +12,7 @@ import {
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
-  type RunningRow, type RunRow, type RunStore,
+  type RunningRow, type RunRow, type RunStore, type UnsettledRun,
 } from './types.js';
 
 export type { AdvisoryLock } from './postgres-rows.js';
@@ -128,6 +128,8 @@ export class PostgresStore implements RunStore {
   async hasDueRequest(job: string): Promise<boolean> {
     return (await this.run(this.sql.hasDueRequest, { job })).length > 0;
   }
+
+  async unsettledRuns(job: string): Promise<UnsettledRun[]> { return (await this.run<UnsettledRun>(this.sql.unsettledRuns, { job })).map((r) => ({ ...r, id: Number(r.id) })); }
 
   async setPaused(job: string, paused: Paused | null): Promise<void> {
     await this.withSchema(() => this.run(paused ? this.sql.pause : this.sql.resume, { job, ...paused }));

@@ -94,6 +94,9 @@ export const SQL = {
   getRequest: `SELECT * FROM requests WHERE id = ?`,
   listRequests: `SELECT * FROM requests WHERE (@job IS NULL OR job = @job) ORDER BY id DESC LIMIT @limit`,
   hasDueRequest: `SELECT 1 FROM requests WHERE job = ? AND status = 'pending' AND julianday(not_before) <= julianday(?) LIMIT 1`,
+  unsettledRuns: `SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key FROM runs WHERE job = @job AND status = 'running'
+                  UNION SELECT r.id, r.status, r.host, r.pid, r.wrapper_start, r.lock_backend, r.lock_key
+                  FROM requests q JOIN runs r ON r.id = q.run_id WHERE q.job = @job AND q.status = 'running'`,
   pause: `INSERT INTO jobs (name, disabled, disabled_reason, disabled_at, disabled_by) VALUES (@job, 1, @reason, @since, @by)
           ON CONFLICT (name) DO UPDATE SET disabled = 1, disabled_reason = @reason, disabled_at = @since, disabled_by = @by`,
   resume: `UPDATE jobs SET disabled = 0, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL WHERE name = ?`,

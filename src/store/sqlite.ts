@@ -13,7 +13,7 @@ import { migrateSqlite } from './sqlite-migrations.js';
 import { listRunsSql, SQL } from './sqlite-sql.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
-  type RunRow, type RunStore,
+  type RunRow, type RunStore, type UnsettledRun,
 } from './types.js';
 
 type Row = Omit<RunRow, 'output_truncated'> & { output_truncated: number };
@@ -162,6 +162,8 @@ export class SqliteStore implements RunStore {
     return this.db.prepare(SQL.hasDueRequest).get(job, new Date().toISOString()) !== undefined;
   }
 
+  async unsettledRuns(job: string): Promise<UnsettledRun[]> { return this.db.prepare(SQL.unsettledRuns).all({ job }) as UnsettledRun[]; }
+
   async setPaused(job: string, paused: Paused | null): Promise<void> {
     if (paused) this.db.prepare(SQL.pause).run({ job, reason: paused.reason, since: paused.since, by: paused.by });
     else this.db.prepare(SQL.resume).run(job);
@@ -214,9 +216,7 @@ export class SqliteStore implements RunStore {
     return migrateSqlite(this.db);
   }
 
-  async close(): Promise<void> {
-    this.db.close();
-  }
+  async close(): Promise<void> { this.db.close(); }
 }
 
 // A new run's named parameters.

@@ -78,6 +78,13 @@ export interface RunningRow {
   readonly lock_key: string | null;
 }
 
+// A run of a job that an admission under a lock may have to settle: one still `running`, or
+// one whose requests are (see unsettledRuns).
+export interface UnsettledRun extends RunningRow {
+  readonly status: string;
+  readonly host: string;
+}
+
 // Who holds what kept an invocation from running: the lock's holder, or the run that
 // already served this tick on another host. Fields are null when the log cannot tell.
 export interface Holder {
@@ -200,6 +207,9 @@ export interface RunStore {
   listRequests(job: string | null, limit: number): Promise<RequestRow[]>;
   // Whether a request for the job is due: cheap, for loops waiting for one.
   hasDueRequest(job: string): Promise<boolean>;
+  // The job's runs still `running`, and those whose claims are: what its next admission may
+  // find its wrapper gone and settle (asked before a shared lock is taken, see due.ts).
+  unsettledRuns(job: string): Promise<UnsettledRun[]>;
   // Calls `wake` whenever a request for the job is made, where the store can tell at once
   // (PostgreSQL's NOTIFY); elsewhere loops poll hasDueRequest.
   listenForRequests?(job: string, wake: () => void): Promise<void>;

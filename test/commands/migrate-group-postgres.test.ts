@@ -54,6 +54,15 @@ describe('migrate --group with PostgreSQL', () => {
     }
   });
 
+  it('refuses public: it is every role, not a web application\'s', async () => {
+    const box = pgSandbox();
+    const refused = await cronguard(['migrate', '--group', 'public'], box.env);
+    expect(refused.code).toBe(64);
+    expect(refused.stderr).toMatch(/^cronguard migrate: --group: public is every role[^\n]*\n$/);
+    const granted = await sql(`SELECT 1 FROM information_schema.role_table_grants WHERE table_schema = $1 AND grantee = 'PUBLIC'`, [box.schema]);
+    expect(granted).toEqual([]);
+  });
+
   it('names a role that exists', async () => {
     const box = pgSandbox();
     expect(await cronguard(['migrate', '--group', 'no_such_role_here'], box.env)).toMatchObject({
