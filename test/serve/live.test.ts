@@ -45,7 +45,10 @@ describe('serve: live updates', () => {
     const id = (runs(box.stateDir)[0] as { id: number }).id;
     const loaded = async (shows: string) => {
       let page = '';
-      await waitFor(async () => (page = await (await server.get(`/runs/${id}`)).text()).includes(shows), `the page to show ${shows}`);
+      await waitFor(async () => {
+        page = await (await server.get(`/runs/${id}`)).text();
+        return page.includes(shows);
+      }, `the page to show ${shows}`);
       return { page, from: /data-from="(\d+)"/.exec(page)?.[1] };
     };
     const first = await loaded('<span class="fg1">red ');
