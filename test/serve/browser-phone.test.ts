@@ -115,6 +115,7 @@ describe.skipIf(!present)(title, () => {
     expect(await layoutWidth(page)).toBeLessThanOrEqual(PHONE.width);
     // The box's edge against the page at 3:1 (WCAG's for a component's boundary), its text at 4.5:1.
     const pageBg = await style(page.locator('body'), 'background-color');
+    expect(await style(output, 'border-top-width')).toBe('1px');
     expect(contrast(await style(output, 'border-top-color'), pageBg)).toBeGreaterThanOrEqual(3);
     expect(contrast(await style(output, 'color'), await style(output, 'background-color'))).toBeGreaterThanOrEqual(4.5);
     await page.close();
@@ -139,6 +140,7 @@ describe.skipIf(!present)(title, () => {
     await expect.poll(() => output.locator('span.fg1').allTextContents()).toEqual(['red ', '€ still red']);
     expect(await output.textContent()).toMatch(/\n2000\nred € still red\n$/);
     expect(await fromEnd()).toBeLessThanOrEqual(1);
+    await output.evaluate((e) => e.scrollIntoView({ block: 'end' }));
     await page.screenshot({ path: `${SHOTS}/run-live-split.png` });
     release(end);
     expect((await job.done).code).toBe(0);
