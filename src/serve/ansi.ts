@@ -4,7 +4,8 @@ import { html } from 'hono/html';
 // A command's output as HTML: text escaped, ANSI SGR colours and weights as spans with
 // classes (the page's CSP allows no inline styles), every other escape sequence and
 // control character dropped. It is a stream: a sequence or a UTF-8 character split between
-// two chunks of live output comes out whole.
+// two chunks of live output comes out whole, and so does one split where a page picked up
+// a running output (the part it already shows is skipped, which sets the state only).
 
 interface Style {
   fg: number | null;
@@ -17,10 +18,12 @@ interface Style {
 
 const PLAIN: Style = { fg: null, bg: null, bold: false, dim: false, italic: false, underline: false };
 // CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), a character set designation (ESC ( B,
-// which `tput sgr0` sends on xterm), or a two-character escape.
-const SEQUENCE = /\x1b(?:\[([0-9;:?<=>]*)[ -/]*([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()*+][ -~]|[@-Z\\^_])/g;
+// which `tput sgr0` sends on xterm), or a two-character escape. An OSC (a title, a link)
+// never spans lines in practice: one that meets a line break or another escape before its
+// BEL or ST ends there, rather than hiding every line up to the next BEL.
+const SEQUENCE = /\x1b(?:\[([0-9;:?<=>]*)[ -/]*([@-~])|\][^\x07\x1b\n\r]*(?:\x07|\x1b\\)?|[()*+][ -~]|[@-Z\\^_])/g;
 // A sequence that may still be going on at the end of a chunk.
-const UNFINISHED = /\x1b(?:\[[0-9;:?<=>]*[ -/]*|\][^\x07\x1b]*|\][^\x07]*\x1b|[()*+])?$/;
+const UNFINISHED = /\x1b(?:\[[0-9;:?<=>]*[ -/]*|\][^\x07\x1b\n\r]*\x1b?|[()*+])?$/;
 
 export class AnsiHtml {
   private style: Style = { ...PLAIN };
@@ -28,28 +31,38 @@ export class AnsiHtml {
   private readonly decoder = new StringDecoder('utf8');
 
   push(chunk: Buffer | string): string {
+    return this.render(this.complete(chunk), true);
+  }
+
+  // Output already shown: its colours and anything it leaves unfinished carry on.
+  skip(chunk: Buffer | string): void {
+    this.render(this.complete(chunk), false);
+  }
+
+  // The chunk after what was held back, less what it leaves unfinished.
+  private complete(chunk: Buffer | string): string {
     const text = this.carry + (typeof chunk === 'string' ? chunk : this.decoder.write(chunk));
     const tail = UNFINISHED.exec(text);
     const cut = tail && tail[0].length < 256 ? tail.index : text.length;
     this.carry = text.slice(cut);
-    return this.render(text.slice(0, cut));
+    return text.slice(0, cut);
   }
 
   end(): string {
     const rest = this.carry + this.decoder.end();
     this.carry = '';
-    return this.render(rest);
+    return this.render(rest, true);
   }
 
-  private render(text: string): string {
+  private render(text: string, shown: boolean): string {
     let out = '';
     let at = 0;
     for (const match of text.matchAll(SEQUENCE)) {
-      out += this.span(text.slice(at, match.index));
+      if (shown) out += this.span(text.slice(at, match.index));
       if (match[2] === 'm') this.apply(match[1] ?? '');
       at = match.index + match[0].length;
     }
-    return out + this.span(text.slice(at));
+    return shown ? out + this.span(text.slice(at)) : '';
   }
 
   private span(text: string): string {

@@ -21,6 +21,12 @@ export const CLIENT_JS = `'use strict';
     }
   };
   localTimes(document);
+  // A run's output opens at its end, where the error usually is, and stays there as more
+  // comes while the reader is there.
+  const output = () => document.getElementById('output');
+  const atEnd = (box) => box.scrollTop + box.clientHeight >= box.scrollHeight - 8;
+  const toEnd = (box) => { if (box) box.scrollTop = box.scrollHeight; };
+  toEnd(output());
   const source = document.body.dataset.events;
   if (!source || !window.EventSource) return;
   // A line saying that what the page shows may be out of date, and why.
@@ -41,6 +47,7 @@ export const CLIENT_JS = `'use strict';
         return;
       }
       trouble('');
+      const following = !output() || atEnd(output());
       for (const part of document.querySelectorAll('[data-live][id]')) {
         const next = fresh.getElementById(part.id);
         // A part the reader is typing in stays as it is.
@@ -48,6 +55,7 @@ export const CLIENT_JS = `'use strict';
         part.replaceWith(document.importNode(next, true));
       }
       localTimes(document);
+      if (following) toEnd(output());
       document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
     } catch (e) {
       // The server is restarting or gone; the event stream reconnects on its own.
@@ -63,20 +71,22 @@ export const CLIENT_JS = `'use strict';
   events.addEventListener('open', () => { trouble(''); if (connected) refresh(); connected = true; });
   events.addEventListener('change', refresh);
   events.addEventListener('output', (e) => {
-    const out = document.getElementById('output');
+    const out = output();
     if (!out) return;
-    const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 8;
+    const following = atEnd(out);
+    const pageAtEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 8;
     out.insertAdjacentHTML('beforeend', e.data);
-    if (atEnd) window.scrollTo(0, document.body.scrollHeight);
+    if (following) toEnd(out);
+    if (pageAtEnd) window.scrollTo(0, document.body.scrollHeight);
   });
   events.addEventListener('end', () => { events.close(); refresh(); });
 })();
 `;
 
 export const CSS = `:root { color-scheme: light dark; --fg: #1d232a; --bg: #fff; --muted: #667; --line: #dde; --card: #f5f6f8;
-  --ok: #137333; --bad: #c5221f; --warn: #a15c00; --run: #0b57d0; }
+  --ok: #137333; --bad: #c5221f; --warn: #a15c00; --run: #0b57d0; --on-run: #fff; --out-bg: #0f1216; --out-edge: #0f1216; }
 @media (prefers-color-scheme: dark) { :root { --fg: #e6e8eb; --bg: #15181c; --muted: #9aa; --line: #333a44; --card: #1e2329;
-  --ok: #5cc77a; --bad: #ff6b63; --warn: #f0b050; --run: #7fb0ff; } }
+  --ok: #5cc77a; --bad: #ff6b63; --warn: #f0b050; --run: #7fb0ff; --on-run: #0d1117; --out-bg: #050608; --out-edge: #6b7687; } }
 * { box-sizing: border-box; }
 body { margin: 0; font: 15px/1.45 system-ui, sans-serif; color: var(--fg); background: var(--bg); }
 header { display: flex; gap: 1em; align-items: baseline; padding: .6em 1em; border-bottom: 1px solid var(--line); }
@@ -97,19 +107,19 @@ tr.stale td:first-child { border-left: 4px solid var(--warn); }
 .tag { font-size: .8em; padding: 0 .4em; border-radius: .6em; background: var(--card); border: 1px solid var(--line); }
 .tag.stale { color: var(--warn); border-color: var(--warn); }
 .bad { color: var(--bad); font-weight: 600; } .muted { color: var(--muted); }
-.spark { vertical-align: middle; } .bar-ok { fill: var(--ok); } .bar-fail { fill: var(--bad); }
+.spark { vertical-align: middle; max-width: 100%; } .bar-ok { fill: var(--ok); } .bar-fail { fill: var(--bad); }
 .filters { display: flex; flex-wrap: wrap; gap: .5em; margin: .5em 0; }
 input, select, textarea, button { font: inherit; padding: .35em .5em; border: 1px solid var(--line); border-radius: 4px; background: var(--bg); color: var(--fg); }
-button { background: var(--run); color: #fff; border: 0; cursor: pointer; }
+button { background: var(--run); color: var(--on-run); border: 0; cursor: pointer; }
 .actions { display: flex; flex-wrap: wrap; gap: 1em; margin: 1em 0; align-items: flex-start; }
 .card { display: flex; flex-direction: column; gap: .4em; padding: .8em; background: var(--card); border-radius: 6px; min-width: 16em; flex: 1; }
 .card label { display: flex; flex-direction: column; gap: .2em; }
-.facts { display: grid; grid-template-columns: max-content 1fr; gap: .25em 1em; margin: 0; }
+.facts { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: .25em 1em; margin: 0; }
 .facts dt { color: var(--muted); } .facts dd { margin: 0; word-break: break-word; }
 code { font: .9em ui-monospace, monospace; word-break: break-all; }
 code.arg { padding: 0 .3em; border: 1px solid var(--line); border-radius: 3px; white-space: pre-wrap; }
 h1 small { font-weight: 400; color: var(--muted); }
-.output { font: 13px/1.35 ui-monospace, monospace; background: #0f1216; color: #d8dee4; padding: .8em; border-radius: 6px;
+.output { font: 13px/1.35 ui-monospace, monospace; background: var(--out-bg); color: #d8dee4; padding: .8em; border-radius: 6px; border: 1px solid var(--out-edge);
   white-space: pre-wrap; word-break: break-all; max-height: 80vh; overflow: auto; }
 .notice { padding: .5em .8em; border-radius: 4px; background: var(--card); border-left: 4px solid var(--ok); }
 .notice.error { border-color: var(--bad); } .notice.warn { border-color: var(--warn); }

@@ -5,7 +5,7 @@ import { LiveReader } from '../commands/live-reader.js';
 import { CronguardError } from '../errors.js';
 import { argsProblem } from '../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
-import { ansiToHtml } from './ansi.js';
+import { AnsiHtml, ansiToHtml } from './ansi.js';
 import { badRequest, idOf, nameOf, notFound, type ServeContext, wrapperAlive } from './context.js';
 import { jobsQuery, jobsView } from './views/jobs.js';
 import { jobView, RUNS_PER_PAGE } from './views/job.js';
@@ -131,6 +131,11 @@ async function liveOutput(run: RunRow, stateDir: string): Promise<LiveOutput> {
   } finally {
     reader.close();
   }
-  const text = Buffer.concat(chunks).toString('utf8');
-  return { kind: 'here', html: ansiToHtml(text.length > SHOWN_OUTPUT ? text.slice(-SHOWN_OUTPUT) : text), bytes };
+  // Its end as far as it is complete: a colour, character or sequence that the live copy
+  // holds only the start of is for the event stream to finish (it reads the same bytes).
+  const all = Buffer.concat(chunks);
+  const ansi = new AnsiHtml();
+  const cut = Math.max(0, bytes - SHOWN_OUTPUT);
+  ansi.skip(all.subarray(0, cut));
+  return { kind: 'here', html: ansi.push(all.subarray(cut)), bytes };
 }

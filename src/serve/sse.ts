@@ -89,9 +89,12 @@ async function follow(run: RunRow, stream: SSEStreamingApi, from: number, ctx: S
   const ansi = new AnsiHtml();
   let skip = from;
   const write = async (chunk: Buffer): Promise<boolean> => {
-    const dropped = Math.min(skip, chunk.length);
-    skip -= dropped;
-    const text = dropped < chunk.length ? ansi.push(chunk.subarray(dropped)) : '';
+    // What the page shows is read again, not sent: the colour it leaves set, and a
+    // character or sequence split at `from`, carry on into what follows.
+    const shown = Math.min(skip, chunk.length);
+    skip -= shown;
+    ansi.skip(chunk.subarray(0, shown));
+    const text = shown < chunk.length ? ansi.push(chunk.subarray(shown)) : '';
     if (text !== '') await stream.writeSSE({ event: 'output', data: text });
     return !stream.aborted;
   };

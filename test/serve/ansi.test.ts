@@ -23,3 +23,26 @@ describe('ANSI output as HTML', () => {
     expect(parts.join('')).toBe('x<span class="fg1">y</span><span class="fg1">€</span>z');
   });
 });
+
+describe('ANSI output that a terminal would not finish', () => {
+  it('ends an OSC without its BEL or ST at the line break, so the lines after it show', () => {
+    expect(ansiToHtml('a\x1b]0;title\nline 2\nline 3\x07end')).toBe('a\nline 2\nline 3end');
+    expect(ansiToHtml('\x1b]0;title\x1b[31mred\x1b[0m')).toBe('<span class="fg1">red</span>');
+    // Terminated ones, and an OSC 8 link around its text, still go whole.
+    expect(ansiToHtml('\x1b]8;;https://x.example/\x1b\\link\x1b]8;;\x1b\\ \x1b]2;t\x07ok')).toBe('link ok');
+    const split = new AnsiHtml();
+    expect([split.push('a\x1b]0;ti'), split.push('tle\nb'), split.end()].join('')).toBe('a\nb');
+  });
+});
+
+describe('ANSI output picked up part way', () => {
+  it('skipped output sets the colour and holds the split character or sequence for what follows', () => {
+    const euro = Buffer.from('€');
+    const a = new AnsiHtml();
+    a.skip(Buffer.concat([Buffer.from('\x1b[31mred '), euro.subarray(0, 1)]));
+    expect(a.push(Buffer.concat([euro.subarray(1), Buffer.from(' still red\x1b[0m\n')]))).toBe('<span class="fg1">€ still red</span>\n');
+    const b = new AnsiHtml();
+    b.skip('x\x1b[1;3');
+    expect(b.push('2mgreen\x1b[0m') + b.end()).toBe('<span class="fg2 b">green</span>');
+  });
+});

@@ -31,6 +31,43 @@ describe('serve: live updates', () => {
     expect(await (await server.get(`/runs/${id}`)).text()).toContain('first\n<span class="fg2">&lt;b&gt;second&lt;/b&gt;</span>\n</pre>');
   });
 
+  // The page shows what the live copy held when it loaded; the stream starts at that byte.
+  // What came before it (a colour, half a character, half a sequence) carries on.
+  it('output split where the page loaded keeps its colour, and a split character or sequence comes whole', async () => {
+    const box = sandbox();
+    const [one, two] = [box.path('one'), box.path('two')];
+    const wait = (file: string) => `while [ ! -e '${file}' ]; do sleep 0.02; done`;
+    // \342\202\254 is the euro sign; \033[1;32m bold green.
+    const script = `printf '\\033[31mred \\342\\202'; ${wait(one)}; printf '\\254 still red\\033[0m\\n\\033[1;3'; ${wait(two)}; printf '2mgreen\\033[0m\\n'`;
+    const job = start(['-n', 'split', '--', 'sh', '-c', script], box.env);
+    await waitFor(() => runsSoFar(box.stateDir).some((r) => r.status === 'running' && r.child_pid !== null), 'the job to start');
+    const server = await serve([], box.env);
+    const id = (runs(box.stateDir)[0] as { id: number }).id;
+    const loaded = async (shows: string) => {
+      let page = '';
+      await waitFor(async () => {
+        page = await (await server.get(`/runs/${id}`)).text();
+        return page.includes(shows);
+      }, `the page to show ${shows}`);
+      return { page, from: /data-from="(\d+)"/.exec(page)?.[1] };
+    };
+    const first = await loaded('<span class="fg1">red ');
+    expect(first.page).toContain('<pre class="output" id="output" data-from="11"><span class="fg1">red </span></pre>');
+    const stream = eventStream(await server.get(`/runs/${id}/events?from=${first.from}`));
+    release(one);
+    const second = await loaded('still red</span>');
+    expect(second.page).toContain('<span class="fg1">red € still red</span>\n</pre>');
+    const later = eventStream(await server.get(`/runs/${id}/events?from=${second.from}`));
+    release(two);
+    const output = async (s: ReturnType<typeof eventStream>) => {
+      const seen = await s.until((e) => e.some((x) => x.event === 'end'));
+      return seen.filter((e) => e.event === 'output').map((e) => e.data).join('');
+    };
+    expect(await output(stream)).toBe('<span class="fg1">€ still red</span>\n<span class="fg2 b">green</span>\n');
+    expect(await output(later)).toBe('<span class="fg2 b">green</span>\n');
+    expect((await job.done).code).toBe(0);
+  });
+
   // Its row stays `running` until the job's next run marks it abandoned; the page must not
   // follow it for ever (as `logs -f` does not).
   it('a run whose wrapper was SIGKILLed is not followed: the page says so, its stream ends', async () => {

@@ -26,6 +26,8 @@ describe.each(STORES)('serve pages (%s)', (kind) => {
     expect(failing).not.toContain(`data-job="${good}"`);
     const byName = await (await server.get('/?sort=-name')).text();
     expect(byName.indexOf(`data-job="${good}"`)).toBeLessThan(byName.indexOf(`data-job="${bad}"`));
+    // The sort is a field of the form too (a phone's screen hides the headers).
+    expect(byName).toContain('<option value="-name" selected>name, Z to A</option>');
     expect(server.stderr()).toMatch(/ GET \/\?sort=-name 200 /);
   });
 
@@ -38,11 +40,16 @@ describe.each(STORES)('serve pages (%s)', (kind) => {
     const first = await (await server.get('/')).text();
     expect(first).toContain('1–100 of 101 jobs');
     expect(first.match(/<tr class=/g)).toHaveLength(100);
-    expect(first).toContain('<a href="?sort=name&amp;page=2">next</a>');
+    expect(first).toContain('<a href="?sort=name&amp;page=2" rel="next">next</a>');
     const second = await (await server.get('/?sort=name&page=2')).text();
     expect(second.match(/<tr class=/g)).toHaveLength(1);
     expect(second).toContain(`data-job="${box.job('many-100')}"`);
     expect(await (await server.get('/?q=many-09&page=1')).text()).toContain('10 matching, of 101 jobs');
+    // A page past the end says so and leads back to the last one.
+    const past = await (await server.get('/?sort=name&page=3')).text();
+    expect(past).toContain('<p class="muted">101 jobs</p>');
+    expect(past).toContain('There is no page 3: the 101 jobs shown fit on 2 pages.');
+    expect(past).toContain('<a href="?sort=name&amp;page=2" rel="prev">back to page 2</a>');
   });
 
   it('a run page shows its output escaped, with ANSI colours as spans', async () => {

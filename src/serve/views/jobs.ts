@@ -8,6 +8,14 @@ import { age, duration, percent, sparkline, statusBadge, time } from './parts.js
 
 export const STATE_FILTERS = ['running', 'idle', 'disabled', 'failing', 'stale'] as const;
 export const SORTS = ['name', 'state', 'last', 'success', 'rate'] as const;
+// The sort as a field of the filter form too: a phone's screen hides the table's headers.
+const SORT_LABELS: Record<(typeof SORTS)[number], readonly [string, string]> = {
+  name: ['name, A to Z', 'name, Z to A'],
+  state: ['state', 'state, reversed'],
+  last: ['last run, oldest first', 'last run, newest first'],
+  success: ['last success, oldest first', 'last success, newest first'],
+  rate: ['success rate, lowest first', 'success rate, highest first'],
+};
 
 // Rows per page: a thousand jobs in one page weigh megabytes, too much for a phone.
 export const JOBS_PER_PAGE = 100;
@@ -76,25 +84,33 @@ export function jobsView(all: readonly JobStatus[], query: JobsQuery, now = Date
     const desc = query.sort === sort && !query.desc;
     return `?${new URLSearchParams({ ...filters, sort: desc ? `-${sort}` : sort })}`;
   };
-  const pageLink = (page: number, label: string) =>
-    html`<a href="?${new URLSearchParams({ ...filters, sort: `${query.desc ? '-' : ''}${query.sort}`, page: String(page) })}">${label}</a>`;
-  const pager = html`<p class="pager">${query.page > 1 ? pageLink(query.page - 1, 'previous') : ''} ${first + JOBS_PER_PAGE < selected.length ? pageLink(query.page + 1, 'next') : ''}</p>`;
+  const sorted = `${query.desc ? '-' : ''}${query.sort}`;
+  const pageLink = (page: number, label: string, rel: 'prev' | 'next') =>
+    html`<a href="?${new URLSearchParams({ ...filters, sort: sorted, page: String(page) })}" rel="${rel}">${label}</a>`;
+  const pager = html`<p class="pager">${query.page > 1 ? pageLink(query.page - 1, 'previous', 'prev') : ''} ${first + JOBS_PER_PAGE < selected.length ? pageLink(query.page + 1, 'next', 'next') : ''}</p>`;
+  // A page past the end (a bookmark, or fewer jobs since) leads back to the last one.
+  const pages = Math.ceil(selected.length / JOBS_PER_PAGE);
+  const pastEnd = html`<p>There is no page ${query.page}: the ${selected.length} job${selected.length === 1 ? '' : 's'} shown fit on ${pages === 1 ? 'one page' : `${pages} pages`}.</p>
+<p class="pager">${pageLink(pages, pages === 1 ? 'back to the jobs' : `back to page ${pages}`, 'prev')}</p>`;
   const th = (label: string, sort: string) => {
     const mark = query.sort === sort ? (query.desc ? ' ▼' : ' ▲') : '';
     return html`<th><a href="${link(sort)}">${label}${mark}</a></th>`;
   };
-  const shown = selected.length > jobs.length ? `${jobs.length === 0 ? 0 : first + 1}–${first + jobs.length} of ${selected.length}` : String(selected.length);
+  const shown = jobs.length > 0 && selected.length > jobs.length ? `${first + 1}–${first + jobs.length} of ${selected.length}` : String(selected.length);
   const counts = `${shown}${selected.length < all.length ? ` matching, of ${all.length}` : ''} job${all.length === 1 ? '' : 's'}`;
   return html`<h1>Jobs</h1>
 <form method="get" action="/" class="filters">
 <input type="search" name="q" value="${query.q}" placeholder="name" aria-label="filter by name">
 <select name="state" aria-label="filter by state"><option value="">any state</option>${STATE_FILTERS.map((s) => html`<option${s === query.state ? ' selected' : ''}>${s}</option>`)}</select>
-<input type="hidden" name="sort" value="${query.desc ? '-' : ''}${query.sort}">
+<select name="sort" aria-label="sort by">${SORTS.flatMap((key) => SORT_LABELS[key].map((label, desc) => {
+    const value = `${desc ? '-' : ''}${key}`;
+    return html`<option value="${value}"${value === sorted ? ' selected' : ''}>${label}</option>`;
+  }))}</select>
 <button type="submit">Filter</button>
 </form>
 <div id="jobs" data-live>
 <p class="muted">${counts}</p>
-${jobs.length === 0 ? html`<p>No jobs ${all.length === 0 ? 'recorded yet: run one with cronguard -n NAME -- command' : 'match'}.</p>` : html`
+${jobs.length === 0 && selected.length > 0 ? pastEnd : jobs.length === 0 ? html`<p>No jobs ${all.length === 0 ? 'recorded yet: run one with cronguard -n NAME -- command' : 'match'}.</p>` : html`
 <table class="jobs">
 <thead><tr>${th('Job', 'name')}${th('State', 'state')}${th('Last run', 'last')}${th('Last success', 'success')}${th('OK', 'rate')}<th>Recent</th><th>Median</th><th>Requests</th></tr></thead>
 <tbody>${jobs.map((j) => row(j, now))}</tbody>

@@ -29,6 +29,7 @@ const HEIGHT = 24;
 // The latest runs, oldest first, as an inline SVG: a bar per run, its height the duration
 // (shortest to longest shown, as the CLI's sparkline), a run that did not succeed a full
 // red bar. Two paths rather than an element per bar: the jobs page draws a thousand of them.
+// On a narrow screen it narrows (the stylesheet caps its width) and keeps its height.
 export function sparkline(recent: readonly RecentRun[], count = 20): Html | string {
   const shown = recent.slice(-count);
   if (shown.length === 0) return '';
@@ -47,5 +48,6 @@ export function sparkline(recent: readonly RecentRun[], count = 20): Html | stri
   const failures = shown.length - ok.length;
   const last = shown.at(-1) as RecentRun;
   const summary = `last ${shown.length} runs: ${failures} not succeeded; latest ${last.status} in ${duration(last.duration_ms)}`;
-  return html`<svg class="spark" width="${shown.length * (BAR + GAP)}" height="${HEIGHT}" role="img" aria-label="${summary}"><title>${summary}</title>${good ? html`<path class="bar-ok" d="${good}"/>` : ''}${bad ? html`<path class="bar-fail" d="${bad}"/>` : ''}</svg>`;
+  const width = shown.length * (BAR + GAP);
+  return html`<svg class="spark" width="${width}" height="${HEIGHT}" viewBox="0 0 ${width} ${HEIGHT}" preserveAspectRatio="none" role="img" aria-label="${summary}"><title>${summary}</title>${good ? html`<path class="bar-ok" d="${good}"/>` : ''}${bad ? html`<path class="bar-fail" d="${bad}"/>` : ''}</svg>`;
 }
