@@ -7,6 +7,7 @@ import { argsProblem } from '../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
 import { AnsiHtml, ansiToHtml } from './ansi.js';
 import { badRequest, idOf, nameOf, notFound, type ServeContext, wrapperAlive } from './context.js';
+import { requester } from './proxy.js';
 import { jobsQuery, jobsView } from './views/jobs.js';
 import { jobView, RUNS_PER_PAGE } from './views/job.js';
 import { page } from './views/layout.js';
@@ -61,14 +62,14 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
     action(c, ctx, async (name, form) => {
       const args = typeof form.args === 'string' ? form.args.split(/\r?\n/).filter((a) => a !== '') : [];
       if (args.length > 1000 || args.some((a) => a.length > 10_000) || argsProblem(args) !== null) return null;
-      const id = await ctx.store.write((s) => s.addRequest({ job: name, args, notBefore: new Date(), requestedBy: by(c) }));
+      const id = await ctx.store.write((s) => s.addRequest({ job: name, args, notBefore: new Date(), requestedBy: requester(c) }));
       return `requested=${id}`;
     }),
   );
   app.post('/jobs/:name/pause', (c) =>
     action(c, ctx, async (name, form) => {
       const reason = typeof form.reason === 'string' ? form.reason.trim().slice(0, 1000) : '';
-      await ctx.store.write((s) => s.setPaused(name, { reason: reason || null, since: new Date().toISOString(), by: by(c) }));
+      await ctx.store.write((s) => s.setPaused(name, { reason: reason || null, since: new Date().toISOString(), by: requester(c) }));
       return 'paused=1';
     }),
   );
@@ -92,12 +93,6 @@ async function action(c: Context, ctx: ServeContext, done: (name: string, form: 
   const said = await done(name, await c.req.parseBody());
   if (said === null) return badRequest(c, 'Too many or too long arguments.');
   return c.redirect(`/jobs/${encodeURIComponent(name)}?${said}`, 303);
-}
-
-// Who asked, as the requests table and `status` show it.
-function by(c: Context): string {
-  const address = (c.env as { incoming?: { socket?: { remoteAddress?: string } } })?.incoming?.socket?.remoteAddress;
-  return `web${address ? ` (${address})` : ''}`;
 }
 
 function notice(c: Context): string | null {

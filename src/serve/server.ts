@@ -2,17 +2,22 @@ import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { contextStorage } from 'hono/context-storage';
 import { PermissionError, UnavailableError, UsageError } from '../errors.js';
 import { redact } from '../util/redact.js';
 import { CLIENT_JS, CSS } from './assets.js';
-import { guard, loginRoutes, type TokenAuth } from './auth.js';
+import { guard, type TokenAuth } from './auth.js';
 import type { ServeContext } from './context.js';
 import { Csrf } from './csrf.js';
-import { isLoopback, type ListenAddress } from './listen.js';
+import { hostCheck } from './hosts.js';
+import type { ListenAddress } from './listen.js';
+import { loginRoutes } from './login.js';
+import { clientInfo, clientOf, type TrustedProxies } from './proxy.js';
 import { apiRoutes } from './routes-api.js';
 import { pageRoutes } from './routes-pages.js';
 import { sseRoutes } from './sse.js';
 import { StoreDown, type StoreAccess } from './store-access.js';
+import { Throttle } from './throttle.js';
 import { errorPage } from './views/layout.js';
 import { Watcher } from './watcher.js';
 
@@ -21,6 +26,9 @@ export interface ServeOptions {
   readonly auth: TokenAuth | null;
   readonly quiet: boolean;
   readonly address: ListenAddress;
+  // --trust-proxy and --allowed-hosts (see proxy.ts, hosts.ts).
+  readonly trusted: TrustedProxies | null;
+  readonly allowedHosts: readonly string[];
 }
 
 // The largest request body: a form or a request's arguments, never more.
@@ -40,16 +48,22 @@ export function buildApp(options: ServeOptions, stopping: AbortSignal): Hono {
   const { store, auth } = options;
   const csrf = new Csrf();
   const ctx: ServeContext = { store, csrf, watcher: new Watcher(store), stopping };
+  const throttle = new Throttle();
   const app = new Hono();
+  app.use(clientInfo(options.trusted));
   if (!options.quiet) app.use(requestLog);
   app.use(headers);
-  if (isLoopback(options.address.host)) app.use(loopbackHost);
+  // A token (or its cookie) is what a rebinding page cannot have; without one, or where the
+  // operator named the hosts, the Host must name this server.
+  if (!auth || options.allowedHosts.length > 0) app.use(hostCheck(options.allowedHosts));
   app.use(bodyLimit({ maxSize: MAX_BODY, onError: (c) => c.text('request body too large', 413) }));
-  app.use(guard(auth, csrf, store.readOnly));
+  // The pages' frame asks whether the browser is logged in (a "log out" link).
+  if (auth) app.use(contextStorage());
+  app.use(guard(auth, csrf, store.readOnly, throttle));
   const cached = { 'cache-control': 'public, max-age=31536000, immutable' };
   app.get('/assets/app.js', (c) => c.body(CLIENT_JS, 200, { ...cached, 'content-type': 'text/javascript; charset=utf-8' }));
   app.get('/assets/style.css', (c) => c.body(CSS, 200, { ...cached, 'content-type': 'text/css; charset=utf-8' }));
-  loginRoutes(app, auth, csrf);
+  loginRoutes(app, auth, csrf, throttle);
   pageRoutes(app, ctx);
   apiRoutes(app, ctx);
   sseRoutes(app, ctx);
@@ -67,24 +81,15 @@ export function buildApp(options: ServeOptions, stopping: AbortSignal): Hono {
   return app;
 }
 
-// One line per request on stderr: time, client, method, path, status, milliseconds.
+// One line per request on stderr: time, client (behind a trusted proxy, the proxy's
+// client), method, path, status, milliseconds.
 const requestLog: MiddlewareHandler = async (c, next) => {
   const started = performance.now();
   await next();
-  const client = (c.env as { incoming?: { socket?: { remoteAddress?: string } } })?.incoming?.socket?.remoteAddress ?? '-';
+  const client = clientOf(c).address ?? '-';
   const url = new URL(c.req.url);
   const line = `${new Date().toISOString()} ${client} ${c.req.method} ${url.pathname}${url.search} ${c.res.status} ${(performance.now() - started).toFixed(1)}ms`;
   process.stderr.write(`${redact(line.replace(/[\x00-\x1f\x7f]/g, '?'))}\n`);
-};
-
-// On loopback, where no token guards the pages, only a Host naming this machine is
-// answered: a site whose name an attacker points at 127.0.0.1 (DNS rebinding) would
-// otherwise be same-origin with this server in the victim's browser.
-const loopbackHost: MiddlewareHandler = async (c, next) => {
-  const host = c.req.header('host') ?? '';
-  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d+$/, '');
-  if (!isLoopback(name)) return c.text(`this server answers only to localhost, not to '${host}'`, 421);
-  return next();
 };
 
 // Security headers on every answer, and how long the server took (Server-Timing, which a
