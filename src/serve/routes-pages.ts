@@ -19,7 +19,10 @@ const REQUESTS_SHOWN = 20;
 // The HTML pages and their forms.
 export function pageRoutes(app: Hono, ctx: ServeContext): void {
   app.get('/', async (c) => {
-    const jobs = await ctx.store.read((s) => s.jobStatus(null), []);
+    // A live page's refresh after a change event: what the watcher read for it, if it still has it.
+    const shared = ctx.watcher.jobsFor(c.req.header('x-cronguard-refresh'));
+    if (shared) c.header('server-timing', 'log;desc="as read for the change"');
+    const jobs = shared ?? (await ctx.store.read((s) => s.jobStatus(null), []));
     return c.html(page({ title: 'Jobs', events: '/events' }, jobsView(jobs, jobsQuery((n) => c.req.query(n)))));
   });
 
