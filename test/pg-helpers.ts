@@ -66,6 +66,8 @@ export interface PgProxy {
   stop(): Promise<void>;
   start(): Promise<void>;
   freeze(): void;
+  // Data flows again on the connections frozen, as when the network comes back.
+  thaw(): void;
   close(): Promise<void>;
 }
 
@@ -105,5 +107,5 @@ export async function proxy(): Promise<PgProxy> {
   await listen();
   const url = new URL(databaseUrl());
   url.port = String(port);
-  return { url: url.toString(), stop, start: listen, freeze: () => (frozen = true), close: stop };
+  return { url: url.toString(), stop, start: listen, freeze: () => (frozen = true), thaw: () => (frozen = false), close: stop };
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, PermissionError, UnavailableError, UsageError } from '../errors.js';
-import { type DbConfig, resolveDb } from '../pg/config.js';
+import { BUSY_RETRY_MS, type DbConfig, resolveDb } from '../pg/config.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
 import type { RunStore } from '../store/types.js';
 import { isRoot, resolveStateDir, SQLITE_FILE } from '../util/paths.js';
@@ -77,8 +77,12 @@ export class StoreChoice {
   // Opens (creating if needed) the run log, with the contract's exit codes: the shared log
   // when a database is configured, else the embedded one. `readOnly` (serve --read-only)
   // opens the embedded log without writing to it; the shared one then must not be created.
-  async open(create = true, readOnly = false, applicationName = 'cronguard'): Promise<RunStore> {
-    if (this.db) return openPostgresStore(await connectPostgres(this.db, applicationName), this.db.schema, create && !readOnly);
+  // `abort` ends connecting to the shared log at once (serve bounds how long a page waits).
+  async open(create = true, readOnly = false, applicationName = 'cronguard', abort?: AbortSignal): Promise<RunStore> {
+    if (this.db) {
+      const session = await connectPostgres(this.db, applicationName, { retryForMs: BUSY_RETRY_MS, abort });
+      return openPostgresStore(session, this.db.schema, create && !readOnly);
+    }
     try {
       return await openSqliteStore(this.stateDir, readOnly);
     } catch (error) {

@@ -34,7 +34,7 @@ export async function history(args: readonly string[], settings: Settings): Prom
   if (flags.host !== undefined && (flags.host === '' || flags.host.length > 255)) throw new UsageError('--host: give a host name');
   const since = flags.since === undefined ? undefined : parseSince(flags.since, '--since').toISOString();
   const store = await new StoreChoice(program.opts(), settings).openExisting();
-  const filter = { jobs: names, status: flags.status as RunStatus | undefined, host: flags.host, since, limit: flags.limit };
+  const filter = { jobs: names, status: flags.status as RunStatus | undefined, host: flags.host, since, limit: flags.limit, withOutput: flags.json };
   const runs = store ? await store.listRuns(filter).finally(() => store.close()) : [];
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);

@@ -21,6 +21,8 @@ export class PgSession {
   // statement, gone when it settles: a promise shared by all of them and never settled
   // would keep every result it was raced against reachable for the session's life.
   private readonly inFlight = new Set<(error: Error) => void>();
+  // See answerWithin; null: QUERY_TIMEOUT_MS only.
+  private answerMs: number | null = null;
 
   private constructor(
     private readonly client: pg.Client,
@@ -68,11 +70,21 @@ export class PgSession {
       rejectLost = reject;
     });
     this.inFlight.add(rejectLost);
+    const ms = this.answerMs;
+    const deadline = ms === null ? null : setTimeout(() => this.markLost(`the server did not answer within ${ms / 1000} s`), ms);
     try {
       return (await Promise.race([this.client.query<R>(text, values), lost])).rows;
     } finally {
       this.inFlight.delete(rejectLost);
+      if (deadline) clearTimeout(deadline);
     }
+  }
+
+  // For the web server: a statement (queued ones included) still unanswered after `ms`
+  // means the server or the network stopped answering, and the session is lost at once,
+  // rather than each page waiting QUERY_TIMEOUT_MS on a connection that stays stuck.
+  answerWithin(ms: number): void {
+    this.answerMs = ms;
   }
 
   // NOTIFY on `channel` calls `onNotify` with the payload, from now on. A listening session
@@ -121,6 +133,9 @@ export class PgSession {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
     this.lostHandlers = [];
+    // A lost connection on a cut network would keep its socket until the kernel gives up
+    // retransmitting (many minutes); there is nothing left to say on it.
+    if (this.lost) (this.client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
     // Terminate goes out at once; waiting for the server to close the socket would add ~5 ms
     // to every run (more if it stopped answering) for nothing: the work is committed, and
     // the session's locks end with the socket when cronguard exits.

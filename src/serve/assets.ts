@@ -34,12 +34,14 @@ export const CLIENT_JS = `'use strict';
     const line = document.getElementById('live-status');
     if (line) { line.textContent = text || ''; line.hidden = !text; }
   };
-  let busy = false, again = false;
-  const refresh = async () => {
-    if (busy) { again = true; return; }
+  // id: the change event's, so that the server may answer every open page from the one read
+  // that found the change; none (after a reconnect, a run's end): read afresh.
+  let busy = false, again = false, wanted = '';
+  const refresh = async (id) => {
+    if (busy) { wanted = again && !wanted ? '' : (id || ''); again = true; return; }
     busy = true;
     try {
-      const response = await fetch(location.href, { headers: { 'X-Cronguard-Refresh': '1' }, credentials: 'same-origin' });
+      const response = await fetch(location.href, { headers: { 'X-Cronguard-Refresh': id || 'fresh' }, credentials: 'same-origin' });
       const fresh = new DOMParser().parseFromString(await response.text(), 'text/html');
       if (!response.ok) {
         const why = fresh.querySelector('main p');
@@ -61,7 +63,7 @@ export const CLIENT_JS = `'use strict';
       // The server is restarting or gone; the event stream reconnects on its own.
     } finally {
       busy = false;
-      if (again) { again = false; refresh(); }
+      if (again) { again = false; refresh(wanted); }
     }
   };
   const events = new EventSource(source);
@@ -69,7 +71,7 @@ export const CLIENT_JS = `'use strict';
   // Connected again: what changed meanwhile was never sent, so the page fetches itself.
   let connected = false;
   events.addEventListener('open', () => { trouble(''); if (connected) refresh(); connected = true; });
-  events.addEventListener('change', refresh);
+  events.addEventListener('change', (e) => refresh(e.lastEventId));
   events.addEventListener('output', (e) => {
     const out = output();
     if (!out) return;

@@ -28,6 +28,12 @@ export function badRequest(c: Context, what: string): Response | Promise<Respons
   return c.html(errorPage('Bad request', what), 400);
 }
 
+// Whether a text field holds a NUL, which PostgreSQL's text cannot store and no command
+// line can carry: bad input, refused (400, naming the field) before it reaches the log.
+export function hasNul(value: unknown): boolean {
+  return typeof value === 'string' && value.includes('\0');
+}
+
 // A run or request id as the URL gives it: digits, not too many; null otherwise.
 export function idOf(text: string | undefined): number | null {
   return text !== undefined && /^\d{1,15}$/.test(text) && Number(text) > 0 ? Number(text) : null;

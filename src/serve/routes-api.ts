@@ -2,7 +2,7 @@ import type { Hono } from 'hono';
 import { exposition } from '../metrics/exposition.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
 import { argsProblem } from '../store/requests.js';
-import { badRequest, idOf, nameOf, notFound, type ServeContext } from './context.js';
+import { badRequest, hasNul, idOf, nameOf, notFound, type ServeContext } from './context.js';
 
 const MAX_LIMIT = 1000;
 
@@ -20,8 +20,11 @@ export function apiRoutes(app: Hono, ctx: ServeContext): void {
     if (limit === null || limit > MAX_LIMIT) return badRequest(c, `limit: a whole number from 1 to ${MAX_LIMIT}`);
     if (status !== undefined && !(RUN_STATUSES as readonly string[]).includes(status)) return badRequest(c, `status: one of ${RUN_STATUSES.join(', ')}`);
     if (before !== undefined && idOf(before) === null) return badRequest(c, 'before: a run id');
+    if (hasNul(c.req.query('host'))) return badRequest(c, 'host: a host name, without NUL characters');
     const filter = { jobs: [name], limit, status: status as RunStatus | undefined, host: c.req.query('host') || undefined, beforeId: idOf(before) ?? undefined };
-    return c.json(await ctx.store.read((s) => s.listRuns(filter), []));
+    // Without their output (/api/runs/ID has it): a thousand runs' would be gigabytes.
+    const runs = await ctx.store.read((s) => s.listRuns(filter), []);
+    return c.json(runs.map(({ output: _, ...run }) => run));
   });
 
   app.get('/api/runs/:id', async (c) => {
@@ -49,7 +52,9 @@ export function apiRoutes(app: Hono, ctx: ServeContext): void {
     if (!Array.isArray(args) || args.length > MAX_LIMIT || argsProblem(args) !== null || args.some((a: string) => a.length > 10_000)) {
       return badRequest(c, 'args: a list of strings without NUL characters');
     }
-    if (body.by !== undefined && (typeof body.by !== 'string' || body.by.length > 200)) return badRequest(c, 'by: a string of at most 200 characters');
+    if (body.by !== undefined && (typeof body.by !== 'string' || body.by.length > 200 || hasNul(body.by))) {
+      return badRequest(c, 'by: a string of at most 200 characters, without NUL characters');
+    }
     const by = typeof body.by === 'string' ? body.by : 'api';
     const id = await ctx.store.write((s) => s.addRequest({ job: name, args: args as string[], notBefore: new Date(), requestedBy: by }));
     return c.json({ id }, 201);

@@ -6,7 +6,7 @@ import { CronguardError } from '../errors.js';
 import { argsProblem } from '../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
 import { AnsiHtml, ansiToHtml } from './ansi.js';
-import { badRequest, idOf, nameOf, notFound, type ServeContext, wrapperAlive } from './context.js';
+import { badRequest, hasNul, idOf, nameOf, notFound, type ServeContext, wrapperAlive } from './context.js';
 import { requester } from './proxy.js';
 import { jobsQuery, jobsView } from './views/jobs.js';
 import { jobView, RUNS_PER_PAGE } from './views/job.js';
@@ -20,7 +20,10 @@ const REQUESTS_SHOWN = 20;
 // The HTML pages and their forms.
 export function pageRoutes(app: Hono, ctx: ServeContext): void {
   app.get('/', async (c) => {
-    const jobs = await ctx.store.read((s) => s.jobStatus(null), []);
+    // A live page's refresh after a change event: what the watcher read for it, if it still has it.
+    const shared = ctx.watcher.jobsFor(c.req.header('x-cronguard-refresh'));
+    if (shared) c.header('server-timing', 'log;desc="as read for the change"');
+    const jobs = shared ?? (await ctx.store.read((s) => s.jobStatus(null), []));
     return c.html(page({ title: 'Jobs', events: '/events' }, jobsView(jobs, jobsQuery((n) => c.req.query(n)))));
   });
 
@@ -31,6 +34,7 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
     const host = (c.req.query('host') ?? '').trim().slice(0, 255);
     const before = c.req.query('before');
     if (before !== undefined && idOf(before) === null) return badRequest(c, `'${before}' is not a run id.`);
+    if (hasNul(host)) return badRequest(c, 'host: a host name has no NUL characters.');
     const query = { status: (RUN_STATUSES as readonly string[]).includes(status) ? (status as RunStatus) : null, host: host || null, before: idOf(before) };
     const found = await ctx.store.read(async (s) => {
       const [job] = await s.jobStatus(name);
@@ -48,12 +52,11 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
   app.get('/runs/:id', async (c) => {
     const id = idOf(c.req.param('id'));
     if (id === null) return badRequest(c, `'${c.req.param('id')}' is not a run id.`);
-    const run = await ctx.store.read((s) => s.getRun(id), null);
+    const run = await ctx.store.read((s) => s.runTail(id, SHOWN_OUTPUT), null);
     if (!run) return notFound(c, `No run ${id} in the run log.`);
     const live = run.status === 'running' ? await liveOutput(run, ctx.store.stateDir) : null;
-    const output = run.output ?? '';
-    const shown = output.length > SHOWN_OUTPUT ? output.slice(-SHOWN_OUTPUT) : output;
-    const cut = shown === output ? null : `Showing the last ${SHOWN_OUTPUT / 1024} KiB; cronguard logs ${id} prints all of it.`;
+    const shown = run.output ?? '';
+    const cut = run.output_cut ? `Showing the last ${SHOWN_OUTPUT / 1024} KiB; cronguard logs ${id} prints all of it.` : null;
     const events = run.status === 'running' ? `/runs/${id}/events${live?.kind === 'here' ? `?from=${live.bytes}` : ''}` : undefined;
     return c.html(page({ title: `Run ${id}`, events }, runView(run, live ? '' : ansiToHtml(shown), cut, live)));
   });
@@ -61,7 +64,9 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
   app.post('/jobs/:name/run', (c) =>
     action(c, ctx, async (name, form) => {
       const args = typeof form.args === 'string' ? form.args.split(/\r?\n/).filter((a) => a !== '') : [];
-      if (args.length > 1000 || args.some((a) => a.length > 10_000) || argsProblem(args) !== null) return null;
+      if (args.length > 1000 || args.some((a) => a.length > 10_000)) throw new BadInput('Arguments: at most 1,000, of at most 10,000 characters each.');
+      const problem = argsProblem(args);
+      if (problem !== null) throw new BadInput(`Arguments: ${problem}.`);
       const id = await ctx.store.write((s) => s.addRequest({ job: name, args, notBefore: new Date(), requestedBy: requester(c) }));
       return `requested=${id}`;
     }),
@@ -69,6 +74,7 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
   app.post('/jobs/:name/pause', (c) =>
     action(c, ctx, async (name, form) => {
       const reason = typeof form.reason === 'string' ? form.reason.trim().slice(0, 1000) : '';
+      if (hasNul(reason)) throw new BadInput('Reason: a reason has no NUL characters.');
       await ctx.store.write((s) => s.setPaused(name, { reason: reason || null, since: new Date().toISOString(), by: requester(c) }));
       return 'paused=1';
     }),
@@ -84,15 +90,21 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
 
 type Form = Record<string, string | File | (string | File)[]>;
 
+// A form field a POST cannot take: the page says which and why (400), and nothing is written.
+class BadInput extends Error {}
+
 // A form's POST on a job that exists, then back to the job's page (post/redirect/get, so a
 // reload never sends the form twice); `done` returns what the page is to say.
-async function action(c: Context, ctx: ServeContext, done: (name: string, form: Form) => Promise<string | null>): Promise<Response> {
+async function action(c: Context, ctx: ServeContext, done: (name: string, form: Form) => Promise<string>): Promise<Response> {
   const name = nameOf(c);
   const known = name !== null && (await ctx.store.read((s) => s.jobStatus(name), [])).length > 0;
   if (!known || name === null) return notFound(c, 'There is no such job.');
-  const said = await done(name, await c.req.parseBody());
-  if (said === null) return badRequest(c, 'Too many or too long arguments.');
-  return c.redirect(`/jobs/${encodeURIComponent(name)}?${said}`, 303);
+  try {
+    return c.redirect(`/jobs/${encodeURIComponent(name)}?${await done(name, await c.req.parseBody())}`, 303);
+  } catch (error) {
+    if (error instanceof BadInput) return badRequest(c, error.message);
+    throw error;
+  }
 }
 
 function notice(c: Context): string | null {

@@ -97,7 +97,7 @@ const requestLog: MiddlewareHandler = async (c, next) => {
 const headers: MiddlewareHandler = async (c, next) => {
   const started = performance.now();
   await next();
-  c.res.headers.set('server-timing', `app;dur=${(performance.now() - started).toFixed(1)}`);
+  c.res.headers.append('server-timing', `app;dur=${(performance.now() - started).toFixed(1)}`);
   c.res.headers.set('content-security-policy', CSP);
   c.res.headers.set('x-content-type-options', 'nosniff');
   c.res.headers.set('referrer-policy', 'same-origin');

@@ -47,7 +47,8 @@ export function sseRoutes(app: Hono, ctx: ServeContext): void {
         while (!stream.aborted && !ctx.stopping.aborted) {
           if (pending) {
             pending = false;
-            await stream.writeSSE({ event: 'change', data: job ?? EVERYTHING });
+            // Its id: the watcher's read, from which the page's refresh may be answered.
+            await stream.writeSSE({ event: 'change', data: job ?? EVERYTHING, id: String(ctx.watcher.current) });
           } else {
             await stream.write(': keep-alive\n\n');
           }

@@ -1,6 +1,12 @@
 import type { StoreChoice } from '../commands/common.js';
 import { CronguardError, describe, NotFoundError, storeError } from '../errors.js';
+import type { PgSession } from '../pg/session.js';
 import type { RunStore } from '../store/types.js';
+
+// How long a page waits for the shared log to answer (a statement, or a new connection)
+// before it says the log cannot be read: a database that stops answering (a cut network)
+// gives a 503 in seconds, and its stuck connection is replaced, not kept.
+export const ANSWER_MS = 5000;
 
 // The run log could not answer: the pages say so (503) and the server carries on; the next
 // request opens it afresh.
@@ -57,7 +63,7 @@ export class StoreAccess {
   private async use<T>(fn: (store: RunStore) => Promise<T>): Promise<T> {
     // A connection known dead (the server restarted while we were idle) is replaced before
     // use, so the first request after a restart already succeeds.
-    if (this.store && isLost(this.store)) await this.drop(this.store);
+    if (this.store?.connectionLost) await this.drop(this.store);
     let store: RunStore;
     try {
       store = this.store ?? (await this.open());
@@ -68,9 +74,10 @@ export class StoreAccess {
       return await fn(store);
     } catch (error) {
       const mapped = error instanceof CronguardError ? error : storeError(error);
-      if (!isLost(store) && !mapped) throw error;
-      // Whatever the failure, the next request starts from a fresh connection.
-      await this.drop(store);
+      if (!store.connectionLost && !mapped) throw error;
+      // A statement PostgreSQL answered with an error leaves its connection sound, and
+      // the other pages' statements on it with it; anything else starts afresh.
+      if (store.connectionLost || !answered(error)) await this.drop(store);
       throw new StoreDown(mapped ? mapped.message : describe(error));
     }
   }
@@ -81,11 +88,17 @@ export class StoreAccess {
   }
 
   private open(): Promise<RunStore> {
+    const deadline = AbortSignal.timeout(ANSWER_MS);
     this.opening ??= this.choice
-      .open(false, this.readOnly, 'cronguard:serve')
+      .open(false, this.readOnly, 'cronguard:serve', deadline)
       .then((store) => {
+        (store as { session?: PgSession }).session?.answerWithin(ANSWER_MS);
         this.store = store;
         return store;
+      })
+      .catch((error: unknown) => {
+        if (!deadline.aborted) throw error;
+        throw new StoreDown(`cannot reach PostgreSQL at ${this.choice.db?.display}: no answer within ${ANSWER_MS / 1000} s`);
       })
       .finally(() => {
         this.opening = null;
@@ -94,11 +107,13 @@ export class StoreAccess {
   }
 }
 
-function isLost(store: RunStore): boolean {
-  return (store as { session?: { isLost?: boolean } }).session?.isLost === true;
+// An error PostgreSQL sent in answer to a statement (a SQLSTATE), not a lost connection.
+function answered(error: unknown): boolean {
+  return /^[0-9A-Z]{5}$/.test(String((error as { code?: unknown })?.code));
 }
 
 function down(error: unknown): StoreDown {
+  if (error instanceof StoreDown) return error;
   if (error instanceof CronguardError) return new StoreDown(error.message);
   const mapped = storeError(error);
   return new StoreDown(mapped ? mapped.message : describe(error));

@@ -22,6 +22,11 @@ export class Watcher {
   private timer: NodeJS.Timeout | null = null;
   // A read is scheduled or under way: at most one loop, however listeners come and go.
   private running = false;
+  // What the last read found, and its number (the id of the change events sent after it):
+  // a page that refreshes itself for such an event is rendered from it, so ten open pages
+  // cost one read of every job per change, not ten through the server's one connection.
+  private latest: { readonly generation: number; readonly jobs: JobStatus[] } | null = null;
+  private generation = 0;
 
   constructor(private readonly store: StoreAccess) {}
 
@@ -42,9 +47,22 @@ export class Watcher {
         clearTimeout(this.timer);
         this.timer = null;
         this.running = false;
+        this.latest = null;
       }
     };
     return { ready: this.primed, unsubscribe };
+  }
+
+  // The number of the last read, for the change events sent now (0: none yet).
+  get current(): number {
+    return this.latest?.generation ?? 0;
+  }
+
+  // Every job's status as a read no older than change event `id` found it (the id a page
+  // that refreshes itself for that event sends), or null: read afresh.
+  jobsFor(id: string | undefined): JobStatus[] | null {
+    const latest = this.latest;
+    return latest && id !== undefined && /^\d{1,15}$/.test(id) && Number(id) > 0 && latest.generation >= Number(id) ? latest.jobs : null;
   }
 
   private schedule(ms: number): void {
@@ -66,17 +84,22 @@ export class Watcher {
       for (const [job, d] of next) if (seen.get(job) !== d) changes.add(job);
       for (const job of seen.keys()) if (!next.has(job)) changes.add(job);
       this.seen = next;
+      this.latest = { generation: ++this.generation, jobs };
     } catch {
       // Whatever failed, the pages fetch themselves again and say what it was (see server.ts).
       if (!this.down) changes.add(EVERYTHING);
       this.down = true;
+      this.latest = null;
     }
     this.prime();
     if (changes.size > 0) for (const listener of this.listeners) listener(changes);
     // A read that took long because the log was unreachable (a connection that timed out)
     // must not put the next one off for minutes: the pages would not see it come back.
     if (this.listeners.size > 0) this.schedule(Math.min(MAX_INTERVAL_MS, Math.max(MIN_INTERVAL_MS, 5 * (Date.now() - started))));
-    else this.running = false;
+    else {
+      this.running = false;
+      this.latest = null;
+    }
   }
 }
 

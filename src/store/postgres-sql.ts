@@ -25,6 +25,10 @@ const ABANDONED = `'wrapper (pid ' || pid || ' on ' || host || ') vanished witho
 const RUN_COLUMNS = 'job, host, trigger, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start';
 const RUN_VALUES = `:job, :host, :trigger, :attempt, :pid, :username, :command, :started_at, :tick::timestamptz, :lock_backend,
                     :lock_key, :run_key, :invoked_at, :wrapper_start`;
+// A run's columns but its output, which lists never read.
+const LIST_COLUMNS = `id, job, status, trigger, attempt, host, pid, child_pid, username, command, started_at, finished_at, duration_ms,
+                      exit_code, signal, output_truncated, "overlaps", request_id, error,
+                      tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start`;
 const FINISH = 'status = :status, finished_at = :finished_at, duration_ms = :duration_ms, exit_code = :exit_code, signal = :signal, output = :output, output_truncated = :output_truncated, error = :error';
 
 export function statements(S: string) {
@@ -199,6 +203,8 @@ export function statements(S: string) {
                       RETURNING task`),
     releaseTask: named(`UPDATE ${S}.housekeeping SET last_at = '-infinity' WHERE task = :task`),
     get: named(`SELECT * FROM ${S}.runs WHERE id = :id`),
+    tail: named(`SELECT ${LIST_COLUMNS}, right(output, :chars) AS output, coalesce(length(output) > :chars, false) AS output_cut
+                 FROM ${S}.runs WHERE id = :id`),
     latest: named(`SELECT * FROM ${S}.runs WHERE job = :job ORDER BY id DESC LIMIT 1`),
   };
 }
@@ -213,7 +219,8 @@ export function listRunsStatement(S: string, filter: RunFilter): Statement {
     filter.since ? 'started_at >= :since' : null,
     filter.beforeId ? 'id < :before_id' : null,
   ].filter((c) => c !== null);
-  return named(`SELECT * FROM ${S}.runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT :limit`);
+  const columns = filter.withOutput ? '*' : `${LIST_COLUMNS}, NULL::text AS output`;
+  return named(`SELECT ${columns} FROM ${S}.runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT :limit`);
 }
 
 // `migrate --group ROLE`: what a web application's role needs to queue requests (request()

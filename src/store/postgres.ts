@@ -12,7 +12,7 @@ import {
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
-  type RunningRow, type RunRow, type RunStore, type UnsettledRun,
+  type RunningRow, type RunRow, type RunStore, type RunTail, type UnsettledRun,
 } from './types.js';
 
 export type { AdvisoryLock } from './postgres-rows.js';
@@ -109,8 +109,7 @@ export class PostgresStore implements RunStore {
   }
 
   async getRequest(id: number): Promise<RequestRow | null> {
-    const [row] = await this.withSchema(() => this.run<PgRequest>(this.sql.getRequest, { id }));
-    return row ? toRequestRow(row) : null;
+    return (await this.withSchema(() => this.run<PgRequest>(this.sql.getRequest, { id }))).map(toRequestRow)[0] ?? null;
   }
 
   async listenForRequests(job: string, wake: () => void): Promise<void> {
@@ -166,8 +165,7 @@ export class PostgresStore implements RunStore {
   }
 
   async recordOverlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null> {
-    const [row] = await this.withSchema(() => this.run<HolderRow>(this.sql.overlap, { job, host, holder_pid: holderPid }));
-    return toHolder(row);
+    return toHolder((await this.withSchema(() => this.run<HolderRow>(this.sql.overlap, { job, host, holder_pid: holderPid })))[0]);
   }
 
   async recordBlocked(job: string, by: string): Promise<void> {
@@ -207,13 +205,15 @@ export class PostgresStore implements RunStore {
   }
 
   async getRun(id: number): Promise<RunRow | null> {
-    const [row] = await this.withSchema(() => this.run<PgRow>(this.sql.get, { id }));
-    return row ? toRunRow(row) : null;
+    return (await this.withSchema(() => this.run<PgRow>(this.sql.get, { id }))).map(toRunRow)[0] ?? null;
+  }
+
+  async runTail(id: number, chars: number): Promise<RunTail | null> {
+    return (await this.withSchema(() => this.run<PgRow & { output_cut: boolean }>(this.sql.tail, { id, chars }))).map((r) => toRunRow(r) as RunTail)[0] ?? null;
   }
 
   async latestRun(job: string): Promise<RunRow | null> {
-    const [row] = await this.withSchema(() => this.run<PgRow>(this.sql.latest, { job }));
-    return row ? toRunRow(row) : null;
+    return (await this.withSchema(() => this.run<PgRow>(this.sql.latest, { job }))).map(toRunRow)[0] ?? null;
   }
 
   migrate(): Promise<number> {

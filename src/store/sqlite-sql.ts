@@ -5,6 +5,10 @@ import type { RunFilter } from './types.js';
 
 const RUN_COLUMNS = 'job, host, trigger, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start';
 const RUN_VALUES = '@job, @host, @trigger, @attempt, @pid, @username, @command, @started_at, @tick, @lock_backend, @lock_key, @run_key, @invoked_at, @wrapper_start';
+// A run's columns but its output, which lists never read.
+const LIST_COLUMNS = `id, job, status, trigger, attempt, host, pid, child_pid, username, command, started_at, finished_at, duration_ms,
+                      exit_code, signal, output_truncated, overlaps, request_id, error,
+                      tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start`;
 const OUTCOME = 'status, finished_at, duration_ms, exit_code, signal, output, output_truncated, error';
 const ABANDONED = `'wrapper (pid ' || pid || ') vanished without recording an outcome'`;
 
@@ -86,6 +90,8 @@ export const SQL = {
   keyOwner: `SELECT id, (job = @job AND host = @host AND pid = @pid AND started_at = @started_at) AS same FROM runs
              WHERE run_key = @run_key`,
   getRun: `SELECT * FROM runs WHERE id = ?`,
+  runTail: `SELECT ${LIST_COLUMNS}, substr(output, -@chars) AS output, coalesce(length(output) > @chars, 0) AS output_cut
+            FROM runs WHERE id = @id`,
   latestRun: `SELECT * FROM runs WHERE job = ? ORDER BY id DESC LIMIT 1`,
   addRequest: `INSERT INTO requests (job, args, not_before, requested_by) VALUES (@job, @args, @not_before, @requested_by)
                RETURNING id`,
@@ -170,5 +176,5 @@ export function listRunsSql(filter: RunFilter): string {
     filter.since ? 'started_at >= @since' : null,
     filter.beforeId ? 'id < @before_id' : null,
   ].filter((c) => c !== null);
-  return `SELECT * FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT @limit`;
+  return `SELECT ${filter.withOutput ? '*' : `${LIST_COLUMNS}, NULL AS output`} FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT @limit`;
 }

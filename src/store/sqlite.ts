@@ -5,19 +5,17 @@ import { SQLITE_FILE } from '../util/paths.js';
 import { preparePrivateDirectory } from '../util/safe-path.js';
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
-import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun, type StoredOutcome } from './spool.js';
+import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
 import { withClaimsSettled } from './sqlite-claims.js';
 import { prepareSqliteFiles } from './sqlite-files.js';
+import { outcomeParams, type RequestRecord, type Row, runParams, toRequestRow, toRunRow } from './sqlite-rows.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import { listRunsSql, SQL } from './sqlite-sql.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
-  type RunRow, type RunStore, type UnsettledRun,
+  type RunRow, type RunStore, type RunTail, type UnsettledRun,
 } from './types.js';
-
-type Row = Omit<RunRow, 'output_truncated'> & { output_truncated: number };
-type RequestRecord = Omit<RequestRow, 'args'> & { args: string };
 
 // The addon by its file: better-sqlite3's own lookup (`bindings`) probes a dozen paths per start.
 const sqliteAddon = (): string => addonFile('better-sqlite3', 'build/Release/better_sqlite3.node');
@@ -134,6 +132,11 @@ export class SqliteStore implements RunStore {
     return row ? toRunRow(row) : null;
   }
 
+  async runTail(id: number, chars: number): Promise<RunTail | null> {
+    const row = this.db.prepare(SQL.runTail).get({ id, chars }) as (Row & { output_cut: number }) | undefined;
+    return row ? { ...toRunRow(row), output_cut: row.output_cut === 1 } : null;
+  }
+
   async latestRun(job: string): Promise<RunRow | null> {
     const row = this.db.prepare(SQL.latestRun).get(job) as Row | undefined;
     return row ? toRunRow(row) : null;
@@ -217,34 +220,4 @@ export class SqliteStore implements RunStore {
   }
 
   async close(): Promise<void> { this.db.close(); }
-}
-
-// A new run's named parameters.
-export function runParams(run: NewRun): Record<string, unknown> {
-  return {
-    job: run.job, host: run.host, trigger: run.trigger, attempt: run.attempt, pid: run.pid, username: run.username,
-    command: run.command, started_at: run.startedAt.toISOString(), tick: run.tick?.toISOString() ?? null,
-    lock_backend: run.lockBackend, lock_key: run.lockKey, run_key: run.runKey, invoked_at: run.invokedAt.toISOString(),
-    wrapper_start: run.wrapperStart,
-  };
-}
-
-function outcomeParams(o: StoredOutcome): Record<string, unknown> {
-  return {
-    status: o.status, finished_at: o.finishedAt, duration_ms: o.durationMs, exit_code: o.exitCode, signal: o.signal,
-    output: o.output, output_truncated: o.outputTruncated ? 1 : 0, error: o.error,
-  };
-}
-
-function toRunRow(row: Row): RunRow {
-  return { ...row, output_truncated: row.output_truncated === 1 };
-}
-
-function toRequestRow(row: RequestRecord): RequestRow {
-  return { ...row, args: JSON.parse(row.args) as string[], not_before: isoTime(row.not_before) };
-}
-
-// A UTC time SQLite's datetime() wrote ('2026-12-01 18:00:00'), as the ISO time the log keeps.
-function isoTime(text: string): string {
-  return /^\d{4}-\d\d-\d\d \d\d:\d\d(:\d\d(\.\d+)?)?$/.test(text) ? `${text.replace(' ', 'T')}Z` : text;
 }

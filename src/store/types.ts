@@ -151,7 +151,13 @@ export interface RunFilter {
   // Older than this run (paging, newest first).
   readonly beforeId?: number;
   readonly limit: number;
+  // Each run's output too (history --json). Lists leave it null, unread: one output can be
+  // many megabytes, and a page of runs shows none of it.
+  readonly withOutput?: boolean;
 }
+
+// A run with only the end of its output, as its page shows it; output_cut: there was more.
+export type RunTail = RunRow & { readonly output_cut: boolean };
 
 // Rows deleted per statement: small enough that a batch holds up a run for milliseconds.
 export const PRUNE_BATCH = 1000;
@@ -200,6 +206,8 @@ export interface RunStore {
   importRun(record: SpooledRun): Promise<number>;
   listRuns(filter: RunFilter): Promise<RunRow[]>;
   getRun(id: number): Promise<RunRow | null>;
+  // The run with only the last `chars` characters of its output, cut in SQL.
+  runTail(id: number, chars: number): Promise<RunTail | null>;
   latestRun(job: string): Promise<RunRow | null>;
   addRequest(request: NewRequest): Promise<number>;
   cancelRequest(id: number): Promise<Cancellation>;

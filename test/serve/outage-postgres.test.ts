@@ -54,3 +54,36 @@ describe('serve: a schema with no run log', () => {
     expect(server.stderr()).not.toMatch(/internal error/);
   });
 });
+
+// A database that stops answering (a cut network: nothing refused, nothing closed): pages
+// answer 503 within the server's answer deadline instead of hanging 30 s and then failing as
+// "internal error", the stuck connection is not kept, and pages read again once it answers.
+describe('serve: the run log stops answering', () => {
+  it('answers 503 while the network is cut, and reads again when it is back', async () => {
+    const box = pgSandbox();
+    const job = box.job('frozen');
+    await cronguard(['-n', job, '--', 'true'], box.env);
+    const db = await proxy();
+    try {
+      const server = await serve([], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
+      expect(await (await server.get('/')).text()).toContain(`data-job="${job}"`);
+      db.freeze();
+      // The first page waits out the deadline on the stuck connection, the next one on a new
+      // connection that gets no answer: each is a 503 that says so, never a 500.
+      for (const path of ['/', `/jobs/${job}`, '/api/jobs']) {
+        const started = Date.now();
+        const answer = await server.get(path);
+        expect(answer.status, path).toBe(503);
+        expect(await answer.text(), path).toMatch(/cannot be read right now: .*(did not answer|no answer) within 5 s/);
+        // 5 s, generously measured (the deadline, not the 30 s statement timeout).
+        expect(Date.now() - started, path).toBeLessThan(20_000);
+      }
+      db.thaw();
+      await waitFor(async () => (await server.get('/')).status === 200, 'the server to read the log again');
+      expect(await (await server.get(`/jobs/${job}`)).text()).toContain(job);
+      expect(server.stderr()).not.toMatch(/internal error/);
+    } finally {
+      await db.close();
+    }
+  });
+});

@@ -74,8 +74,14 @@ export interface ServerEvent {
 
 // Reads a server-sent event stream: `until` waits for the events seen so far to satisfy a
 // condition (or the stream to end) and returns them all.
-export function eventStream(response: Response): { until(enough: (events: ServerEvent[]) => boolean): Promise<ServerEvent[]>; close(): Promise<void> } {
+// `lastId`: the id the last event that had one gave (what a browser's lastEventId says).
+export function eventStream(response: Response): {
+  until(enough: (events: ServerEvent[]) => boolean): Promise<ServerEvent[]>;
+  lastId(): string | undefined;
+  close(): Promise<void>;
+} {
   const seen: ServerEvent[] = [];
+  let lastId: string | undefined;
   const reader = (response.body as ReadableStream<Uint8Array>).getReader();
   const decoder = new TextDecoder();
   let buffer = '';
@@ -90,12 +96,14 @@ export function eventStream(response: Response): { until(enough: (events: Server
           const block = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
           const event = /^event: (.*)$/m.exec(block)?.[1];
+          lastId = /^id: (.*)$/m.exec(block)?.[1] ?? lastId;
           const data = [...block.matchAll(/^data: ?(.*)$/gm)].map((m) => m[1]).join('\n');
           if (event) seen.push({ event, data });
         }
       }
       return seen;
     },
+    lastId: () => lastId,
     close: () => reader.cancel().catch(() => {}),
   };
 }
