@@ -1,8 +1,5 @@
-import { NotFoundError } from '../errors.js';
-import type { PgSession } from '../pg/session.js';
-import type { QueryResultRow } from 'pg';
-import { migratePostgres, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
-import { listRunsStatement, type Statement, statements } from './postgres-sql.js';
+import { PostgresBase } from './postgres-base.js';
+import { listRunsStatement } from './postgres-sql.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import type { JobStatus, Paused } from './jobs.js';
 import {
@@ -17,27 +14,9 @@ import {
 
 export type { AdvisoryLock } from './postgres-rows.js';
 
-// Errors that mean the schema is missing or older than this code (a table, a schema, a
-// column, a function): migrate and try again.
-const SCHEMA_MISSING = new Set(['42P01', '3F000', '42703', '42883']);
-
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
-export class PostgresStore implements RunStore {
-  private readonly sql: ReturnType<typeof statements>;
-  private readonly S: string;
-
-  // `create`: a missing schema is created on first use (runs, migrate); a reader (history,
-  // logs, locks) must not create one as a side effect of looking, say in a mistyped schema.
-  constructor(
-    readonly session: PgSession,
-    private readonly schema: string,
-    private readonly create = true,
-  ) {
-    this.S = session.escapeIdentifier(schema);
-    this.sql = statements(this.S);
-  }
-
+export class PostgresStore extends PostgresBase implements RunStore {
   async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
     return this.admission(run, options, null, false);
   }
@@ -216,37 +195,5 @@ export class PostgresStore implements RunStore {
     return (await this.withSchema(() => this.run<PgRow>(this.sql.latest, { job }))).map(toRunRow)[0] ?? null;
   }
 
-  migrate(): Promise<number> {
-    return migratePostgres(this.session, this.schema);
-  }
 
-  async close(): Promise<void> {
-    await this.session.close();
-  }
-
-  private run<R extends QueryResultRow>(statement: Statement, values: Record<string, unknown>): Promise<R[]> {
-    return this.session.query<R>(statement.text, statement.names.map((name) => values[name]));
-  }
-
-  // The hot path does not check the schema first: a statement that fails because the
-  // schema is missing migrates and retries, saving a round trip on every run.
-  private async withSchema<T>(attempt: () => Promise<T>): Promise<T> {
-    try {
-      return await attempt();
-    } catch (error) {
-      if (!SCHEMA_MISSING.has((error as { code?: string }).code ?? '')) throw error;
-      if (!this.create) {
-        throw new NotFoundError(`no run log in schema ${this.schema} at ${this.session.db.display} (nothing was recorded there)`);
-      }
-      await this.migrate();
-      return attempt();
-    }
-  }
-
-  // After a statement that worked: a schema behind this code is upgraded, best effort. A role
-  // that may not migrate still recorded its run; the statement that needs the new schema
-  // fails, migrates and retries on its own (withSchema).
-  private async upgradeIfBehind(version: number | null | undefined): Promise<void> {
-    if ((version ?? 0) < POSTGRES_MIGRATIONS.length) await this.migrate().catch(() => {});
-  }
 }
