@@ -125,6 +125,24 @@ describe('serve: which Host names are answered', () => {
     expect(await status(namedUrl, 'cron.example.evil')).toBe(421);
   });
 
+  // A rebinding page is same-origin with the server, so its fetch may add any header
+  // without a preflight: X-Forwarded-Host naming this server must not vouch for a Host
+  // naming the attacker's site, though the browser (on this machine) is a trusted proxy.
+  it('--trust-proxy: a request whose own Host is a foreign name is refused whatever X-Forwarded-Host says', async () => {
+    const box = sandbox();
+    for (const args of [['--trust-proxy'], ['--trust-proxy', '--read-only', '--listen', '0.0.0.0:0']]) {
+      const server = await serve(args, box.env);
+      const url = server.url.replace('0.0.0.0', '127.0.0.1');
+      const { port } = new URL(url);
+      expect(await status(url, `evil.example:${port}`, { 'x-forwarded-host': `localhost:${port}` }), args.join(' ')).toBe(421);
+      expect(await status(url, `evil.example:${port}`, { 'x-forwarded-host': hostname() }), args.join(' ')).toBe(421);
+      // A proxy that rewrites Host (to the address it connects to) or passes the browser's on.
+      expect(await status(url, `127.0.0.1:${port}`, { 'x-forwarded-host': `localhost:${port}` }), args.join(' ')).toBe(200);
+      expect(await status(url, `127.0.0.1:${port}`, { 'x-forwarded-host': 'evil.example' }), args.join(' ')).toBe(421);
+      expect(await status(url, 'localhost', { 'x-forwarded-host': 'localhost' }), args.join(' ')).toBe(200);
+    }
+  });
+
   it('bad --allowed-hosts and --trust-proxy values are usage errors (64), one line', async () => {
     const box = sandbox();
     for (const [args, message] of [
