@@ -92,6 +92,19 @@ describe('serve: sessions and the token file', () => {
     await waitFor(async () => (await api(OLD)).status === 200, 'the wait to end');
     expect((await api('wrong-again')).status).toBe(401);
   });
+  // One IPv6 client has a whole /64 to itself (a home line, a rented server): were each of
+  // its addresses a client of its own, it would get five free tries per address, without end.
+  it('behind a trusted proxy, the addresses of one IPv6 /64 are one client; other networks and IPv4 go on', async () => {
+    const box = sandbox();
+    const file = box.path('token');
+    writeFileSync(file, `${OLD}\n`, { mode: 0o600 });
+    const server = await serve(['--token-file', file, '--trust-proxy'], box.env);
+    const api = (token: string, client: string) => raw(server.url, { path: '/api/jobs', headers: { ...bearer(token), 'x-forwarded-for': client } });
+    for (let i = 1; i <= 6; i++) expect((await api(`wrong-${i}`, `2001:db8:0:1::${i.toString(16)}`)).status).toBe(401);
+    expect((await api(OLD, '2001:DB8:0:1:ffff:ffff:ffff:7')).status).toBe(429);
+    expect((await api(OLD, '2001:db8:0:2::1')).status).toBe(200);
+    expect((await api(OLD, '192.0.2.7')).status).toBe(200);
+  });
 });
 
 describe('serve: which Host names are answered', () => {
