@@ -156,6 +156,16 @@ describe('serve: which Host names are answered', () => {
     }
   });
 
+  // The socket names a client in one canonical form; the operator may write another.
+  it('--trust-proxy takes an IPv6 address however it is written (zeros written out)', async () => {
+    const box = sandbox();
+    for (const written of ['0:0:0:0:0:0:0:1', '0000::0001']) {
+      const server = await serve(['--listen', '[::1]:0', '--trust-proxy', written], box.env);
+      expect((await server.get('/api/jobs', { headers: { 'x-forwarded-for': '192.0.2.9' } })).status).toBe(200);
+      await waitFor(() => / 192\.0\.2\.9 GET \/api\/jobs 200 /.test(server.stderr()), `${written}: the forwarded client to be logged`, 10_000);
+    }
+  });
+
   it('bad --allowed-hosts and --trust-proxy values are usage errors (64), one line', async () => {
     const box = sandbox();
     for (const [args, message] of [
