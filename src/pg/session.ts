@@ -23,6 +23,9 @@ export class PgSession {
   private readonly inFlight = new Set<(error: Error) => void>();
   // See answerWithin; null: QUERY_TIMEOUT_MS only.
   private answerMs: number | null = null;
+  // When the server last sent anything: a statement waiting behind others that are being
+  // answered is waiting its turn, not facing a server that stopped answering.
+  private lastHeard = Date.now();
 
   private constructor(
     private readonly client: pg.Client,
@@ -30,6 +33,9 @@ export class PgSession {
   ) {
     client.on('error', (error) => this.markLost(`connection error: ${error.message}`));
     client.on('end', () => this.markLost('the server closed the connection'));
+    (client as unknown as { connection?: { stream?: NodeJS.EventEmitter } }).connection?.stream?.on('data', () => {
+      this.lastHeard = Date.now();
+    });
   }
 
   // One connection attempt; see connect.ts for TLS fallbacks and retries. An aborted `abort`
@@ -70,19 +76,40 @@ export class PgSession {
       rejectLost = reject;
     });
     this.inFlight.add(rejectLost);
-    const ms = this.answerMs;
-    const deadline = ms === null ? null : setTimeout(() => this.markLost(`the server did not answer within ${ms / 1000} s`), ms);
+    const stopDeadline = this.answerMs === null ? () => {} : this.deadline(this.answerMs);
     try {
       return (await Promise.race([this.client.query<R>(text, values), lost])).rows;
     } finally {
       this.inFlight.delete(rejectLost);
-      if (deadline) clearTimeout(deadline);
+      stopDeadline();
     }
   }
 
-  // For the web server: a statement (queued ones included) still unanswered after `ms`
-  // means the server or the network stopped answering, and the session is lost at once,
-  // rather than each page waiting QUERY_TIMEOUT_MS on a connection that stays stuck.
+  // Marks the session lost once the server has said nothing for `ms` while a statement
+  // waits. The check runs after input already received has been read (setImmediate), so a
+  // busy event loop is not taken for a silent server.
+  private deadline(ms: number): () => void {
+    const since = Date.now();
+    let done = false;
+    let timer: NodeJS.Timeout;
+    const check = () =>
+      setImmediate(() => {
+        if (done) return;
+        const quiet = Date.now() - Math.max(since, this.lastHeard);
+        if (quiet >= ms) this.markLost(`the server did not answer within ${ms / 1000} s`);
+        else timer = setTimeout(check, ms - quiet);
+      });
+    timer = setTimeout(check, ms);
+    return () => {
+      done = true;
+      clearTimeout(timer);
+    };
+  }
+
+  // For the web server: a statement (queued ones included) still unanswered after `ms` in
+  // which the server sent nothing means the server or the network stopped answering, and
+  // the session is lost at once, rather than each page waiting QUERY_TIMEOUT_MS on a
+  // connection that stays stuck. Statements answered in turn meanwhile keep it alive.
   answerWithin(ms: number): void {
     this.answerMs = ms;
   }

@@ -107,8 +107,10 @@ export class AnsiHtml {
   }
 }
 
-// A whole stored output at once.
-export function ansiToHtml(text: string): string {
+// A whole stored output at once, or its part from `from` on: what stands before is read
+// for its state only (the colour it sets, a sequence or character split at `from`).
+export function ansiToHtml(text: string, from = 0): string {
   const a = new AnsiHtml();
-  return a.push(text) + a.end();
+  if (from > 0) a.skip(text.slice(0, from));
+  return a.push(from > 0 ? text.slice(from) : text) + a.end();
 }

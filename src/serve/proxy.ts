@@ -32,7 +32,14 @@ export function parseTrustProxy(value: string | true | undefined): TrustedProxie
   const words = value.split(',').map((w) => w.trim()).filter((w) => w !== '');
   const bad = words.find((w) => w !== 'loopback' && isIP(w) === 0);
   if (bad !== undefined || words.length === 0) throw new UsageError(`--trust-proxy: '${bad ?? value}' is not an IP address (or 'loopback')`);
-  return { loopback: words.includes('loopback'), addresses: new Set(words.filter((w) => w !== 'loopback').map(plain)) };
+  return { loopback: words.includes('loopback'), addresses: new Set(words.filter((w) => w !== 'loopback').map((w) => plain(canonical(w)))) };
+}
+
+// An IPv6 address as the socket names its peer (RFC 5952: lower case, the longest run of
+// zeros shortened), however the operator wrote it: 0:0:0:0:0:0:0:1 is ::1.
+function canonical(address: string): string {
+  if (isIP(address) !== 6 || address.includes('%')) return address.toLowerCase();
+  return new URL(`http://[${address}]/`).hostname.slice(1, -1);
 }
 
 // Sets the request's Client (read with clientOf) before anything else looks at it.

@@ -15,6 +15,9 @@ import { type LiveOutput, runView } from './views/run.js';
 
 // A page shows at most this much of an output (its end); `cronguard logs` has all of it.
 const SHOWN_OUTPUT = 1024 * 1024;
+// Read before that end, not shown: the colour it sets and an escape sequence or character
+// it splits carry into what is shown (else a cut inside ESC[1;31m shows "31m", uncoloured).
+const CONTEXT = 4096;
 const REQUESTS_SHOWN = 20;
 
 // The HTML pages and their forms.
@@ -52,13 +55,16 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
   app.get('/runs/:id', async (c) => {
     const id = idOf(c.req.param('id'));
     if (id === null) return badRequest(c, `'${c.req.param('id')}' is not a run id.`);
-    const run = await ctx.store.read((s) => s.runTail(id, SHOWN_OUTPUT), null);
+    const run = await ctx.store.read((s) => s.runTail(id, SHOWN_OUTPUT + CONTEXT), null);
     if (!run) return notFound(c, `No run ${id} in the run log.`);
     const live = run.status === 'running' ? await liveOutput(run, ctx.store.stateDir) : null;
-    const shown = run.output ?? '';
-    const cut = run.output_cut ? `Showing the last ${SHOWN_OUTPUT / 1024} KiB; cronguard logs ${id} prints all of it.` : null;
+    const stored = run.output ?? '';
+    let before = Math.max(0, stored.length - SHOWN_OUTPUT);
+    // Never between the halves of a character outside the BMP (one character to SQL).
+    if (/[\udc00-\udfff]/.test(stored.charAt(before))) before -= 1;
+    const cut = run.output_cut || before > 0 ? `Showing the last ${SHOWN_OUTPUT / 1024} KiB; cronguard logs ${id} prints all of it.` : null;
     const events = run.status === 'running' ? `/runs/${id}/events${live?.kind === 'here' ? `?from=${live.bytes}` : ''}` : undefined;
-    return c.html(page({ title: `Run ${id}`, events }, runView(run, live ? '' : ansiToHtml(shown), cut, live)));
+    return c.html(page({ title: `Run ${id}`, events }, runView(run, live ? '' : ansiToHtml(stored, before), cut, live)));
   });
 
   app.post('/jobs/:name/run', (c) =>

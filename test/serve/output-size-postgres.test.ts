@@ -53,4 +53,23 @@ describe.each(STORES)('serve: large outputs (%s)', (kind) => {
     const whole = (await (await server.get(`/api/runs/${run?.id}`)).json()) as { output: string };
     expect(whole.output.length).toBe(run?.output?.length);
   });
+
+  // The cut falls inside an escape sequence that turns the rest red: the page shows red text
+  // from its first line, not the sequence's tail ("31m") in the default colour.
+  it('a run page whose last 1 MiB starts inside an escape sequence shows it whole, in its colour', async () => {
+    const box = storeBox(kind);
+    const job = box.job('cut-escape');
+    const print = `printf 'before\\033[1;31m'; head -c ${MIB - 3} /dev/zero | tr '\\0' y`;
+    expect((await cronguard(['-q', '--capture', String(2 * MIB), '-n', job, '--', 'sh', '-c', print], box.env)).code).toBe(0);
+    const [run] = await box.runs();
+    expect(run?.output?.length).toBe(MIB + 10);
+    const server = await serve(['-q'], box.env);
+    const page = await (await server.get(`/runs/${run?.id}`)).text();
+    expect(page).toContain('Showing the last 1024 KiB');
+    const shown = /<pre class="output" id="output">([\s\S]*?)<\/pre>/.exec(page)?.[1] ?? '';
+    expect(shown.slice(0, 40)).toMatch(/^<span class="fg1 b">y+/);
+    expect(shown).not.toContain('31m');
+    expect(shown).not.toContain('before');
+    expect(shown.replace(/<[^>]*>/g, '')).toHaveLength(MIB - 3);
+  });
 });

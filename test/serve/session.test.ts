@@ -92,6 +92,19 @@ describe('serve: sessions and the token file', () => {
     await waitFor(async () => (await api(OLD)).status === 200, 'the wait to end');
     expect((await api('wrong-again')).status).toBe(401);
   });
+  // One IPv6 client has a whole /64 to itself (a home line, a rented server): were each of
+  // its addresses a client of its own, it would get five free tries per address, without end.
+  it('behind a trusted proxy, the addresses of one IPv6 /64 are one client; other networks and IPv4 go on', async () => {
+    const box = sandbox();
+    const file = box.path('token');
+    writeFileSync(file, `${OLD}\n`, { mode: 0o600 });
+    const server = await serve(['--token-file', file, '--trust-proxy'], box.env);
+    const api = (token: string, client: string) => raw(server.url, { path: '/api/jobs', headers: { ...bearer(token), 'x-forwarded-for': client } });
+    for (let i = 1; i <= 6; i++) expect((await api(`wrong-${i}`, `2001:db8:0:1::${i.toString(16)}`)).status).toBe(401);
+    expect((await api(OLD, '2001:DB8:0:1:ffff:ffff:ffff:7')).status).toBe(429);
+    expect((await api(OLD, '2001:db8:0:2::1')).status).toBe(200);
+    expect((await api(OLD, '192.0.2.7')).status).toBe(200);
+  });
 });
 
 describe('serve: which Host names are answered', () => {
@@ -123,6 +136,34 @@ describe('serve: which Host names are answered', () => {
     expect(await status(namedUrl, 'cron.example')).toBe(200);
     expect(await status(namedUrl, 'cron:443')).toBe(200);
     expect(await status(namedUrl, 'cron.example.evil')).toBe(421);
+  });
+
+  // A rebinding page is same-origin with the server, so its fetch may add any header
+  // without a preflight: X-Forwarded-Host naming this server must not vouch for a Host
+  // naming the attacker's site, though the browser (on this machine) is a trusted proxy.
+  it('--trust-proxy: a request whose own Host is a foreign name is refused whatever X-Forwarded-Host says', async () => {
+    const box = sandbox();
+    for (const args of [['--trust-proxy'], ['--trust-proxy', '--read-only', '--listen', '0.0.0.0:0']]) {
+      const server = await serve(args, box.env);
+      const url = server.url.replace('0.0.0.0', '127.0.0.1');
+      const { port } = new URL(url);
+      expect(await status(url, `evil.example:${port}`, { 'x-forwarded-host': `localhost:${port}` }), args.join(' ')).toBe(421);
+      expect(await status(url, `evil.example:${port}`, { 'x-forwarded-host': hostname() }), args.join(' ')).toBe(421);
+      // A proxy that rewrites Host (to the address it connects to) or passes the browser's on.
+      expect(await status(url, `127.0.0.1:${port}`, { 'x-forwarded-host': `localhost:${port}` }), args.join(' ')).toBe(200);
+      expect(await status(url, `127.0.0.1:${port}`, { 'x-forwarded-host': 'evil.example' }), args.join(' ')).toBe(421);
+      expect(await status(url, 'localhost', { 'x-forwarded-host': 'localhost' }), args.join(' ')).toBe(200);
+    }
+  });
+
+  // The socket names a client in one canonical form; the operator may write another.
+  it('--trust-proxy takes an IPv6 address however it is written (zeros written out)', async () => {
+    const box = sandbox();
+    for (const written of ['0:0:0:0:0:0:0:1', '0000::0001']) {
+      const server = await serve(['--listen', '[::1]:0', '--trust-proxy', written], box.env);
+      expect((await server.get('/api/jobs', { headers: { 'x-forwarded-for': '192.0.2.9' } })).status).toBe(200);
+      await waitFor(() => / 192\.0\.2\.9 GET \/api\/jobs 200 /.test(server.stderr()), `${written}: the forwarded client to be logged`, 10_000);
+    }
   });
 
   it('bad --allowed-hosts and --trust-proxy values are usage errors (64), one line', async () => {
