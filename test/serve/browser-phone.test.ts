@@ -1,20 +1,16 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Locator, Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { cronguard, release, sandbox, start, waitFor } from '../helpers.js';
 import { storeBox } from '../stores.js';
+import { browserTitle, chromiumPresent, useChromium } from './chromium.js';
 import { runsSoFar, serve } from './serve-helpers.js';
 
 // The pages on a 390 px phone in dark mode, in Debian's chromium driven by playwright-core:
 // nothing wider than the screen, sorting without the table's headers, text that can be
 // read, and a run's output opened at its end. Screenshots go to /tmp/serve-shots/phone.
-const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = '/tmp/serve-shots/phone';
 const PHONE = { width: 390, height: 844 };
-const present = existsSync(CHROMIUM);
-const title = present ? 'serve on a phone, in the dark' : `serve on a phone (skipped: ${CHROMIUM} is absent; apt-get install -y chromium)`;
+const title = browserTitle('serve on a phone, in the dark');
 
 // WCAG 2's contrast ratio of two computed colours (rgb() or rgba() with full alpha).
 function contrast(a: string, b: string): number {
@@ -33,24 +29,8 @@ const style = (l: Locator, property: string) => l.evaluate((e, p) => e.ownerDocu
 // How wide the page lays out, against the screen's width.
 const layoutWidth = (page: Page) => page.locator('html').evaluate((e) => e.scrollWidth);
 
-describe.skipIf(!present)(title, () => {
-  let browser: BrowserContext;
-  let profile: string;
-  beforeAll(async () => {
-    profile = mkdtempSync(join(tmpdir(), 'cronguard-chromium-'));
-    mkdirSync(SHOTS, { recursive: true });
-    browser = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: PHONE,
-      colorScheme: 'dark',
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-  });
-  afterAll(async () => {
-    await browser?.close();
-    if (profile) rmSync(profile, { recursive: true, force: true });
-  });
+describe.skipIf(!chromiumPresent)(title, () => {
+  const browser = useChromium(SHOTS, { viewport: PHONE, colorScheme: 'dark' });
 
   it('a job page with fifty runs fits the screen, and its buttons read at 4.5:1', async () => {
     const box = storeBox('sqlite');
@@ -58,7 +38,7 @@ describe.skipIf(!present)(title, () => {
     const startedAt = new Date(Date.now() - 3_600_000);
     await box.insertRuns(Array.from({ length: 50 }, (_, i) => ({ job: 'nightly-backup', status: i % 7 === 3 ? 'failed' : 'succeeded', startedAt: new Date(startedAt.getTime() + i * 60_000), durationMs: 1000 + ((i * 37) % 11) * 400 })));
     const server = await serve(['-q'], box.env);
-    const page = await browser.newPage();
+    const page = await browser().newPage();
     await page.goto(`${server.url}/jobs/nightly-backup`);
     await page.screenshot({ path: `${SHOTS}/job.png` });
     expect(await layoutWidth(page)).toBeLessThanOrEqual(PHONE.width);
@@ -78,7 +58,7 @@ describe.skipIf(!present)(title, () => {
     const box = storeBox('sqlite');
     for (const name of ['alpha', 'bravo', 'charlie']) await cronguard(['-n', name, '--', 'true'], box.env);
     const server = await serve(['-q'], box.env);
-    const page = await browser.newPage();
+    const page = await browser().newPage();
     await page.goto(`${server.url}/`);
     expect(await page.locator('thead').isVisible()).toBe(false);
     expect(await page.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')))).toEqual(['alpha', 'bravo', 'charlie']);
@@ -101,7 +81,7 @@ describe.skipIf(!present)(title, () => {
     const box = storeBox('sqlite');
     await cronguard(['-n', 'long-report', '--', 'sh', '-c', 'seq 1 3000; printf "\\033[31merror: the disk is full\\033[0m\\n"; exit 1'], box.env);
     const server = await serve(['-q'], box.env);
-    const page = await browser.newPage();
+    const page = await browser().newPage();
     await page.goto(`${server.url}/runs/1`);
     const output = page.locator('#output');
     const last = output.locator('span.fg1');
@@ -131,7 +111,7 @@ describe.skipIf(!present)(title, () => {
     await waitFor(() => runsSoFar(box.stateDir).some((r) => r.status === 'running' && r.child_pid !== null), 'the job to start');
     const server = await serve(['-q'], box.env);
     await waitFor(async () => (await (await server.get('/runs/1')).text()).includes('<span class="fg1">red '), 'the live copy to hold the first bytes');
-    const page = await browser.newPage();
+    const page = await browser().newPage();
     await page.goto(`${server.url}/runs/1`);
     const output = page.locator('#output');
     const fromEnd = () => output.evaluate((e) => e.scrollHeight - e.clientHeight - e.scrollTop);

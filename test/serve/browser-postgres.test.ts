@@ -1,40 +1,21 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { cronguard, sandbox, start, waitFor } from '../helpers.js';
 import { pgSandbox, proxy } from '../pg-helpers.js';
 import { STORES, storeBox } from '../stores.js';
+import { browserTitle, chromiumPresent, useChromium } from './chromium.js';
 import { runsSoFar, serve } from './serve-helpers.js';
 
 // End to end in a real browser: Debian's chromium (from apt, as .ci/run installs it)
 // driven by playwright-core. Screenshots go to /tmp/serve-shots for a person to look at.
-const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = '/tmp/serve-shots';
-const present = existsSync(CHROMIUM);
-const title = present ? 'serve in a browser' : `serve in a browser (skipped: ${CHROMIUM} is absent; apt-get install -y chromium)`;
+const title = browserTitle('serve in a browser');
 
-describe.skipIf(!present)(title, () => {
-  let browser: BrowserContext;
-  let profile: string;
-  beforeAll(async () => {
-    profile = mkdtempSync(join(tmpdir(), 'cronguard-chromium-'));
-    mkdirSync(SHOTS, { recursive: true });
-    browser = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      timezoneId: 'Asia/Tokyo',
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-  });
-  afterAll(async () => {
-    await browser?.close();
-    if (profile) rmSync(profile, { recursive: true, force: true });
-  });
+describe.skipIf(!chromiumPresent)(title, () => {
+  const browser = useChromium(SHOTS, { timezoneId: 'Asia/Tokyo' });
 
   async function open(url: string, width = 1100): Promise<Page> {
-    const page = await browser.newPage();
+    const page = await browser().newPage();
     await page.setViewportSize({ width, height: 800 });
     await page.goto(url);
     return page;

@@ -1,37 +1,21 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { type BrowserContext, chromium } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { cronguard, sandbox } from '../helpers.js';
+import { browserTitle, chromiumPresent, useChromium } from './chromium.js';
 import { serve } from './serve-helpers.js';
 
 // The cookies as a real browser treats them (SameSite), in Debian's chromium. Screenshots
 // go to /tmp/serve-shots-session for a person to look at.
-const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = '/tmp/serve-shots-session';
 const TOKEN = 'a-token-for-the-browser-0123456789';
-const present = existsSync(CHROMIUM);
-const title = present ? 'serve sessions in a browser' : `serve sessions in a browser (skipped: ${CHROMIUM} is absent; apt-get install -y chromium)`;
+const title = browserTitle('serve sessions in a browser');
 
-describe.skipIf(!present)(title, () => {
-  let browser: BrowserContext;
-  let profile: string;
+describe.skipIf(!chromiumPresent)(title, () => {
   let other: Server;
-  beforeAll(async () => {
-    profile = mkdtempSync(join(tmpdir(), 'cronguard-chromium-'));
-    mkdirSync(SHOTS, { recursive: true });
-    browser = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-  });
-  afterAll(async () => {
-    await browser?.close();
+  const browser = useChromium(SHOTS);
+  afterAll(() => {
     other?.close();
-    if (profile) rmSync(profile, { recursive: true, force: true });
   });
 
   it('a link from another site opens the page logged in, and the forms of tabs already open still work', async () => {
@@ -46,13 +30,13 @@ describe.skipIf(!present)(title, () => {
     await new Promise((resolve) => other.once('listening', resolve));
     const elsewhere = `http://127.0.0.1:${(other.address() as { port: number }).port}/`;
 
-    const open = await browser.newPage();
+    const open = await browser().newPage();
     await open.goto(job);
     await open.fill('input[name="token"]', TOKEN);
     await Promise.all([open.waitForURL(job), open.click('button[type="submit"]')]);
     expect(await open.locator('h1.name').textContent()).toBe('linked');
 
-    const second = await browser.newPage();
+    const second = await browser().newPage();
     await second.goto(elsewhere);
     await Promise.all([second.waitForURL(job), second.click('#go')]);
     expect(await second.locator('h1.name').textContent()).toBe('linked');
