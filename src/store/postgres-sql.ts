@@ -151,18 +151,14 @@ export function statements(S: string) {
                              (SELECT count(*) FROM ${S}.requests q WHERE q.job = n.name AND q.status = 'pending')::int AS pending_requests,
                              -- 'id status duration,...': building a JSON object per run took two thirds of
                              -- the whole statement for 1,000 jobs (see toJobStatus for the parsing).
-                             -- A run is retried (1) when its invocation's next attempt follows it (see SQLite's).
+                             -- retried (1): the job's next row is its invocation's next attempt (see SQLite's).
                              (SELECT coalesce(string_agg(x.id || ' ' || x.status || ' ' || coalesce(x.duration_ms::text, '-')
                                                          || ' ' || x.retried, ',' ORDER BY x.id), '')
-                              FROM (SELECT id, status, duration_ms,
-                                           CASE WHEN lead(trigger) OVER w = 'retry' AND lead(attempt) OVER w = attempt + 1 THEN 1 ELSE 0 END AS retried
-                                    FROM ((SELECT id, status, duration_ms, trigger, attempt, host, pid FROM ${S}.runs
-                                           WHERE job = n.name AND status <> 'running' ORDER BY id DESC LIMIT ${RECENT_RUNS})
-                                          UNION ALL
-                                          SELECT id, status, duration_ms, trigger, attempt, host, pid FROM ${S}.runs
-                                          WHERE job = n.name AND status = 'running') y
-                                    WINDOW w AS (PARTITION BY host, pid ORDER BY id)) x
-                              WHERE x.status <> 'running') AS recent,
+                              FROM (SELECT y.id, y.status, y.duration_ms,
+                                           CASE WHEN y.status = 'succeeded' THEN 0 ELSE coalesce(
+                                             (SELECT (z.trigger = 'retry' AND z.attempt = y.attempt + 1 AND z.host = y.host AND z.pid = y.pid)::int
+                                              FROM ${S}.runs z WHERE z.job = n.name AND z.id > y.id ORDER BY z.id LIMIT 1), 0) END AS retried
+                                    FROM ${S}.runs y WHERE y.job = n.name AND y.status <> 'running' ORDER BY y.id DESC LIMIT ${RECENT_RUNS}) x) AS recent,
                              (SELECT coalesce(json_object_agg(c.status, c.n), '{}') FROM ${S}.run_counts c WHERE c.job = n.name) AS runs_total,
                              -- Another job running under the lock this job last took (shared by --lock-file or
                              -- --lock-key); a local lock is the same lock on the same host only.
