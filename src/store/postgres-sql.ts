@@ -115,13 +115,16 @@ export function statements(S: string) {
     // The row a run key names, and whether it is this run's (importRun changed nothing).
     keyOwner: named(`SELECT id, (job = :job AND host = :host AND pid = :pid AND started_at = :started_at) AS same
                      FROM ${S}.runs WHERE run_key = :run_key`),
-    // Advisory locks held right now by cronguard sessions; a bigint key is split into
-    // classid (high 32 bits) and objid (low 32 bits).
+    // Advisory locks held right now by cronguard sessions in this database (pg_locks shows
+    // the whole server's, and an advisory key is only a lock within its database); a bigint
+    // key is split into classid (high 32 bits) and objid (low 32 bits). Which keys are this
+    // schema's jobs' is for the caller to say (commands/locks.ts).
     advisoryLocks: named(`SELECT substr(a.application_name, 11) AS job, a.pid AS backend_pid,
                            coalesce(host(a.client_addr), 'local') AS client,
                            ((l.classid::bigint << 32) | l.objid::bigint)::text AS key, a.backend_start
                     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                       AND a.application_name LIKE 'cronguard:%'`),
     addRequest: named(`SELECT ${S}.request(:job, :args::text[], :not_before, :requested_by) AS id`),
     cancelRequest: named(`UPDATE ${S}.requests SET status = 'cancelled', finished_at = now()
