@@ -30,11 +30,18 @@ export interface Gate {
   // The next run (--every, --for) while the lock is still held: the log's admission alone.
   readmit(run: NewRun): Promise<Verdict>;
   // Round trips to PostgreSQL so far, for --verbose (0 without a database).
-  roundTrips(): number;
+  roundTrips(): RoundTrips;
   close(): Promise<void>;
 }
 
 export type GateOptions = AdmitOptions;
+
+// The statements of the run, and apart from them, those of the heartbeat (PgSession.watch).
+export interface RoundTrips {
+  readonly statements: number;
+  readonly heartbeats: number;
+}
+const NONE: RoundTrips = { statements: 0, heartbeats: 0 };
 
 // The run log alone, for an attempt that never takes a lock (126/127).
 export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
@@ -47,7 +54,7 @@ export async function openRecorder(config: RunConfig, say: Messages): Promise<Ru
 export async function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
   if (config.lock !== 'postgres' && config.log !== 'postgres') {
     const backend = await openLockBackend(config, say);
-    return localGate(backend, await sqliteLog(config, say), run, config, options, say, () => 0);
+    return localGate(backend, await sqliteLog(config, say), run, config, options, say, () => NONE);
   }
   const db = config.db as NonNullable<RunConfig['db']>;
   // The lock needs its connection: without it nothing runs (69). The log alone can wait.
@@ -60,7 +67,8 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   const lockSession = connecting && (await connecting);
   const log = logged ? await postgresLog(config, say, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
   const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as PgSession[];
-  const roundTrips = () => sessions().reduce((n, s) => n + s.roundTrips, 0);
+  const roundTrips = () =>
+    sessions().reduce((n, s) => ({ statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), NONE);
   if (!lockSession) return localGate(await openLockBackend(config, say), log.recorder, run, config, options, say, roundTrips);
   const { postgresBackend } = await import('../lock/postgres.js');
   const key = config.lockKey as bigint;
@@ -131,7 +139,7 @@ function localGate(
   config: RunConfig,
   options: GateOptions,
   say: Messages,
-  roundTrips: () => number,
+  roundTrips: () => RoundTrips,
 ): LocalGate {
   const admitHeld = async (lock: Lock): Promise<Admission> => {
     await recorder.deliverSpool();
