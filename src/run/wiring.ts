@@ -7,12 +7,16 @@ import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
 import type { PostgresStore } from '../store/postgres.js';
+import type { SchemaMemory } from '../store/postgres-base.js';
+import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
+import { join } from 'node:path';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { AdmitOptions, NewRun, RunStore } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 import { type Refused, RunRecorder, type Verdict } from './recorder.js';
 import { prestartWatchdog } from './watchdog.js';
+import { logTarget } from './housekeeping.js';
 
 // Whether an invocation may run, and if so the lock it holds and the requests it serves. A
 // loop (--for) that found nothing due yet holds the lock (`held`) to wait for work.
@@ -232,8 +236,9 @@ async function postgresLog(
   const connect = (signal?: AbortSignal) => connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, signal));
   let store: PostgresStore | null = null;
   let openError: unknown = null;
+  const memory = schemaMemory(config, (await import('../store/postgres-migrations.js')).POSTGRES_MIGRATIONS.length);
   try {
-    store = await openPostgresStore(session ?? (await connect(abort)), db.schema);
+    store = await openPostgresStore(session ?? (await connect(abort)), db.schema, true, memory);
   } catch (error) {
     if (abort?.aborted) throw error;
     openError = error;
@@ -244,11 +249,22 @@ async function postgresLog(
       // The database and schema, whoever connects to them: a record one role spooled is
       // delivered by the next run that may write.
       spool: new Spool(config.stateDir, `${db.connection.host}:${db.connection.port}/${db.connection.database}/${db.schema}`),
-      reopen: async (signal) => openPostgresStore(await connect(signal), db.schema),
+      reopen: async (signal) => openPostgresStore(await connect(signal), db.schema, true, memory),
       openError,
       where: `${db.display} (schema ${db.schema})`,
     },
     say,
   );
   return { recorder, store };
+}
+
+// The schema stamp: a file in the state dir whose name carries the schema version this code
+// needs, touched once this host found the schema at it. An upgraded cronguard asks again.
+function schemaMemory(config: RunConfig, version: number): SchemaMemory {
+  const file = join(config.stateDir, `schema-${logTarget(config)}-v${version}.stamp`);
+  return {
+    current: touchedSince(file, 0),
+    remember: () => touch(config.stateDir, file, Date.now()),
+    forget: () => unlinkQuietly(file),
+  };
 }
