@@ -6,6 +6,7 @@
 import { createServer } from 'node:net';
 
 const JSONB = 3802;
+const INT4 = 23;
 const BOOL = 16;
 
 function message(type, ...parts) {
@@ -23,18 +24,25 @@ function int32(n) {
   return b;
 }
 
-function rowDescription(name, oid) {
-  return message('T', int16(1), name, int32(0), int16(0), int32(oid), int16(-1 & 0xffff), int32(-1), int16(0));
+function rowDescription(name, oid, ...more) {
+  const names = [name, ...more];
+  const fields = names.flatMap((n) => [n, int32(0), int16(0), int32(oid), int16(-1 & 0xffff), int32(-1), int16(0)]);
+  return message('T', int16(names.length), ...fields);
 }
 
-function dataRow(text) {
+function dataRow(text, columns = 1) {
   const value = Buffer.from(text);
-  return message('D', int16(1), int32(value.length), value);
+  return message('D', int16(columns), ...Array.from({ length: columns }, () => [int32(value.length), value]).flat());
 }
+
+// The schema's state (SCHEMA_STATE in postgres-sql.ts): there, current, and the role may do anything.
+const STATE = ['present', 'usable', 'owner', 'may_create', 'versioned', 'may_delete'];
 
 // What a statement returns: admit()'s verdict (admitted, at the schema's current version),
-// the outcome statement's unlock, and nothing for the rest.
+// the outcome statement's unlock, the schema's state and version, and nothing for the rest.
 function resultOf(sql, version) {
+  if (/AS may_delete/.test(sql)) return [rowDescription(...STATE.slice(0, 1), BOOL, ...STATE.slice(1)), dataRow('t', STATE.length), message('C', 'SELECT 1')];
+  if (/max\(version\)/.test(sql)) return [rowDescription('v', INT4), dataRow(String(version)), message('C', 'SELECT 1')];
   if (/\.admit\(/.test(sql)) return [rowDescription('r', JSONB), dataRow(JSON.stringify({ admitted: true, id: 1, requests: [], running: [], version })), message('C', 'SELECT 1')];
   if (/\bunlocked\b/.test(sql)) return [rowDescription('unlocked', BOOL), dataRow('t'), message('C', 'UPDATE 1')];
   return [message('n'), message('C', 'UPDATE 1')];

@@ -5,6 +5,7 @@ import { type DbConfig, pgError } from './config.js';
 
 export { BUSY_RETRY_MS } from './config.js';
 import { PgSession } from './session.js';
+import { noFreeSlot } from './slots.js';
 
 // Errors that pass: no free connection slot (a fleet connecting at the top of the minute)
 // or a server still starting up.
@@ -35,6 +36,7 @@ export async function connect(db: DbConfig, applicationName: string, options: Co
       if (error instanceof CronguardError || abort?.aborted) throw error;
       const code = (error as { code?: string }).code ?? '';
       const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (retry - 1)) * (0.5 + Math.random() / 2);
+      if (code === '53300' && Date.now() + delay > deadline) throw noFreeSlot((error as Error).message, db.display, retry - 1);
       if (!BUSY.has(code) || Date.now() + delay > deadline) {
         const mapped = pgError(withPgpassNote(error), db.display);
         if (BUSY.has(code) && retry > 1) mapped.message += ` (retried ${retry - 1} times)`;

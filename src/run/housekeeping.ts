@@ -1,8 +1,7 @@
-import { closeSync, constants, futimesSync, openSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
 import type { Messages } from '../util/io.js';
-import { preparePrivateDirectory } from '../util/safe-path.js';
+import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
 import { describe } from '../errors.js';
 import type { RunRecorder } from './recorder.js';
 
@@ -18,7 +17,7 @@ const BUDGET_MS = 2000;
 // of the day even the round trip that asks the log whether it is due.
 export async function housekeep(recorder: RunRecorder, config: RunConfig, say: Messages): Promise<void> {
   if (config.retentionMs === null || config.log === null) return;
-  const stamp = join(config.stateDir, `prune-${target(config)}.stamp`);
+  const stamp = join(config.stateDir, `prune-${logTarget(config)}.stamp`);
   const now = Date.now();
   if (touchedSince(stamp, now - PRUNE_EVERY_MS)) return;
   touch(config.stateDir, stamp, now);
@@ -39,42 +38,9 @@ export async function housekeep(recorder: RunRecorder, config: RunConfig, say: M
   }
 }
 
-// Which run log the stamp stands for: each database and schema has its own.
-function target(config: RunConfig): string {
+// Which run log a stamp stands for: each database and schema has its own.
+export function logTarget(config: RunConfig): string {
   if (config.log !== 'postgres' || !config.db) return 'local';
   const c = config.db.connection;
   return `${c.host}-${c.port}-${c.database}-${config.db.schema}`.replace(/[^A-Za-z0-9_.-]/g, '_');
-}
-
-function touchedSince(file: string, since: number): boolean {
-  try {
-    return statSync(file).mtimeMs > since;
-  } catch {
-    return false;
-  }
-}
-
-// A shared log's runs may not have needed the state dir yet: it is made as the embedded log
-// makes it, private. Whatever is already at the stamp's name is never followed.
-function touch(dir: string, file: string, now: number): void {
-  try {
-    preparePrivateDirectory(dir, 'state directory');
-    // Through the descriptor: a link someone put in its place is neither followed nor touched.
-    const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
-    try {
-      futimesSync(fd, now / 1000, now / 1000);
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    // No stamp: the log's own record still keeps the prune to once a day.
-  }
-}
-
-function unlinkQuietly(file: string): void {
-  try {
-    unlinkSync(file);
-  } catch {
-    // Already gone.
-  }
 }

@@ -66,8 +66,11 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     const ran = admission?.admitted || admission?.held;
     await (admission?.admitted ? admission.lock : admission?.held)?.release();
     if (gate && ran) await housekeep(gate.recorder, config, say);
-    const trips = gate?.roundTrips() ?? 0;
-    if (trips > 0) say.verbose(`${config.name}: ${trips} PostgreSQL round trip${trips === 1 ? '' : 's'} after connecting`);
+    const trips = gate?.roundTrips();
+    if (trips && trips.statements + trips.heartbeats > 0) {
+      const beats = trips.heartbeats > 0 ? ` + ${trips.heartbeats} heartbeat${trips.heartbeats === 1 ? '' : 's'}` : '';
+      say.verbose(`${config.name}: ${trips.statements} PostgreSQL round trip${trips.statements === 1 ? '' : 's'}${beats} after connecting`);
+    }
     discardSpareWatchdog();
     await gate?.close();
   }

@@ -7,12 +7,16 @@ import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
 import type { PostgresStore } from '../store/postgres.js';
+import type { SchemaMemory } from '../store/postgres-base.js';
+import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
+import { join } from 'node:path';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { AdmitOptions, NewRun, RunStore } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 import { type Refused, RunRecorder, type Verdict } from './recorder.js';
 import { prestartWatchdog } from './watchdog.js';
+import { logTarget } from './housekeeping.js';
 
 // Whether an invocation may run, and if so the lock it holds and the requests it serves. A
 // loop (--for) that found nothing due yet holds the lock (`held`) to wait for work.
@@ -30,11 +34,18 @@ export interface Gate {
   // The next run (--every, --for) while the lock is still held: the log's admission alone.
   readmit(run: NewRun): Promise<Verdict>;
   // Round trips to PostgreSQL so far, for --verbose (0 without a database).
-  roundTrips(): number;
+  roundTrips(): RoundTrips;
   close(): Promise<void>;
 }
 
 export type GateOptions = AdmitOptions;
+
+// The statements of the run, and apart from them, those of the heartbeat (PgSession.watch).
+export interface RoundTrips {
+  readonly statements: number;
+  readonly heartbeats: number;
+}
+const NONE: RoundTrips = { statements: 0, heartbeats: 0 };
 
 // The run log alone, for an attempt that never takes a lock (126/127).
 export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
@@ -47,7 +58,7 @@ export async function openRecorder(config: RunConfig, say: Messages): Promise<Ru
 export async function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
   if (config.lock !== 'postgres' && config.log !== 'postgres') {
     const backend = await openLockBackend(config, say);
-    return localGate(backend, await sqliteLog(config, say), run, config, options, say, () => 0);
+    return localGate(backend, await sqliteLog(config, say), run, config, options, say, () => NONE);
   }
   const db = config.db as NonNullable<RunConfig['db']>;
   // The lock needs its connection: without it nothing runs (69). The log alone can wait.
@@ -60,7 +71,8 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   const lockSession = connecting && (await connecting);
   const log = logged ? await postgresLog(config, say, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
   const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as PgSession[];
-  const roundTrips = () => sessions().reduce((n, s) => n + s.roundTrips, 0);
+  const roundTrips = () =>
+    sessions().reduce((n, s) => ({ statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), NONE);
   if (!lockSession) return localGate(await openLockBackend(config, say), log.recorder, run, config, options, say, roundTrips);
   const { postgresBackend } = await import('../lock/postgres.js');
   const key = config.lockKey as bigint;
@@ -131,7 +143,7 @@ function localGate(
   config: RunConfig,
   options: GateOptions,
   say: Messages,
-  roundTrips: () => number,
+  roundTrips: () => RoundTrips,
 ): LocalGate {
   const admitHeld = async (lock: Lock): Promise<Admission> => {
     await recorder.deliverSpool();
@@ -224,8 +236,9 @@ async function postgresLog(
   const connect = (signal?: AbortSignal) => connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, signal));
   let store: PostgresStore | null = null;
   let openError: unknown = null;
+  const memory = schemaMemory(config, (await import('../store/postgres-migrations.js')).POSTGRES_MIGRATIONS.length);
   try {
-    store = await openPostgresStore(session ?? (await connect(abort)), db.schema);
+    store = await openPostgresStore(session ?? (await connect(abort)), db.schema, true, memory);
   } catch (error) {
     if (abort?.aborted) throw error;
     openError = error;
@@ -236,11 +249,22 @@ async function postgresLog(
       // The database and schema, whoever connects to them: a record one role spooled is
       // delivered by the next run that may write.
       spool: new Spool(config.stateDir, `${db.connection.host}:${db.connection.port}/${db.connection.database}/${db.schema}`),
-      reopen: async (signal) => openPostgresStore(await connect(signal), db.schema),
+      reopen: async (signal) => openPostgresStore(await connect(signal), db.schema, true, memory),
       openError,
       where: `${db.display} (schema ${db.schema})`,
     },
     say,
   );
   return { recorder, store };
+}
+
+// The schema stamp: a file in the state dir whose name carries the schema version this code
+// needs, touched once this host found the schema at it. An upgraded cronguard asks again.
+function schemaMemory(config: RunConfig, version: number): SchemaMemory {
+  const file = join(config.stateDir, `schema-${logTarget(config)}-v${version}.stamp`);
+  return {
+    current: touchedSince(file, 0),
+    remember: () => touch(config.stateDir, file, Date.now()),
+    forget: () => unlinkQuietly(file),
+  };
 }

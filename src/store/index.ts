@@ -2,6 +2,7 @@ import type { DbConfig } from '../pg/config.js';
 import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import type { PostgresStore } from './postgres.js';
+import type { SchemaMemory } from './postgres-base.js';
 import type { RunStore } from './types.js';
 
 // Opens the run logs. Each store's code, and its driver, loads on first use: a run never
@@ -17,9 +18,9 @@ export async function connectPostgres(db: DbConfig, applicationName: string, opt
   return connect(db, applicationName, options ?? { retryForMs: BUSY_RETRY_MS });
 }
 
-export async function openPostgresStore(session: PgSession, schema: string, create = true): Promise<PostgresStore> {
+export async function openPostgresStore(session: PgSession, schema: string, create = true, memory: SchemaMemory | null = null): Promise<PostgresStore> {
   const { PostgresStore } = await import('./postgres.js');
-  return new PostgresStore(session, schema, create);
+  return new PostgresStore(session, schema, create, memory);
 }
 
 export type { RunStore };

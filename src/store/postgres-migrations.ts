@@ -1,4 +1,5 @@
 import { migrationKey } from '../lock/postgres.js';
+import { SCHEMA_STATE } from './postgres-sql.js';
 import type { PgSession } from '../pg/session.js';
 import m0001 from './migrations/postgres/0001_initial.sql';
 import m0002 from './migrations/postgres/0002_ticks_and_locks.sql';
@@ -19,24 +20,27 @@ export const POSTGRES_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m000
 // Creates the schema and applies what is missing. A current schema is only read, so a role
 // without CREATE can run `migrate`. Hosts starting at once serialise on a transaction-level
 // advisory lock; each migration's row is inserted first, in the same transaction, so one can
-// never be applied twice.
+// never be applied twice. Every step asks before it acts (schemaState): first runs racing on
+// a fresh database, and roles that may not migrate, leave no ERROR in the server's log.
 export async function migratePostgres(session: PgSession, schema: string): Promise<number> {
   const s = session.escapeIdentifier(schema);
   const latest = POSTGRES_MIGRATIONS.length;
-  if ((await appliedVersion(session, s)) >= latest) return latest;
+  const before = await schemaState(session, schema);
+  if ((await appliedVersion(session, s, before)) >= latest) return latest;
+  mayMigrate(before, schema, session.db.connection.database);
   await session.query('BEGIN');
   try {
     // A migration may wait for another host's, and may take long on a big log: the session's
     // bounds (client-config.ts) are for the run path's statements.
     await session.query('SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0');
     await session.query('SELECT pg_advisory_xact_lock($1::bigint)', [migrationKey(schema).toString()]);
-    const [present] = await session.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
-    if (!present) await session.query(`CREATE SCHEMA ${s}`);
-    await session.query(
-      `CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (
-         version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
-    );
-    for (let v = await appliedVersion(session, s); v < latest; v++) {
+    // What the host that held the lock before us left (a statement after the lock sees it).
+    const state = await schemaState(session, schema);
+    if (!state.present) await session.query(`CREATE SCHEMA ${s}`);
+    if (!state.versioned) {
+      await session.query(`CREATE TABLE ${s}.schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+    }
+    for (let v = state.versioned ? await appliedVersion(session, s, state) : 0; v < latest; v++) {
       await session.query(`INSERT INTO ${s}.schema_migrations (version) VALUES ($1)`, [v + 1]);
       await session.query((POSTGRES_MIGRATIONS[v] as string).replaceAll('{{schema}}', s));
     }
@@ -49,14 +53,37 @@ export async function migratePostgres(session: PgSession, schema: string): Promi
   return latest;
 }
 
-// The schema's version; 0 when it or its migrations table does not exist yet.
-async function appliedVersion(session: PgSession, s: string): Promise<number> {
-  try {
-    const [row] = await session.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${s}.schema_migrations`);
-    return row?.v ?? 0;
-  } catch (error) {
-    const code = (error as { code?: string }).code;
-    if (code === '42P01' || code === '3F000') return 0;
-    throw error;
-  }
+export interface SchemaState {
+  readonly present: boolean;
+  // The role may use the schema (USAGE); the rest is false where it may not.
+  readonly usable: boolean;
+  // The role owns the schema (or is a member of its owner, or a superuser): it may migrate it.
+  readonly owner: boolean;
+  readonly may_create: boolean;
+  // schema_migrations exists and the role may read it.
+  readonly versioned: boolean;
+  readonly may_delete: boolean;
+}
+
+// See SCHEMA_STATE: one statement that never fails.
+export async function schemaState(session: PgSession, schema: string): Promise<SchemaState> {
+  const [row] = await session.query<SchemaState>(SCHEMA_STATE.text, [schema]);
+  return row as SchemaState;
+}
+
+// The schema's version; 0 when it or its migrations table does not exist yet (or may not be read).
+export async function appliedVersion(session: PgSession, s: string, state: SchemaState): Promise<number> {
+  if (!state.versioned) return 0;
+  const [row] = await session.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${s}.schema_migrations`);
+  return row?.v ?? 0;
+}
+
+// A role that may not make the schema (or upgrade it) is told so before any statement that
+// would fail: the error reads as the server's would (42501, mapped to 77 by pgError).
+function mayMigrate(state: SchemaState, schema: string, database: string): void {
+  if (state.present && !state.usable) throw Object.assign(new Error(`permission denied for schema ${schema}`), { code: '42501' });
+  const why = !state.present
+    ? state.may_create ? null : `permission denied to create schema ${schema} in database ${database}`
+    : state.owner ? null : `permission denied to upgrade schema ${schema}: only its owner may`;
+  if (why) throw Object.assign(new Error(`${why} (run cronguard migrate as its owner)`), { code: '42501' });
 }

@@ -115,13 +115,16 @@ export function statements(S: string) {
     // The row a run key names, and whether it is this run's (importRun changed nothing).
     keyOwner: named(`SELECT id, (job = :job AND host = :host AND pid = :pid AND started_at = :started_at) AS same
                      FROM ${S}.runs WHERE run_key = :run_key`),
-    // Advisory locks held right now by cronguard sessions; a bigint key is split into
-    // classid (high 32 bits) and objid (low 32 bits).
+    // Advisory locks held right now by cronguard sessions in this database (pg_locks shows
+    // the whole server's, and an advisory key is only a lock within its database); a bigint
+    // key is split into classid (high 32 bits) and objid (low 32 bits). Which keys are this
+    // schema's jobs' is for the caller to say (commands/locks.ts).
     advisoryLocks: named(`SELECT substr(a.application_name, 11) AS job, a.pid AS backend_pid,
                            coalesce(host(a.client_addr), 'local') AS client,
                            ((l.classid::bigint << 32) | l.objid::bigint)::text AS key, a.backend_start
                     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                       AND a.application_name LIKE 'cronguard:%'`),
     addRequest: named(`SELECT ${S}.request(:job, :args::text[], :not_before, :requested_by) AS id`),
     cancelRequest: named(`UPDATE ${S}.requests SET status = 'cancelled', finished_at = now()
@@ -180,7 +183,10 @@ export function statements(S: string) {
     // Retention (see the SQLite statements): the newest id old enough to go, then batches of
     // finished runs up to it, oldest first, each its own short transaction; rows another
     // session has locked are left for next time rather than waited for.
-    pruneBound: named(`SELECT coalesce(max(id), 0) AS id FROM ${S}.runs WHERE started_at < :cutoff`),
+    // A role without DELETE is told before a DELETE fails (and the server logs an ERROR).
+    pruneBound: named(`SELECT coalesce(max(id), 0) AS id,
+                              has_table_privilege('${S}.runs', 'DELETE') AND has_table_privilege('${S}.requests', 'DELETE') AS may_delete
+                       FROM ${S}.runs WHERE started_at < :cutoff`),
     pruneRuns: named(`DELETE FROM ${S}.runs WHERE id IN (
                         SELECT r.id FROM ${S}.runs r
                         WHERE r.id > :after AND r.id <= :bound AND r.started_at < :cutoff AND r.status <> 'running'
@@ -194,7 +200,11 @@ export function statements(S: string) {
                             SELECT id FROM ${S}.requests WHERE status IN ('succeeded', 'failed', 'cancelled')
                               AND coalesce(finished_at, requested_at) < :cutoff ORDER BY id LIMIT :batch FOR UPDATE SKIP LOCKED)
                           RETURNING id`),
-    claimTask: named(`INSERT INTO ${S}.housekeeping AS h (task, last_at) VALUES (:task, now())
+    // Claimed only by a role that may delete what the task deletes (prune: runs and
+    // requests): one without DELETE would fail at the first batch, every day, and DBAs
+    // alert on the server's ERROR line.
+    claimTask: named(`INSERT INTO ${S}.housekeeping AS h (task, last_at)
+                      SELECT :task, now() WHERE has_table_privilege('${S}.runs', 'DELETE') AND has_table_privilege('${S}.requests', 'DELETE')
                       ON CONFLICT (task) DO UPDATE SET last_at = now() WHERE h.last_at < now() - make_interval(secs => :every_s)
                       RETURNING task`),
     releaseTask: named(`UPDATE ${S}.housekeeping SET last_at = '-infinity' WHERE task = :task`),
@@ -204,6 +214,22 @@ export function statements(S: string) {
     latest: named(`SELECT * FROM ${S}.runs WHERE job = :job ORDER BY id DESC LIMIT 1`),
   };
 }
+
+// What this session may do with schema :schema, asked in one statement that cannot fail
+// whatever the schema's state (missing, half made, not ours): a statement that names a
+// missing schema or table, or one the role may not use, fails, and the server logs an ERROR
+// for it, which DBAs alert on. The CASE keeps to_regclass away from a schema the role may
+// not use (it would fail there).
+export const SCHEMA_STATE = named(`SELECT n.oid IS NOT NULL AS present,
+         coalesce(has_schema_privilege(n.oid, 'USAGE'), false) AS usable,
+         coalesce(pg_has_role(n.nspowner, 'USAGE'), false) AS owner,
+         has_database_privilege(current_database(), 'CREATE') AS may_create,
+         coalesce(CASE WHEN has_schema_privilege(n.oid, 'USAGE')
+                       THEN has_table_privilege(to_regclass(format('%I.schema_migrations', n.nspname)), 'SELECT') END, false) AS versioned,
+         coalesce(CASE WHEN has_schema_privilege(n.oid, 'USAGE')
+                       THEN has_table_privilege(to_regclass(format('%I.runs', n.nspname)), 'DELETE')
+                        AND has_table_privilege(to_regclass(format('%I.requests', n.nspname)), 'DELETE') END, false) AS may_delete
+  FROM (VALUES (1)) AS one LEFT JOIN pg_namespace n ON n.nspname = :schema`);
 
 // history's filters: only those given become conditions, so each query is one the planner
 // can serve from an index (a job's runs, a time range, or the newest ids).

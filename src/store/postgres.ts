@@ -1,3 +1,4 @@
+import { PermissionError } from '../errors.js';
 import { PostgresBase } from './postgres-base.js';
 import { listRunsStatement } from './postgres-sql.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
@@ -157,7 +158,10 @@ export class PostgresStore extends PostgresBase implements RunStore {
   }
 
   async prune({ before, keep, deadline }: PruneOptions): Promise<PruneResult> {
-    const [bound] = await this.withSchema(() => this.run<{ id: string }>(this.sql.pruneBound, { cutoff: before }));
+    const [bound] = await this.withSchema(() => this.run<{ id: string; may_delete: boolean }>(this.sql.pruneBound, { cutoff: before }));
+    if (!bound?.may_delete) {
+      throw new PermissionError(`PostgreSQL at ${this.session.db.display}: prune needs DELETE on ${this.schema}.runs and ${this.schema}.requests (run it as the schema's owner)`);
+    }
     const values = { bound: bound?.id, cutoff: before, keep, batch: PRUNE_BATCH };
     let runs = 0;
     let after = '0';

@@ -1,7 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { advisoryKey } from '../../src/lock/postgres.js';
 import { cronguard, fixture, lines, ROOT, runs, sandbox, start, waitFor } from '../helpers.js';
+import { databaseUrl, pgSandbox, sql } from '../pg-helpers.js';
 
 // Starts `cronguard ARGS -- hold.sh` and waits until the command runs; release() lets it end.
 async function holding(args: string[], env: NodeJS.ProcessEnv, dir: string) {
@@ -90,5 +93,46 @@ describe('cronguard locks (flock)', () => {
   it('rejects unknown options with 64, pointing at its own help', async () => {
     const result = await cronguard(['locks', '--all'], sandbox().env);
     expect(result).toMatchObject({ code: 64, stdout: '', stderr: "cronguard locks: unknown option '--all' (see cronguard locks --help)\n" });
+  });
+});
+
+describe('cronguard locks (postgres)', () => {
+  const other = 'test_other_i18';
+  const otherUrl = () => Object.assign(new URL(databaseUrl()), { pathname: `/${other}` }).toString();
+  beforeAll(async () => {
+    await sql(`CREATE DATABASE ${other}`).catch((error) => {
+      if ((error as { code?: string }).code !== '42P04') throw error;
+    });
+  });
+  afterAll(async () => {
+    await sql(`DROP DATABASE IF EXISTS ${other} WITH (FORCE)`);
+  });
+
+  // A session named as cronguard names its own, holding `key` in `database`.
+  async function holdingAs(job: string, key: bigint, url: string): Promise<pg.Client> {
+    const client = new pg.Client({ connectionString: url, application_name: `cronguard:${job}` });
+    await client.connect();
+    await client.query('SELECT pg_advisory_lock($1::bigint)', [key.toString()]);
+    return client;
+  }
+
+  it("lists only its own database's locks and its own schema's keys", async () => {
+    const box = pgSandbox();
+    const mine = box.job('mine');
+    const elsewhere = box.job('elsewhere');
+    const ours = await holding(['-n', mine], box.env, box.dir);
+    // The same schema and job in another database of the server; a job of another schema here.
+    const clients = [
+      await holdingAs(elsewhere, advisoryKey(elsewhere, box.schema), otherUrl()),
+      await holdingAs(mine, advisoryKey(mine, box.schema), otherUrl()),
+      await holdingAs(elsewhere, advisoryKey(elsewhere, `${box.schema}_b`), databaseUrl()),
+    ];
+    try {
+      const held = await locksOf(box.env);
+      expect(held).toEqual([expect.objectContaining({ job: mine, lock: 'postgres', key: advisoryKey(mine, box.schema).toString(), run_id: 1 })]);
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
+      await ours.release();
+    }
   });
 });

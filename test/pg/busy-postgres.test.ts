@@ -45,7 +45,7 @@ describe('a server with no free connection slot', () => {
     const result = await cronguard(['--no-log', '-n', box.job('full'), '--', 'touch', box.path('ran')], { ...box.env, CRONGUARD_DATABASE_URL: full.url });
     await full.release();
     expect(result.code).toBe(69);
-    expect(result.stderr).toMatch(/^cronguard: PostgreSQL at \S+: too many connections for role "busy_\w+" \(retried \d+ times\)\n$/);
+    expect(result.stderr).toMatch(/^cronguard: PostgreSQL at \S+ refused the connection: role busy_\w+ is at its CONNECTION LIMIT: .* \(retried \d+ times\)\n$/);
   });
 });
 
