@@ -43,9 +43,9 @@ export async function connect(db: DbConfig, applicationName: string, options: Co
   const { abort } = options;
   for (let retry = 1; ; retry++) {
     abort?.throwIfAborted();
-    const reached = await reach(db, applicationName, abort);
+    const reached = await reach(db, applicationName, abort, options.primary === true);
     if (!Array.isArray(reached)) {
-      if (options.primary) await refuseStandby(reached.session, reached.state);
+      if (options.primary && reached.state?.standby) await refuseStandby(reached.session);
       return reached.session;
     }
     const busy = reached.find((p) => BUSY.has(codeOf(p.error)));
@@ -61,29 +61,37 @@ export async function connect(db: DbConfig, applicationName: string, options: Co
 }
 
 // The first server of the list that answers and suits target_session_attrs (with
-// prefer-standby, the first that answers when none is a standby), or why each did not.
-async function reach(db: DbConfig, applicationName: string, abort: AbortSignal | undefined): Promise<{ session: PgSession; state?: ServerState } | Passed[]> {
+// prefer-standby, the first that answers when none is a standby), or why each did not. What
+// the server is gets known when target_session_attrs or `primary` needs it.
+async function reach(
+  db: DbConfig,
+  applicationName: string,
+  abort: AbortSignal | undefined,
+  primary: boolean,
+): Promise<{ session: PgSession; state?: ServerState } | Passed[]> {
   const attrs = db.targetSessionAttrs;
   const passed: Passed[] = [];
   let fallback: { session: PgSession; state: ServerState } | null = null;
+  const fail = async (error: unknown) => {
+    await fallback?.session.close();
+    throw error;
+  };
   for (const server of db.servers) {
     let session: PgSession;
     try {
       session = await attempt(atServer(db, server), applicationName, abort);
     } catch (error) {
-      if (error instanceof CronguardError || abort?.aborted) {
-        await fallback?.session.close();
-        throw error;
-      }
+      if (error instanceof CronguardError || abort?.aborted) return fail(error);
       passed.push({ server, error });
       continue;
     }
-    if (attrs === 'any') return { session };
+    if (attrs === 'any' && !primary) return { session };
     let state: ServerState;
     try {
-      state = await serverState(session);
+      state = await stateOf(session, abort);
     } catch (error) {
       await session.close();
+      if (abort?.aborted) return fail(error);
       passed.push({ server, error });
       continue;
     }
@@ -98,17 +106,26 @@ async function reach(db: DbConfig, applicationName: string, abort: AbortSignal |
   return fallback ?? passed;
 }
 
+// Asking the server what it is (before PostgreSQL 14) ends with `abort`, as connecting does:
+// a pooler with no server behind it would hold the answer for good.
+async function stateOf(session: PgSession, abort: AbortSignal | undefined): Promise<ServerState> {
+  if (!abort) return serverState(session);
+  let onAbort = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(abort.reason);
+    abort.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    abort.throwIfAborted();
+    return await Promise.race([serverState(session), aborted]);
+  } finally {
+    abort.removeEventListener('abort', onAbort);
+  }
+}
+
 // A run's locks and records belong on the primary: an advisory lock taken on a standby
 // exists only there, beside the primary's run of the same job.
-async function refuseStandby(session: PgSession, known: ServerState | undefined): Promise<void> {
-  let state: ServerState;
-  try {
-    state = known ?? (await serverState(session));
-  } catch (error) {
-    await session.close();
-    throw pgError(error, session.db.display);
-  }
-  if (!state.standby) return;
+async function refuseStandby(session: PgSession): Promise<never> {
   await session.close();
   throw new UnavailableError(
     `PostgreSQL at ${session.db.display} is a read-only standby (in recovery): point the URL at the primary, or list the hosts with target_session_attrs=read-write`,
