@@ -71,15 +71,26 @@ describe.skipIf(missing !== null)(`a streaming standby${missing ? ` (skipped: ${
     expect(any.stderr).toMatch(new RegExp(`^cronguard: PostgreSQL at postgres@127.0.0.1:${STANDBY.port}/test is a read-only standby`));
     expect(existsSync(rw.path('ran'))).toBe(false);
 
+    // A host that cannot be reached is passed over too; when none will do, one line says
+    // why for each.
+    const closed = `postgres://postgres@127.0.0.1:1,127.0.0.1:${STANDBY.port}`;
+    expect((await cronguard(['-n', name, '--', 'true'], box(`${closed},127.0.0.1:${PRIMARY.port}/test?target_session_attrs=primary`).env)).code).toBe(0);
+    expect(await rows(PRIMARY.port, name)).toHaveLength(2);
+    const none = await cronguard(['-n', name, '--', 'true'], box(`${closed}/test?target_session_attrs=read-write`).env);
+    expect(none).toMatchObject({ code: 69, stdout: '' });
+    expect(none.stderr).toBe(
+      `cronguard: cannot reach PostgreSQL at postgres@127.0.0.1:1/test: ECONNREFUSED (also tried postgres@127.0.0.1:${STANDBY.port}/test: a read-only standby (in recovery))\n`,
+    );
+
     const standby = await cronguard(['-n', name, '--', 'true'], box(`${list}?target_session_attrs=standby`).env);
     expect(standby.code).toBe(64);
     expect(standby.stderr).toMatch(/target_session_attrs=standby asks for a standby, but a run locks and records on the primary/);
 
     // A reading subcommand may read from the standby, once its replay has the row.
-    await waitFor(async () => (await rows(STANDBY.port, name)).length === 1, 'the row to reach the standby');
+    await waitFor(async () => (await rows(STANDBY.port, name)).length === 2, 'the rows to reach the standby');
     const history = await cronguard(['history', name, '--json'], box(`${list}?target_session_attrs=standby`).env);
     expect(history.code).toBe(0);
-    expect(JSON.parse(history.stdout)).toEqual([expect.objectContaining({ job: name, status: 'succeeded' })]);
+    expect(JSON.parse(history.stdout)).toEqual([expect.objectContaining({ job: name, status: 'succeeded' }), expect.objectContaining({ job: name })]);
     // A writing one says where it landed.
     const disable = await cronguard(['disable', name], box(`${list}?target_session_attrs=prefer-standby`).env);
     expect(disable.code).toBe(69);
