@@ -119,6 +119,9 @@ export function storeError(error: unknown): CronguardError | null {
   const message = (error as Error).message;
   if (/^[0-9A-Z]{5}$/.test(code)) {
     const denied = code === '42501' || code.startsWith('28');
+    if (code === '25006') {
+      return new UnavailableError(`PostgreSQL is read-only (a standby?): ${message}; point the URL at the primary, or add target_session_attrs=read-write`);
+    }
     return denied ? new PermissionError(`PostgreSQL: ${message}`) : new UnavailableError(`PostgreSQL: ${message} (SQLSTATE ${code})`);
   }
   if (code.startsWith('SQLITE_')) {

@@ -95,6 +95,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const setting = (key: SettingKey, option: string) => ctx.settings.get(key, { value: str(option), name: `--${flagName(option)}` });
   const db = resolveDb(setting('database_url', 'db'), setting('schema', 'schema'), ctx.env);
   const lock = parseLock(str('lock') ?? (db ? 'postgres' : 'flock'), db);
+  if (db && (lock === 'postgres' || !options.noLog)) refuseStandbyOnly(db);
   if (str('lockKey') !== undefined && lock !== 'postgres') {
     throw new UsageError('--lock-key applies to the postgres lock backend only');
   }
@@ -169,4 +170,15 @@ function parseLock(value: string, db: DbConfig | null): LockBackendName {
 // Quotes an argument the way a POSIX shell would need it, for the run log's `command`.
 export function quote(arg: string): string {
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
+}
+
+// A run takes its lock and writes its record on the primary: target_session_attrs that
+// asks for a standby can never serve it (reading subcommands may use such a URL).
+function refuseStandbyOnly(db: DbConfig): void {
+  const attrs = db.targetSessionAttrs;
+  if (attrs === 'read-only' || attrs === 'standby' || attrs === 'prefer-standby') {
+    throw new UsageError(
+      `${db.from.startsWith('--') ? db.from : `database URL (${db.from})`}: target_session_attrs=${attrs} asks for a standby, but a run locks and records on the primary; use read-write or primary (or leave it out)`,
+    );
+  }
 }

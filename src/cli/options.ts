@@ -18,7 +18,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'lockFile', long: 'lock-file', value: 'PATH', help: 'flock: lock exactly this file (shared with util-linux flock PATH)' },
   { key: 'lockDir', long: 'lock-dir', value: 'DIR', help: 'where lock files live ($CRONGUARD_LOCK_DIR)' },
   { key: 'lockKey', long: 'lock-key', value: 'N', help: 'postgres: use this signed 64-bit advisory key instead of the hashed name' },
-  { key: 'db', long: 'db', value: 'URL', help: 'PostgreSQL for the lock and run log ($CRONGUARD_DATABASE_URL); PG* variables fill in what it leaves out' },
+  { key: 'db', long: 'db', value: 'URL', help: 'PostgreSQL for the lock and run log ($CRONGUARD_DATABASE_URL): a URL (hosts may be a list) or libpq keyword=value pairs; PG* variables fill in what it leaves out' },
   { key: 'schema', long: 'schema', value: 'NAME', help: 'PostgreSQL schema of the run log ($CRONGUARD_SCHEMA, default cronguard)' },
   { key: 'onLockLoss', long: 'on-lock-loss', value: 'ACTION', help: 'postgres: terminate (default) or continue the command if the lock is lost' },
   { key: 'stateDir', long: 'state-dir', value: 'DIR', help: 'where the embedded run log lives ($CRONGUARD_STATE_DIR)' },

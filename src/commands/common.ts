@@ -35,7 +35,7 @@ export function parse(program: Command, args: readonly string[]): void {
 // Options that choose the run log, shared by every subcommand that reads it.
 export function withStoreOptions(program: Command): Command {
   return program
-    .option('--db <url>', 'PostgreSQL run log ($CRONGUARD_DATABASE_URL)')
+    .option('--db <url>', 'PostgreSQL run log ($CRONGUARD_DATABASE_URL): a URL or libpq keyword=value pairs')
     .option('--schema <name>', 'its schema ($CRONGUARD_SCHEMA, default cronguard)')
     .option('--state-dir <dir>', 'where the embedded run log lives ($CRONGUARD_STATE_DIR)');
 }

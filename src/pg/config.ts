@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import type { Setting } from '../cli/settings.js';
 import { type CronguardError, PermissionError, UnavailableError, UsageError } from '../errors.js';
 import { userName } from '../util/user.js';
-import { parseUri } from './url.js';
+import { parseConnectionString, type UriParts } from './url.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -28,13 +28,28 @@ export interface Connection {
 }
 
 export interface DbConfig {
+  // The first server to try; connect() tries each of `servers` in turn.
   readonly connection: Connection;
-  // user@host:port/database for messages: never the password.
+  // libpq's host list (host=a,b / postgresql://a,b), in order, each with its port and
+  // its own sslmode default.
+  readonly servers: readonly Server[];
+  // Which servers a session may stay on (libpq's target_session_attrs).
+  readonly targetSessionAttrs: TargetSessionAttrs;
+  // user@host:port/database for messages: never the password. With several hosts, all of
+  // them; a session's own DbConfig (see atServer) names the one it reached.
   readonly display: string;
   readonly schema: string;
   // Where the URL came from (a flag, a variable, a file and line), for -v.
   readonly from: string;
 }
+
+export interface Server {
+  readonly connection: Connection;
+  readonly display: string;
+}
+
+export const TARGET_SESSION_ATTRS = ['any', 'read-write', 'primary', 'read-only', 'standby', 'prefer-standby'] as const;
+export type TargetSessionAttrs = (typeof TARGET_SESSION_ATTRS)[number];
 
 export const DEFAULT_SCHEMA = 'cronguard';
 const SCHEMA = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -43,51 +58,88 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 export const BUSY_RETRY_MS = 5000;
 
 // Only an explicit URL (--db, $CRONGUARD_DATABASE_URL or the configuration file) turns the
-// PostgreSQL mode on; PG* variables alone, there for pg_dump or psql, never do.
+// PostgreSQL mode on; PG* variables alone, there for pg_dump or psql, never do. The URL is
+// a libpq connection string: a URI or keyword/value pairs.
 export function resolveDb(url: Setting | undefined, schemaSetting: Setting | undefined, env: Env): DbConfig | null {
   if (url === undefined) return null;
   const option = url.from.startsWith('--') ? url.from : `database URL (${url.from})`;
-  const uri = parseUri(url.value, option);
+  const uri = parseConnectionString(url.value, option);
   const param = (name: string, variable: string) => uri.params.get(name) || env[variable] || undefined;
   // libpq's default is the operating-system user, not $USER (which cron does not set).
   const user = uri.params.get('user') || uri.user || env.PGUSER || userName();
-  const fromUrl = uri.params.get('port') || uri.port;
-  const portText = fromUrl || env.PGPORT || '5432';
-  if (!/^\d{1,5}$/.test(portText) || Number(portText) < 1 || Number(portText) > 65535) {
-    // A port in the URL is not echoed: a raw '/' in a password can make a piece of it look
-    // like one.
-    const which = fromUrl ? `the port in ${option}` : `$PGPORT '${portText}'`;
-    throw new UsageError(`${which} is not a number from 1 to 65535`);
-  }
-  const port = Number(portText);
-  const host = uri.params.get('host') || uri.host || env.PGHOST || defaultHost(port);
-  const sslmode = (param('sslmode', 'PGSSLMODE') ?? (isLocal(host) ? 'disable' : 'prefer')) as SslMode;
-  if (!SSL_MODES.includes(sslmode)) {
-    throw new UsageError(`${option}: sslmode '${sslmode}' (or $PGSSLMODE) is not one of ${SSL_MODES.join(', ')}`);
+  const database = uri.params.get('dbname') || uri.dbname || env.PGDATABASE || user;
+  const givenSslmode = param('sslmode', 'PGSSLMODE') as SslMode | undefined;
+  if (givenSslmode !== undefined && !SSL_MODES.includes(givenSslmode)) {
+    throw new UsageError(`${option}: sslmode '${givenSslmode}' (or $PGSSLMODE) is not one of ${SSL_MODES.join(', ')}`);
   }
   const timeout = param('connect_timeout', 'PGCONNECT_TIMEOUT');
   if (timeout !== undefined && (!/^\d{1,4}$/.test(timeout) || Number(timeout) > 3600)) {
     throw new UsageError(`${option}: connect_timeout '${timeout}' (or $PGCONNECT_TIMEOUT) is not a number of seconds up to 3600`);
   }
-  const connection: Connection = {
-    host,
-    port,
-    user,
-    database: uri.params.get('dbname') || uri.dbname || env.PGDATABASE || user,
-    password: uri.params.get('password') ?? uri.password ?? (env.PGPASSWORD || undefined),
-    sslmode,
-    sslcert: param('sslcert', 'PGSSLCERT'),
-    sslkey: param('sslkey', 'PGSSLKEY'),
-    sslrootcert: param('sslrootcert', 'PGSSLROOTCERT'),
-    // libpq treats anything below 2 seconds (but 0, "forever") as 2.
-    connectTimeoutMs: timeout === undefined || timeout === '0' ? DEFAULT_CONNECT_TIMEOUT_MS : Math.max(2, Number(timeout)) * 1000,
-    options: param('options', 'PGOPTIONS'),
-  };
+  const attrs = (param('target_session_attrs', 'PGTARGETSESSIONATTRS') ?? 'any') as TargetSessionAttrs;
+  if (!TARGET_SESSION_ATTRS.includes(attrs)) {
+    throw new UsageError(`${option}: target_session_attrs '${attrs}' (or $PGTARGETSESSIONATTRS) is not one of ${TARGET_SESSION_ATTRS.join(', ')}`);
+  }
+  const servers = endpoints(uri, env, option).map(({ host, port }): Server => {
+    const connection: Connection = Object.freeze({
+      host,
+      port,
+      user,
+      database,
+      password: uri.params.get('password') ?? uri.password ?? (env.PGPASSWORD || undefined),
+      sslmode: givenSslmode ?? (isLocal(host) ? 'disable' : 'prefer'),
+      sslcert: param('sslcert', 'PGSSLCERT'),
+      sslkey: param('sslkey', 'PGSSLKEY'),
+      sslrootcert: param('sslrootcert', 'PGSSLROOTCERT'),
+      // libpq treats anything below 2 seconds (but 0, "forever") as 2; per host, as libpq.
+      connectTimeoutMs: timeout === undefined || timeout === '0' ? DEFAULT_CONNECT_TIMEOUT_MS : Math.max(2, Number(timeout)) * 1000,
+      options: param('options', 'PGOPTIONS'),
+    });
+    return Object.freeze({ connection, display: `${user}@${hostPort(connection)}/${database}` });
+  });
+  const first = servers[0] as Server;
   return Object.freeze({
-    connection: Object.freeze(connection),
-    display: `${user}@${host}:${port}/${connection.database}`,
+    connection: first.connection,
+    servers: Object.freeze(servers),
+    targetSessionAttrs: attrs,
+    display: servers.length === 1 ? first.display : `${user}@${servers.map((s) => hostPort(s.connection)).join(',')}/${database}`,
     schema: resolveSchema(schemaSetting),
     from: url.from,
+  });
+}
+
+// The same configuration, narrowed to the one server a session reached: what its messages,
+// its spool and -v name.
+export function atServer(db: DbConfig, server: Server): DbConfig {
+  return Object.freeze({ ...db, connection: server.connection, servers: [server], display: server.display });
+}
+
+// host:port, an IPv6 address in brackets.
+export function hostPort(conn: Connection): string {
+  return `${conn.host.includes(':') ? `[${conn.host}]` : conn.host}:${conn.port}`;
+}
+
+// libpq's host and port lists: from the string, else $PGHOST and $PGPORT. One port serves
+// every host; otherwise there is one per host. An empty entry is the default (the local
+// socket; $PGPORT or 5432).
+function endpoints(uri: UriParts, env: Env, option: string): { host: string; port: number }[] {
+  const list = (text: string | undefined) => (text === undefined || text === '' ? undefined : text.split(','));
+  const hosts = list(uri.params.get('host')) ?? uri.hosts ?? list(env.PGHOST) ?? [''];
+  const fromString = list(uri.params.get('port')) ?? uri.ports;
+  const ports = fromString ?? list(env.PGPORT) ?? [''];
+  const which = fromString ? `the port in ${option}` : `$PGPORT '${env.PGPORT}'`;
+  if (ports.length !== 1 && ports.length !== hosts.length) {
+    throw new UsageError(`${fromString ? option : '$PGPORT'}: ${ports.length} ports for ${hosts.length} hosts (give one port for all of them, or one per host)`);
+  }
+  return hosts.map((host, i) => {
+    const text = (ports.length === 1 ? ports[0] : ports[i]) || (fromString && env.PGPORT) || '5432';
+    if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535) {
+      // A port in the URL is not echoed: a raw '/' in a password can make a piece of it
+      // look like one.
+      throw new UsageError(`${which} is not a number from 1 to 65535`);
+    }
+    const port = Number(text);
+    return { host: host || defaultHost(port), port };
   });
 }
 
@@ -138,6 +190,8 @@ export function pgError(error: unknown, where: string): CronguardError {
   const code = e?.code ?? '';
   const message = e?.message ?? String(error);
   if (code === '42501') return new PermissionError(`PostgreSQL at ${where}: ${message}`);
+  // read_only_sql_transaction: a subcommand that writes, sent to a standby.
+  if (code === '25006') return new UnavailableError(`PostgreSQL at ${where} is read-only (a standby?): ${message}; point the URL at the primary, or add target_session_attrs=read-write`);
   if (isPrivilegeError(error)) return new PermissionError(`PostgreSQL at ${where} refused the login: ${message}`);
   if (NETWORK.has(code)) return new UnavailableError(`cannot reach PostgreSQL at ${where}: ${code}`);
   return new UnavailableError(`PostgreSQL at ${where}: ${message}`);

@@ -1,9 +1,10 @@
-import { CronguardError } from '../errors.js';
+import { CronguardError, UnavailableError } from '../errors.js';
 import { sleep } from '../util/io.js';
 import { pgpassWarnings } from './client-config.js';
-import { type DbConfig, pgError } from './config.js';
+import { atServer, type DbConfig, pgError, type Server } from './config.js';
 
 export { BUSY_RETRY_MS } from './config.js';
+import { accepts, describeState, type ServerState, serverState } from './server-state.js';
 import { PgSession } from './session.js';
 import { noFreeSlot } from './slots.js';
 
@@ -20,32 +21,135 @@ export interface ConnectOptions {
   // A signal to cronguard: stops connecting, and waiting to, at once (a server that never
   // answers would hold it for the connect timeout, a busy one for all of -w).
   readonly abort?: AbortSignal;
+  // The session takes locks and writes (a run): a standby is refused (69), whichever
+  // target_session_attrs led to it, before anything is done on it.
+  readonly primary?: boolean;
 }
 
-// A dedicated session: one attempt, a second with or without TLS as the sslmode says, and
-// while the server is busy, more after a jittered, growing delay, up to retryForMs. Every
-// failure ends as one of the contract's errors (69, 77).
+// Why one server of the list was not kept: it could not be reached (error), or it was not
+// what target_session_attrs asks for (state).
+interface Passed {
+  readonly server: Server;
+  readonly error?: unknown;
+  readonly state?: ServerState;
+}
+
+// A dedicated session: the servers of the list tried in order, as libpq tries them (the next
+// one when a server cannot be reached or is not what target_session_attrs asks for), each
+// with a second attempt with or without TLS as the sslmode says; while a server is busy, the
+// list again after a jittered, growing delay, up to retryForMs. Every failure ends as one of
+// the contract's errors (69, 77).
 export async function connect(db: DbConfig, applicationName: string, options: ConnectOptions): Promise<PgSession> {
   const deadline = Date.now() + options.retryForMs;
   const { abort } = options;
   for (let retry = 1; ; retry++) {
-    try {
-      abort?.throwIfAborted();
-      return await attempt(db, applicationName, abort);
-    } catch (error) {
-      if (error instanceof CronguardError || abort?.aborted) throw error;
-      const code = (error as { code?: string }).code ?? '';
-      const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (retry - 1)) * (0.5 + Math.random() / 2);
-      if (code === '53300' && Date.now() + delay > deadline) throw noFreeSlot((error as Error).message, db.display, retry - 1);
-      if (!BUSY.has(code) || Date.now() + delay > deadline) {
-        const mapped = pgError(withPgpassNote(error), db.display);
-        if (BUSY.has(code) && retry > 1) mapped.message += ` (retried ${retry - 1} times)`;
-        throw mapped;
-      }
-      options.onRetry?.(retry, Math.round(delay), (error as Error).message);
-      await sleep(delay, abort);
+    abort?.throwIfAborted();
+    const reached = await reach(db, applicationName, abort, options.primary === true);
+    if (!Array.isArray(reached)) {
+      if (options.primary && reached.state?.standby) await refuseStandby(reached.session);
+      return reached.session;
     }
+    const busy = reached.find((p) => BUSY.has(codeOf(p.error)));
+    const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (retry - 1)) * (0.5 + Math.random() / 2);
+    if (!busy || Date.now() + delay > deadline) {
+      // A single server out of slots: the line names which limit it reached.
+      if (busy && codeOf(busy.error) === '53300' && reached.length === 1) {
+        throw noFreeSlot((busy.error as Error).message, busy.server.display, retry - 1);
+      }
+      const error = failure(db, reached);
+      if (busy && retry > 1) error.message += ` (retried ${retry - 1} times)`;
+      throw error;
+    }
+    options.onRetry?.(retry, Math.round(delay), (busy.error as Error).message);
+    await sleep(delay, abort);
   }
+}
+
+// The first server of the list that answers and suits target_session_attrs (with
+// prefer-standby, the first that answers when none is a standby), or why each did not. What
+// the server is gets known when target_session_attrs or `primary` needs it.
+async function reach(
+  db: DbConfig,
+  applicationName: string,
+  abort: AbortSignal | undefined,
+  primary: boolean,
+): Promise<{ session: PgSession; state?: ServerState } | Passed[]> {
+  const attrs = db.targetSessionAttrs;
+  const passed: Passed[] = [];
+  let fallback: { session: PgSession; state: ServerState } | null = null;
+  const fail = async (error: unknown) => {
+    await fallback?.session.close();
+    throw error;
+  };
+  for (const server of db.servers) {
+    let session: PgSession;
+    try {
+      session = await attempt(atServer(db, server), applicationName, abort);
+    } catch (error) {
+      if (error instanceof CronguardError || abort?.aborted) return fail(error);
+      passed.push({ server, error });
+      continue;
+    }
+    if (attrs === 'any' && !primary) return { session };
+    let state: ServerState;
+    try {
+      state = await stateOf(session, abort);
+    } catch (error) {
+      await session.close();
+      if (abort?.aborted) return fail(error);
+      passed.push({ server, error });
+      continue;
+    }
+    if (accepts(attrs, state)) {
+      await fallback?.session.close();
+      return { session, state };
+    }
+    if (attrs === 'prefer-standby' && fallback === null) fallback = { session, state };
+    else await session.close();
+    passed.push({ server, state });
+  }
+  return fallback ?? passed;
+}
+
+// Asking the server what it is (before PostgreSQL 14) ends with `abort`, as connecting does:
+// a pooler with no server behind it would hold the answer for good.
+async function stateOf(session: PgSession, abort: AbortSignal | undefined): Promise<ServerState> {
+  if (!abort) return serverState(session);
+  let onAbort = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(abort.reason);
+    abort.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    abort.throwIfAborted();
+    return await Promise.race([serverState(session), aborted]);
+  } finally {
+    abort.removeEventListener('abort', onAbort);
+  }
+}
+
+// A run's locks and records belong on the primary: an advisory lock taken on a standby
+// exists only there, beside the primary's run of the same job.
+async function refuseStandby(session: PgSession): Promise<never> {
+  await session.close();
+  throw new UnavailableError(
+    `PostgreSQL at ${session.db.display} is a read-only standby (in recovery): point the URL at the primary, or list the hosts with target_session_attrs=read-write`,
+  );
+}
+
+// One line for a list that gave no session: the last error that kept a server out of
+// reach, in the contract's terms (77 for a refused login, else 69), naming the others.
+function failure(db: DbConfig, passed: Passed[]): CronguardError {
+  const others = (except: Passed | undefined) =>
+    passed.filter((p) => p !== except).map((p) => `${p.server.display}: ${p.state ? describeState(p.state) : codeOf(p.error) || (p.error as Error)?.message}`);
+  const unreachable = passed.filter((p) => p.error !== undefined).at(-1);
+  if (unreachable) {
+    const error = pgError(withPgpassNote(unreachable.error), unreachable.server.display);
+    const rest = others(unreachable);
+    if (rest.length > 0) error.message += ` (also tried ${rest.join('; ')})`;
+    return error;
+  }
+  return new UnavailableError(`no server of ${db.display} is what target_session_attrs=${db.targetSessionAttrs} asks for: ${others(undefined).join('; ')}`);
 }
 
 // 'prefer' tries TLS first and 'allow' plain first; each falls back to the other once.
@@ -61,6 +165,10 @@ async function attempt(db: DbConfig, applicationName: string, abort: AbortSignal
     if (!fallBack || abort?.aborted) throw error;
   }
   return PgSession.open(db, applicationName, !tlsFirst, abort);
+}
+
+function codeOf(error: unknown): string {
+  return (error as { code?: string } | undefined)?.code ?? '';
 }
 
 // A refused login is easier to fix when it says why ~/.pgpass was not used.

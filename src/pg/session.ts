@@ -33,6 +33,9 @@ export class PgSession {
   private constructor(
     private readonly client: pg.Client,
     readonly db: DbConfig,
+    // What the server reported at startup (ParameterStatus): server_version, and from
+    // PostgreSQL 14 in_hot_standby and default_transaction_read_only (see server-state.ts).
+    readonly parameters: ReadonlyMap<string, string>,
   ) {
     client.on('error', (error) => this.markLost(`connection error: ${error.message}`));
     client.on('end', () => this.markLost('the server closed the connection'));
@@ -54,6 +57,10 @@ export class PgSession {
     });
     // Errors before the session exists are reported by connect() itself.
     client.on('error', () => {});
+    const parameters = new Map<string, string>();
+    (client as unknown as { connection: NodeJS.EventEmitter }).connection.on('parameterStatus', (m: { parameterName: string; parameterValue: string }) =>
+      parameters.set(m.parameterName, m.parameterValue),
+    );
     let onAbort = () => {};
     const aborted = new Promise<never>((_, reject) => {
       onAbort = () => reject(abort?.reason);
@@ -68,7 +75,7 @@ export class PgSession {
     } finally {
       abort?.removeEventListener('abort', onAbort);
     }
-    return new PgSession(client, db);
+    return new PgSession(client, db, parameters);
   }
 
   async query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {

@@ -2,7 +2,7 @@ import type { RunConfig } from '../cli/config.js';
 import type { Lock, LockBackend } from '../lock/backend.js';
 import { retryUntil } from '../lock/backend.js';
 import { openLockBackend } from '../lock/index.js';
-import { BUSY_RETRY_MS, isServerError, pgError } from '../pg/config.js';
+import { BUSY_RETRY_MS, type Connection, isServerError, pgError } from '../pg/config.js';
 import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
@@ -190,13 +190,23 @@ function waiting(config: RunConfig, lock: string, say: Messages): () => null {
 }
 
 // A busy server (no free connection slot) is retried for a few seconds, or for as long as
-// -w lets the run wait.
+// -w lets the run wait. A run locks and records on the primary: a standby is refused.
 function connectOptions(config: RunConfig, say: Messages, abort?: AbortSignal): ConnectOptions {
   return {
     retryForMs: Math.max(BUSY_RETRY_MS, config.waitMs),
     onRetry: (retry, delayMs, reason) => say.verbose(`${config.name}: PostgreSQL is busy (${reason}); retry ${retry} in ${delayMs}ms`),
     abort,
+    primary: true,
   };
+}
+
+// How long a reconnection made to record (after the first session was lost) may take, and
+// then leave a statement unanswered, before the record goes to the spool.
+const RECORD_GIVE_UP_MS = 5000;
+
+// A server as older versions keyed its spool: host:port, the host as written.
+function serverKey(conn: Connection): string {
+  return `${conn.host}:${conn.port}`;
 }
 
 // A loop keeps the lock while nothing is due yet, and waits for work.
@@ -234,11 +244,23 @@ async function postgresLog(
   const db = config.db as NonNullable<RunConfig['db']>;
   const { Spool } = await import('../store/spool.js');
   const connect = (signal?: AbortSignal) => connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, signal));
+  // The database and schema, whoever connects to them: a record one role spooled is
+  // delivered by the next run that may write. See Spool for the keys.
+  const scope = `${db.connection.database}/${db.schema}`;
+  const memory = schemaMemory(config, (await import('../store/postgres-migrations.js')).POSTGRES_MIGRATIONS.length);
+  const spool = new Spool(config.stateDir, `${db.servers.map((s) => serverKey(s.connection)).join(',')}/${scope}`, scope);
+  // A store on the server a session reached: its directory (and, once known, its
+  // identity's) is the spool's too.
+  const opened = async (reached: PgSession): Promise<PostgresStore> => {
+    const store = await openPostgresStore(reached, db.schema, true, memory);
+    spool.reached(`${serverKey(reached.db.connection)}/${scope}`);
+    store.onIdentity = (identity) => spool.identify(identity);
+    return store;
+  };
   let store: PostgresStore | null = null;
   let openError: unknown = null;
-  const memory = schemaMemory(config, (await import('../store/postgres-migrations.js')).POSTGRES_MIGRATIONS.length);
   try {
-    store = await openPostgresStore(session ?? (await connect(abort)), db.schema, true, memory);
+    store = await opened(session ?? (await connect(abort)));
   } catch (error) {
     if (abort?.aborted) throw error;
     openError = error;
@@ -246,12 +268,20 @@ async function postgresLog(
   const recorder = new RunRecorder(
     {
       store,
-      // The database and schema, whoever connects to them: a record one role spooled is
-      // delivered by the next run that may write.
-      spool: new Spool(config.stateDir, `${db.connection.host}:${db.connection.port}/${db.connection.database}/${db.schema}`),
-      reopen: async (signal) => openPostgresStore(await connect(signal), db.schema, true, memory),
+      spool,
+      // After the first session was lost, a record gives up within seconds and goes to the
+      // spool, rather than waiting out a connect timeout or the 30 s a statement may take
+      // (a pooler that accepted the connection but has no server behind it answers nothing).
+      reopen: async (signal) => {
+        const limit = AbortSignal.timeout(RECORD_GIVE_UP_MS);
+        const reopened = await connect(signal ? AbortSignal.any([signal, limit]) : limit).catch((error) => {
+          throw limit.aborted && !signal?.aborted ? new Error(`no session within ${RECORD_GIVE_UP_MS / 1000} s`) : error;
+        });
+        reopened.answerWithin(RECORD_GIVE_UP_MS);
+        return opened(reopened);
+      },
       openError,
-      where: `${db.display} (schema ${db.schema})`,
+      where: `${store?.session.db.display ?? db.display} (schema ${db.schema})`,
     },
     say,
   );

@@ -19,6 +19,9 @@ export function named(text: string): Statement {
   return { text: out, names };
 }
 
+// The server's identity: the same on a physical standby and after its promotion.
+const SYSTEM_IDENTIFIER = 'SELECT system_identifier::text FROM pg_catalog.pg_control_system()';
+
 const ABANDONED = `'wrapper (pid ' || pid || ' on ' || host || ') vanished without recording an outcome'`;
 
 // A new run's columns and their parameters.
@@ -36,7 +39,11 @@ export function statements(S: string) {
     // The admission of one run (migration 0005): one round trip, under the postgres lock
     // (when :p has a key) or a local one, after the claims of runs that ended are settled
     // (0011; `orphaned`: this host's such runs the lock does not prove ended).
-    admit: named(`SELECT ${S}.admit(s.p) AS r, s.p->'orphaned' AS orphaned FROM ${S}.settle_claims(:p::jsonb) AS s(p)`),
+    // It also names the server (pg_control_system(), executable by PUBLIC): the spool's key
+    // after a failover (see Spool), at no round trip of its own.
+    admit: named(`SELECT ${S}.admit(s.p) AS r, s.p->'orphaned' AS orphaned, (${SYSTEM_IDENTIFIER}) AS system_identifier
+                  FROM ${S}.settle_claims(:p::jsonb) AS s(p)`),
+    systemIdentifier: named(SYSTEM_IDENTIFIER),
     // Of those, the runs whose wrapper is gone.
     settleClaims: named(`SELECT ${S}.settle_claims_of(:ids::bigint[])`),
     // A delivered record's claims (see claimsOf): those its command was never given go back to

@@ -18,6 +18,10 @@ export type { AdvisoryLock } from './postgres-rows.js';
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
 export class PostgresStore extends PostgresBase implements RunStore {
+  private identity: string | null = null;
+  // Told the server's identity once it is known (the spool keys records by it).
+  onIdentity: ((systemIdentifier: string) => void) | null = null;
+
   async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
     return this.admission(run, options, null, false);
   }
@@ -41,8 +45,11 @@ export class PostgresStore extends PostgresBase implements RunStore {
       manual: options.manual,
       keep_lock: options.keepLock,
     };
-    const [row] = await this.withSchema(() => this.run<{ r: AdmitResult; orphaned: RunningRow[] }>(this.sql.admit, { p: JSON.stringify(p) }));
+    const [row] = await this.withSchema(() =>
+      this.run<{ r: AdmitResult; orphaned: RunningRow[]; system_identifier: string }>(this.sql.admit, { p: JSON.stringify(p) }),
+    );
     const r = row?.r as AdmitResult;
+    this.identified(row?.system_identifier ?? null);
     await this.upgradeIfBehind(r.version);
     // This host's rows of the job under other locks, whose wrappers only this host can
     // check: as the embedded log does, whatever the verdict; and so the claims of such runs
@@ -55,6 +62,22 @@ export class PostgresStore extends PostgresBase implements RunStore {
       return { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined };
     }
     return { admitted: true, runId: Number(r.id), requests: r.requests.map((q) => claimedRequest(Number(q.id), q.args)) };
+  }
+
+  // The server's system identifier (see Spool), asked only when not known yet: the admission
+  // tells it for free. Null when this role may not read it.
+  async serverIdentity(): Promise<string | null> {
+    if (this.identity === null) {
+      const [row] = await this.run<{ system_identifier: string }>(this.sql.systemIdentifier, {}).catch(() => []);
+      this.identified(row?.system_identifier ?? null);
+    }
+    return this.identity;
+  }
+
+  private identified(identity: string | null): void {
+    if (identity === null || identity === this.identity) return;
+    this.identity = identity;
+    this.onIdentity?.(identity);
   }
 
   async setChildPid(id: number, childPid: number, command: string): Promise<void> {

@@ -1,11 +1,12 @@
-import { closeSync, constants, fsyncSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { describe } from '../errors.js';
+import { closeSync, constants, fsyncSync, readdirSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import type { Messages } from '../util/io.js';
-import { isSameProcess, processStart } from '../util/process-id.js';
 import { checkPrivateDirectory, openRegular, preparePrivateDirectory } from '../util/safe-path.js';
-import { moveAsideUnlessRoots, ownSubdir } from '../util/sharing.js';
+import { ownSubdir } from '../util/sharing.js';
+import { checked, deliverDir, RunKeyTaken, waiting } from './spool-files.js';
 import type { NewRun, RunOutcome, RunStatus, RunStore } from './types.js';
+
+export { RunKeyTaken };
 
 // A run whose record could not reach PostgreSQL, as JSON. Its run key makes delivery an
 // upsert: one row, whether or not its start got through.
@@ -58,25 +59,56 @@ export function rekeyed(record: SpooledRun): string {
   return `${record.run.runKey}@${record.run.host}/${record.run.pid}/${record.run.startedAt}`;
 }
 
-// A record whose run key, and the key made from it, both name other runs' rows.
-export class RunKeyTaken extends Error {
-  constructor(runKey: string) {
-    super(`run key ${runKey} belongs to another run`);
-  }
-}
-
 // Run records kept on local disk while the shared run log is unreachable, one JSON file per
 // run, delivered by the next invocation that can connect. Nothing is lost: a file is removed
-// only after its row is in the database. Each database and schema has a directory of its
-// own, so a record is never delivered into another schema.
+// only after its row is in the database. Each database and schema has directories of its
+// own, so a record is never delivered into another schema:
+// - once a session has named the server (its system identifier, see PostgresStore), records
+//   go under that identity, database and schema (`id-` directories): a standby promoted
+//   after a failover has the same identity, so what was spooled against the old primary is
+//   delivered to the new one, whatever the URL now says;
+// - before that (the server never answered), under the URL's hosts, database and schema.
+// A session delivers its URL's directory, the one of the server it reached (the key of
+// older versions, host:port/database/schema) and, when `id-` directories wait, its server's.
 export class Spool {
-  readonly dir: string;
+  private readonly root: string;
+  // Keys whose directories this spool delivers; the first is the URL's.
+  private readonly keys: string[];
+  private writeKey: string;
+  private identified = false;
 
+  // `target`: the URL's hosts, database and schema; `scope`: database and schema alone.
   constructor(
     private readonly stateDir: string,
-    private readonly target: string,
+    target: string,
+    private readonly scope: string = target,
   ) {
-    this.dir = join(ownSubdir(stateDir, 'spool'), fnv1a(target));
+    this.root = ownSubdir(stateDir, 'spool');
+    this.keys = [target];
+    this.writeKey = target;
+  }
+
+  // Where this run's records go now.
+  get dir(): string {
+    return this.dirOf(this.writeKey);
+  }
+
+  // A session reached this server (host:port/database/schema): its directory is delivered too.
+  reached(key: string): void {
+    if (!this.keys.includes(key)) this.keys.push(key);
+  }
+
+  // The server's system identifier: records go under it from now on, and wait there for
+  // any session to the same server (or its promoted standby).
+  identify(systemIdentifier: string): void {
+    const key = `system ${systemIdentifier}/${this.scope}`;
+    if (!this.keys.includes(key)) this.keys.push(key);
+    this.writeKey = key;
+    this.identified = true;
+  }
+
+  private dirOf(key: string): string {
+    return join(this.root, key.startsWith('system ') ? `id-${fnv1a(key)}` : fnv1a(key));
   }
 
   // Written in full and flushed to disk before it takes its name: a full disk or a crash
@@ -84,13 +116,14 @@ export class Spool {
   write(record: SpooledRun): void {
     // The state directory is checked before anything is made in it.
     const shared = preparePrivateDirectory(this.stateDir, 'state directory') !== null;
-    this.checked(true, shared);
-    const file = join(this.dir, `${record.run.runKey.replace(/[^A-Za-z0-9._-]/g, '_')}.json`);
+    const dir = this.dir;
+    checked(dir, true, shared);
+    const file = join(dir, `${record.run.runKey.replace(/[^A-Za-z0-9._-]/g, '_')}.json`);
     const temp = `${file}.tmp`;
     rmSync(temp, { force: true });
     const fd = openRegular(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', temp, 0o600);
     try {
-      const bytes = Buffer.from(JSON.stringify({ ...record, target: this.target }));
+      const bytes = Buffer.from(JSON.stringify({ ...record, target: this.writeKey }));
       for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done);
       fsyncSync(fd);
     } catch (error) {
@@ -102,129 +135,31 @@ export class Spool {
     renameSync(temp, file);
   }
 
-  // The spool's directories, made level by level (`create`) and each checked as ours before
-  // the next is made or anything is read or renamed in it: in root's shared state directory
-  // a member could have made `spool` first, or left a link in its place (root moves such a
-  // thing aside there, see moveAsideUnlessRoots; anywhere else it is refused).
-  private checked(create: boolean, shared = false): void {
-    for (const dir of [dirname(this.dir), this.dir]) {
-      if (create) {
-        if (shared) moveAsideUnlessRoots(dir);
-        mkdirOnce(dir);
-      }
-      checkPrivateDirectory(dir, 'spool directory');
-    }
-  }
-
-  // Moves every finished (or orphaned) record into the store. A record is claimed by
-  // renaming it to a name that says who delivers it, so two invocations delivering at once
-  // never both take it, and one whose deliverer died before it was done is taken again. A
-  // record that can never be delivered (unreadable, or refused by the database for what it
-  // holds) is set aside for the operator with one warning; when the store itself fails, the
-  // record waits for the next delivery, and the run goes on to find out for itself.
+  // Moves every finished (or orphaned) record of this spool's directories into the store.
+  // The server's identity is asked for (one statement) only when `id-` directories hold
+  // records and the session has not told it yet.
   async deliver(store: RunStore, host: string, say: Messages): Promise<number> {
     let names: string[];
     try {
-      this.checked(false);
-      names = readdirSync(this.dir);
+      checkPrivateDirectory(this.root, 'spool directory');
+      names = readdirSync(this.root);
     } catch {
       return 0;
     }
-    const me = `.delivering-${process.pid}-${(processStart(process.pid) ?? 'unknown').replace('/', '_')}`;
+    if (!this.identified && store.serverIdentity && names.some((name) => name.startsWith('id-') && waiting(join(this.root, name)))) {
+      const identity = await store.serverIdentity();
+      if (identity !== null) this.identify(identity);
+    }
     let delivered = 0;
-    for (const name of names) {
-      const base = /^(.*\.json)(?:\.delivering-(\d+)-(.+))?$/.exec(name);
-      if (!base || (base[2] !== undefined && isSameProcess(Number(base[2]), (base[3] as string).replace('_', '/')))) continue;
-      const original = join(this.dir, base[1] as string);
-      const claimed = `${original}${me}`;
-      try {
-        renameSync(join(this.dir, name), claimed);
-      } catch {
-        continue;
-      }
-      const record = readRecord(claimed);
-      if (record === null) {
-        setAside(claimed, original, 'not a readable run record', say);
-        continue;
-      }
-      const unfinishedHere = !record.outcome && record.run.host === host && isSameProcess(record.run.pid, record.run.wrapperStart);
-      if (record.target !== this.target || unfinishedHere) {
-        putBack(claimed, original);
-        continue;
-      }
-      try {
-        await store.importRun(record);
-      } catch (error) {
-        if (isRecordError(error)) {
-          setAside(claimed, original, `refused: ${describe(error)}`, say);
-          continue;
-        }
-        putBack(claimed, original);
-        say.verbose(`spooled runs in ${this.dir} wait for the next run (${describe(error)})`);
-        return delivered;
-      }
-      rmSync(claimed);
-      delivered++;
+    for (const key of this.keys) {
+      const dir = this.dirOf(key);
+      if (!names.includes(basename(dir))) continue;
+      const done = await deliverDir(dir, key, store, host, say);
+      delivered += done.delivered;
+      if (!done.complete) break;
     }
     return delivered;
   }
-}
-
-function mkdirOnce(dir: string): void {
-  try {
-    mkdirSync(dir, 0o700);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-  }
-}
-
-// A spooled record, or null when the file does not hold one (empty or cut short by a crash
-// or a full disk before writes were flushed, or edited by hand).
-function readRecord(path: string): SpooledRun | null {
-  let record: SpooledRun;
-  try {
-    const fd = openRegular(path, constants.O_RDONLY, 'spool file');
-    try {
-      record = JSON.parse(readFileSync(fd, 'utf8')) as SpooledRun;
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    return null;
-  }
-  const run = record?.run;
-  const valid =
-    typeof run?.runKey === 'string' && typeof run.job === 'string' && typeof run.host === 'string' && Number.isInteger(run.pid) &&
-    !Number.isNaN(Date.parse(run.startedAt)) && !Number.isNaN(Date.parse(run.invokedAt)) &&
-    (record.outcome === null || !Number.isNaN(Date.parse(record.outcome?.finishedAt)));
-  return valid ? record : null;
-}
-
-// What the database refuses for a record's content (SQLSTATE class 22, data exception, or
-// 23, integrity constraint) it will refuse every time.
-function isRecordError(error: unknown): boolean {
-  return error instanceof RunKeyTaken || /^2[23]/.test(String((error as { code?: unknown })?.code));
-}
-
-// Puts a claimed record back under its name, unless its wrapper wrote a newer one there
-// meanwhile: rename(2) would replace that. Ours then stays beside it under a name of its
-// own, and the log keeps what the newer says whichever is delivered first (see importRun).
-function putBack(claimed: string, original: string): void {
-  try {
-    linkSync(claimed, original);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    renameSync(claimed, `${original.slice(0, -'.json'.length)}.${process.pid}-${Date.now()}.json`);
-    return;
-  }
-  unlinkSync(claimed);
-}
-
-// Kept for the operator under a name no deliverer picks up again, and said once.
-function setAside(claimed: string, original: string, why: string, say: Messages): void {
-  const aside = `${original}.bad-${Date.now()}-${process.pid}`;
-  renameSync(claimed, aside);
-  say.warn(`spooled run record ${original} cannot be delivered (${why}); moved aside to ${aside}`);
 }
 
 // A short, stable directory name for a database and schema (FNV-1a, 32 bits): no crypto on

@@ -204,6 +204,8 @@ export interface RunStore {
   // Writes a run recorded while this store was unreachable (see Spool), or one that never
   // started; returns its id.
   importRun(record: SpooledRun): Promise<number>;
+  // The server's identity (PostgreSQL: its system identifier), for the spool; null if unknown.
+  serverIdentity?(): Promise<string | null>;
   listRuns(filter: RunFilter): Promise<RunRow[]>;
   getRun(id: number): Promise<RunRow | null>;
   // The run with only the last `chars` characters of its output, cut in SQL.
