@@ -1,7 +1,7 @@
 import { UnavailableError, UsageError } from '../errors.js';
 import { DEFAULT_SCHEMA, pgError } from '../pg/config.js';
 import type { PgSession } from '../pg/session.js';
-import type { Messages } from '../util/io.js';
+import { type Messages, sleep } from '../util/io.js';
 import { sha256 } from '../util/sha256.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
@@ -28,14 +28,19 @@ const TRY = `SELECT CASE WHEN ${advisoryHeld('$1::bigint', 'pg_backend_pid()')} 
                     pg_backend_pid() AS backend`;
 // Unlocks only on the backend that took the lock ($2): anywhere else the key may be another
 // client's. From another backend, a backend that holds the lock idle for the pooler is ended
-// instead, which frees it: left alone it would hold the lock until the pooler closes it.
-const RELEASE = `SELECT pg_backend_pid() AS backend,
+// instead, which frees it: left alone it would hold the lock until the pooler closes it. The
+// backend to end is found first (MATERIALIZED, of pg_stat_get_activity($2) alone): in a
+// condition, the planner may call pg_terminate_backend on rows before the others filter them.
+const RELEASE = `WITH idle AS MATERIALIZED (SELECT a.pid FROM pg_stat_get_activity($2) a
+                                             WHERE a.pid = $2 AND a.pid <> pg_backend_pid() AND a.state = 'idle'
+                                               AND ${advisoryHeld('$1::bigint', 'a.pid')})
+                 SELECT pg_backend_pid() AS backend,
                         CASE WHEN pg_backend_pid() = $2 AND ${advisoryHeld('$1::bigint', 'pg_backend_pid()')}
                              THEN pg_advisory_unlock($1::bigint) ELSE false END AS unlocked,
-                        CASE WHEN pg_backend_pid() <> $2
-                             THEN EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = $2 AND a.state = 'idle'
-                                            AND ${advisoryHeld('$1::bigint', 'a.pid')} AND pg_terminate_backend(a.pid))
+                        CASE WHEN pg_backend_pid() <> $2 THEN coalesce((SELECT bool_or(pg_terminate_backend(pid)) FROM idle), false)
                              ELSE false END AS ended`;
+const RELEASE_TRIES = 20;
+
 // The heartbeat of a session that holds the lock: the backend it reaches, and whether that
 // backend holds the key.
 const PROBE = `SELECT pg_backend_pid() AS backend, ${advisoryHeld('$1::bigint', 'pg_backend_pid()')} AS held`;
@@ -65,11 +70,20 @@ export function postgresBackend(session: PgSession, key: bigint, say?: Messages)
       const backend = session.lockBackend;
       if (session.isLost || released || backend === null) return;
       // If the unlock fails, closing the session releases the lock all the same, when the
-      // session is the server's own connection.
-      const [row] = await session.query<{ backend: number; unlocked: boolean; ended: boolean }>(RELEASE, [key.toString(), backend]).catch(() => []);
+      // session is the server's own connection. Through a transaction pool the unlock may
+      // reach another backend, and the lock's own may be busy with another client for a
+      // moment: a few more tries, 100 ms apart, only then.
+      type Released = { backend: number; unlocked: boolean; ended: boolean };
+      let row: Released | undefined;
+      for (let attempt = 0; attempt < RELEASE_TRIES; attempt++) {
+        if (attempt > 0) await sleep(100);
+        [row] = await session.query<Released>(RELEASE, [key.toString(), backend]).catch(() => []);
+        if (!row || row.unlocked || row.ended || row.backend === backend) break;
+      }
       if (!row || row.unlocked) return;
-      if (row.ended) say?.verbose(`the unlock of advisory lock ${key} reached server backend ${row.backend}, not ${backend} which held it (transaction pooling): ended ${backend} to free the lock`);
-      else say?.warn(`advisory lock ${key} was not held by server backend ${row.backend} that the unlock reached (taken on ${backend}); if ${backend} still holds it, it stays held until the pooler closes that connection. ${USE_SESSION}`);
+      if (row.backend === backend) say?.verbose(`advisory lock ${key} was no longer held by server backend ${backend}, which took it`);
+      else if (row.ended) say?.verbose(`the unlock of advisory lock ${key} reached server backend ${row.backend}, not ${backend} which held it (transaction pooling): ended ${backend} to free the lock`);
+      else say?.warn(`advisory lock ${key} was not released: the unlock reached server backend ${row.backend}, not ${backend} which took it; ${backend} may hold it until the pooler closes that connection. ${USE_SESSION}`);
     },
   };
   const tryOnce = async (): Promise<Lock | null> => {
