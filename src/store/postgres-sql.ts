@@ -35,16 +35,10 @@ export function statements(S: string) {
   return {
     // The admission of one run (migration 0005): one round trip, under the postgres lock
     // (when :p has a key) or a local one, after the claims of runs that ended are settled
-    // (0011; `orphaned`: this host's such runs the lock does not prove ended). A server
-    // backend that already holds the key (`reentered`: shared with another client by a
-    // transaction pooler; the lock is re-entrant) admits nothing and settles nothing. `backend`
-    // and `holding`: where the lock was taken and whether it is held once admit() has decided.
-    admit: named(`SELECT a.r, a.orphaned, pg_backend_pid() AS backend, (a.key IS NOT NULL AND ${advisoryHeld('a.key', 'pg_backend_pid()')}) AS holding
-                  FROM (SELECT CASE WHEN s.reentered THEN '{"admitted": false, "reason": "reentered"}' ELSE ${S}.admit(s.p) END AS r,
-                               s.p->'orphaned' AS orphaned, s.key
-                        FROM (SELECT CASE WHEN h.reentered THEN :p::jsonb ELSE ${S}.settle_claims(:p::jsonb) END AS p, h.reentered, h.key
-                              FROM (SELECT k.key, k.key IS NOT NULL AND ${advisoryHeld('k.key', 'pg_backend_pid()')} AS reentered
-                                    FROM (SELECT (:p::jsonb->>'key')::bigint AS key) k OFFSET 0) h OFFSET 0) s OFFSET 0) a`),
+    // (0011; `orphaned`: this host's such runs the lock does not prove ended), guarded for
+    // poolers (0017: `reentered`, `backend`, `holding`).
+    admit: named(`SELECT a->'r' AS r, a->'orphaned' AS orphaned, (a->>'backend')::integer AS backend, coalesce((a->>'holding')::boolean, false) AS holding
+                  FROM ${S}.admit(:p::jsonb, true) AS a`),
     // Of those, the runs whose wrapper is gone.
     settleClaims: named(`SELECT ${S}.settle_claims_of(:ids::bigint[])`),
     // A delivered record's claims (see claimsOf): those its command was never given go back to

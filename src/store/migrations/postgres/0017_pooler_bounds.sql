@@ -34,3 +34,40 @@ CREATE FUNCTION {{schema}}.finish(p jsonb) RETURNS boolean LANGUAGE sql SET lock
   SELECT EXISTS (SELECT FROM done)
   FROM (SELECT count(pg_notify('cronguard_requests_done', (p->>'schema') || ':' || id)) FROM ended) AS heard;
 $$;
+
+-- Whether this server backend holds advisory lock `key` (as lock/postgres.ts's advisoryHeld):
+-- pg_locks shows a bigint key as classid (its high 32 bits) and objid (its low 32 bits).
+CREATE FUNCTION {{schema}}.holds(key bigint) RETURNS boolean LANGUAGE sql AS $$
+  SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1
+                   AND classid = ((key >> 32) & 4294967295)::oid AND objid = (key & 4294967295)::oid);
+$$;
+
+-- The run path's admission in one call (the statement's `admit` in postgres-sql.ts):
+-- settle_claims(), then admit(), under three guards a pooler needs.
+-- 1. A server backend that already holds the job's key admits nothing and settles nothing
+--    (`reentered`): a session lock is re-entrant, and through a transaction pool that
+--    backend serves another client, whose lock this would take for ours.
+-- 2. A session advisory lock taken by a statement that then fails is not rolled back with
+--    it: the one settle_claims() or admit() took before failing (a lock timeout, a missing
+--    privilege) is released here, so the caller's retry of the lock alone finds it free
+--    (the backend did not hold it before: guard 1).
+-- 3. It says which backend ran it and whether that backend holds the lock now.
+CREATE FUNCTION {{schema}}.admit(p jsonb, guarded boolean) RETURNS jsonb LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
+DECLARE
+  lock_key bigint := (p->>'key')::bigint;
+  settled  jsonb;
+  result   jsonb;
+BEGIN
+  IF lock_key IS NOT NULL AND {{schema}}.holds(lock_key) THEN
+    RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'reentered'), 'backend', pg_backend_pid());
+  END IF;
+  BEGIN
+    settled := {{schema}}.settle_claims(p);
+    result := {{schema}}.admit(settled);
+  EXCEPTION WHEN OTHERS THEN
+    IF lock_key IS NOT NULL AND {{schema}}.holds(lock_key) THEN PERFORM pg_advisory_unlock(lock_key); END IF;
+    RAISE;
+  END;
+  RETURN jsonb_build_object('r', result, 'orphaned', settled->'orphaned', 'backend', pg_backend_pid(),
+                            'holding', lock_key IS NOT NULL AND {{schema}}.holds(lock_key));
+END $$;
