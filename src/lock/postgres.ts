@@ -1,6 +1,7 @@
-import { UsageError } from '../errors.js';
+import { UnavailableError, UsageError } from '../errors.js';
 import { DEFAULT_SCHEMA, pgError } from '../pg/config.js';
 import type { PgSession } from '../pg/session.js';
+import { type Messages, sleep } from '../util/io.js';
 import { sha256 } from '../util/sha256.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
 
@@ -13,9 +14,50 @@ export interface PostgresLockBackend extends LockBackend {
   releasedElsewhere(): void;
 }
 
+// Whether server backend `pid` (an SQL expression) holds advisory lock `key` (a bigint SQL
+// expression). pg_locks shows a bigint key as classid (its high 32 bits) and objid (its low
+// 32 bits), both unsigned, with objsubid 1; a backend's locks are of its own database.
+export function advisoryHeld(key: string, pid: string): string {
+  return `EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = ${pid} AND granted AND objsubid = 1 AND classid = ((${key} >> 32) & 4294967295)::oid AND objid = (${key} & 4294967295)::oid)`;
+}
+
+// The lock, unless this server backend already holds it: a session lock is re-entrant, and a
+// backend that holds it without this session having taken it is shared with another client
+// (a pooler in transaction mode), which must not be taken for "ours" (got is null then).
+const TRY = `SELECT CASE WHEN ${advisoryHeld('$1::bigint', 'pg_backend_pid()')} THEN NULL ELSE pg_try_advisory_lock($1::bigint) END AS got,
+                    pg_backend_pid() AS backend`;
+// Unlocks only on the backend that took the lock ($2): anywhere else the key may be another
+// client's. From another backend, a backend that holds the lock idle for the pooler is ended
+// instead, which frees it: left alone it would hold the lock until the pooler closes it. The
+// backend to end is found first (MATERIALIZED, of pg_stat_get_activity($2) alone): in a
+// condition, the planner may call pg_terminate_backend on rows before the others filter them.
+const RELEASE = `WITH idle AS MATERIALIZED (SELECT a.pid FROM pg_stat_get_activity($2) a
+                                             WHERE a.pid = $2 AND a.pid <> pg_backend_pid() AND a.state = 'idle'
+                                               AND ${advisoryHeld('$1::bigint', 'a.pid')})
+                 SELECT pg_backend_pid() AS backend,
+                        CASE WHEN pg_backend_pid() = $2 AND ${advisoryHeld('$1::bigint', 'pg_backend_pid()')}
+                             THEN pg_advisory_unlock($1::bigint) ELSE false END AS unlocked,
+                        CASE WHEN pg_backend_pid() <> $2 THEN coalesce((SELECT bool_or(pg_terminate_backend(pid)) FROM idle), false)
+                             ELSE false END AS ended`;
+const RELEASE_TRIES = 20;
+
+// The heartbeat of a session that holds the lock: the backend it reaches, and whether that
+// backend holds the key.
+const PROBE = `SELECT pg_backend_pid() AS backend, ${advisoryHeld('$1::bigint', 'pg_backend_pid()')} AS held`;
+
+// One line, for a lock statement that found its server backend already holding the lock (69).
+export function sharedBackend(where: string): UnavailableError {
+  return new UnavailableError(`${NO_SESSION} at ${where}: its server connection already holds this job's lock for another client; nothing ran. ${USE_SESSION}`);
+}
+
+const NO_SESSION = 'the postgres lock needs a session of its own, and the connection is pooled by transaction';
+const USE_SESSION = 'Connect directly or through session pooling (PgBouncer pool_mode = session)';
+
 // A session-level advisory lock on a dedicated connection. It is held as long as the session
-// lives; the heartbeat notices a lost session within seconds (see PgSession.watch).
-export function postgresBackend(session: PgSession, key: bigint): PostgresLockBackend {
+// lives; the heartbeat notices a lost session within seconds (see PgSession.watch), and a
+// server backend that no longer holds the key (a transaction pooler routed the session
+// elsewhere, or the backend was ended) as a lost lock.
+export function postgresBackend(session: PgSession, key: bigint, say?: Messages): PostgresLockBackend {
   let released = false;
   const held: Lock = {
     inheritFd: null,
@@ -25,19 +67,36 @@ export function postgresBackend(session: PgSession, key: bigint): PostgresLockBa
     verify: () => {},
     heartbeat: null,
     release: async () => {
-      if (!session.isLost && !released) {
-        // If the unlock fails, closing the session releases the lock all the same.
-        await session.query('SELECT pg_advisory_unlock($1::bigint)', [key.toString()]).catch(() => {});
+      const backend = session.lockBackend;
+      if (session.isLost || released || backend === null) return;
+      // If the unlock fails, closing the session releases the lock all the same, when the
+      // session is the server's own connection. Through a transaction pool the unlock may
+      // reach another backend, and the lock's own may be busy with another client for a
+      // moment: a few more tries, 100 ms apart, only then.
+      type Released = { backend: number; unlocked: boolean; ended: boolean };
+      let row: Released | undefined;
+      for (let attempt = 0; attempt < RELEASE_TRIES; attempt++) {
+        if (attempt > 0) await sleep(100);
+        [row] = await session.query<Released>(RELEASE, [key.toString(), backend]).catch(() => []);
+        if (!row || row.unlocked || row.ended || row.backend === backend) break;
       }
+      if (!row || row.unlocked) return;
+      if (row.backend === backend) say?.verbose(`advisory lock ${key} was no longer held by server backend ${backend}, which took it`);
+      else if (row.ended) say?.verbose(`the unlock of advisory lock ${key} reached server backend ${row.backend}, not ${backend} which held it (transaction pooling): ended ${backend} to free the lock`);
+      else say?.warn(`advisory lock ${key} was not released: the unlock reached server backend ${row.backend}, not ${backend} which took it; ${backend} may hold it until the pooler closes that connection. ${USE_SESSION}`);
     },
   };
   const tryOnce = async (): Promise<Lock | null> => {
+    let row: { got: boolean | null; backend: number } | undefined;
     try {
-      const [row] = await session.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS got', [key.toString()]);
-      return row?.got === true ? held : null;
+      [row] = await session.query<{ got: boolean | null; backend: number }>(TRY, [key.toString()]);
     } catch (error) {
       throw pgError(error, session.db.display);
     }
+    if (row?.got === null) throw sharedBackend(session.db.display);
+    if (row?.got !== true) return null;
+    heldOn(session, key, row.backend);
+    return held;
   };
   return {
     description: `postgres advisory lock ${key} on ${session.db.display}`,
@@ -48,6 +107,18 @@ export function postgresBackend(session: PgSession, key: bigint): PostgresLockBa
     },
     acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort),
   };
+}
+
+// The lock was taken on server backend `backend`: from now on the heartbeat checks that the
+// session still reaches that backend and that it still holds the key.
+export function heldOn(session: PgSession, key: bigint, backend: number): void {
+  session.holdsLock(backend, async (ask) => {
+    const [row] = await ask<{ backend: number; held: boolean }>(PROBE, [key.toString()]);
+    if (row?.backend !== backend) {
+      return `the heartbeat reached server backend ${row?.backend}, not ${backend} which holds the lock: ${NO_SESSION}. ${USE_SESSION}`;
+    }
+    return row.held ? null : `server backend ${backend} no longer holds advisory lock ${key}`;
+  });
 }
 
 // The advisory lock key of a job: the first 8 bytes of sha256("cronguard:" || name) read as

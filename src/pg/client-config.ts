@@ -19,15 +19,13 @@ export function clientConfig(conn: Connection, tls: boolean): ClientConfig {
     // function whose undefined means "no password", though its types do not say so.
     password: conn.password ?? ((() => fromPgpass(conn)) as () => Promise<string>),
     ssl: tls ? tlsOptions(conn) : false,
-    options: [conn.options, SESSION_OPTIONS].filter(Boolean).join(' '),
+    // Only the user's own (options=, $PGOPTIONS): a pooler refuses the startup parameter
+    // (PgBouncer: "unsupported startup parameter") or drops it when told to ignore it, so
+    // nothing cronguard needs travels there. DateStyle is set after login (PgSession.open);
+    // the bounds of the run log's writes live on its functions (migration 0013).
+    ...(conn.options ? { options: conn.options } : {}),
   };
 }
-
-// Set on every session, after the user's options so that they win: timestamps in ISO form
-// (the driver parses no other), and bounds so that a table locked by maintenance or a hung
-// statement is cancelled by the server. Cancelled there, a statement cannot commit after
-// cronguard has given up on it and spooled the run (which would record it twice).
-const SESSION_OPTIONS = '-c datestyle=ISO -c lock_timeout=5s -c statement_timeout=20s';
 
 // libpq's meaning of each sslmode: require encrypts without checking the server (unless a
 // root certificate is given), verify-ca checks the chain, verify-full also the host name.

@@ -3,6 +3,9 @@ import Client from 'pg/lib/client.js';
 import type { DbConfig } from './config.js';
 import { clientConfig } from './client-config.js';
 
+// Asks, over the session, whether its lock is still held; returns why not, or null.
+export type LockProbe = (ask: <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<R[]>) => Promise<string | null>;
+
 // How often the lock connection proves it is alive, and how long an answer may take.
 export const HEARTBEAT_MS = 2000;
 const HEARTBEAT_TIMEOUT_MS = 4000;
@@ -18,6 +21,12 @@ export class PgSession {
   heartbeats = 0;
   private lostHandlers: ((reason: string) => void)[] = [];
   private lost: string | null = null;
+  // The server backend this session's advisory lock was taken on (null: it holds none), and
+  // what the heartbeat asks instead of SELECT 1 (see holdsLock); `lockGone`: why the lock is
+  // no longer proven held though the connection lives on (the run's outcome still goes out).
+  lockBackend: number | null = null;
+  private probe: LockProbe | null = null;
+  private lockGone: string | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
   // Rejects each statement still waiting for an answer once the session is known lost: a
   // cut network would otherwise hold each one until QUERY_TIMEOUT_MS. One entry per
@@ -57,6 +66,9 @@ export class PgSession {
     });
     // Errors before the session exists are reported by connect() itself.
     client.on('error', () => {});
+    // What the server reports at login: DateStyle (the driver parses timestamps in ISO form
+    // only; another one costs a SET, which poolers keep per client, PgBouncer tracking
+    // DateStyle, unlike a startup option they refuse) and whether it is a standby.
     const parameters = new Map<string, string>();
     (client as unknown as { connection: NodeJS.EventEmitter }).connection.on('parameterStatus', (m: { parameterName: string; parameterValue: string }) =>
       parameters.set(m.parameterName, m.parameterValue),
@@ -69,6 +81,7 @@ export class PgSession {
     try {
       abort?.throwIfAborted();
       await Promise.race([client.connect(), aborted]);
+      if (!/^ISO/.test(parameters.get('DateStyle') ?? '')) await Promise.race([client.query('SET datestyle = ISO'), aborted]);
     } catch (error) {
       await client.end().catch(() => {});
       throw error;
@@ -143,7 +156,7 @@ export class PgSession {
   // cut network is noticed within HEARTBEAT_MS + HEARTBEAT_TIMEOUT_MS at worst.
   watch(onLost: (reason: string) => void): void {
     this.lostHandlers.push(onLost);
-    if (this.lost) onLost(this.lost);
+    if (this.lost ?? this.lockGone) onLost((this.lost ?? this.lockGone) as string);
     if (this.heartbeat) return;
     let pendingSince: number | null = null;
     this.heartbeat = setInterval(() => {
@@ -153,14 +166,32 @@ export class PgSession {
       }
       pendingSince = Date.now();
       this.heartbeats++;
-      this.client.query('SELECT 1').then(
-        () => {
+      const ask = <R extends pg.QueryResultRow>(text: string, values: unknown[]) => this.client.query<R>(text, values).then((r) => r.rows);
+      (this.probe ? this.probe(ask) : this.client.query('SELECT 1').then(() => null)).then(
+        (gone) => {
           pendingSince = null;
+          if (gone) this.loseLock(gone);
         },
         (error: Error) => this.markLost(`heartbeat failed: ${error.message}`),
       );
     }, HEARTBEAT_MS / 2);
     this.heartbeat.unref();
+  }
+
+  // The session's advisory lock was taken on server backend `backend`; from now on the
+  // heartbeat asks `probe` whether it is still held there (see lock/postgres.ts).
+  holdsLock(backend: number, probe: LockProbe): void {
+    this.lockBackend = backend;
+    this.probe = probe;
+  }
+
+  // The lock is no longer proven held, though the connection answers: its holders hear, the
+  // heartbeat stops, and statements still go out (the outcome, the unlock).
+  private loseLock(reason: string): void {
+    if (this.lost || this.lockGone) return;
+    this.lockGone = reason;
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    for (const handler of this.lostHandlers) handler(reason);
   }
 
   get isLost(): boolean {

@@ -1,4 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
+import { CronguardError } from '../errors.js';
 import type { Lock, LockBackend } from '../lock/backend.js';
 import { retryUntil } from '../lock/backend.js';
 import { openLockBackend } from '../lock/index.js';
@@ -74,9 +75,9 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   const roundTrips = () =>
     sessions().reduce((n, s) => ({ statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), NONE);
   if (!lockSession) return localGate(await openLockBackend(config, say), log.recorder, run, config, options, say, roundTrips);
-  const { postgresBackend } = await import('../lock/postgres.js');
+  const { heldOn, postgresBackend } = await import('../lock/postgres.js');
   const key = config.lockKey as bigint;
-  const plain = postgresBackend(lockSession, key);
+  const plain = postgresBackend(lockSession, key, say);
   const gate = localGate(plain, log.recorder, run, config, options, say, roundTrips);
   const close = async () => {
     await gate.close();
@@ -94,7 +95,8 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
         const admitting = combined.lockAndAdmit(stamped, key, options, config.waitMs === 0);
         // A command under the postgres lock needs a watchdog: it starts while the server works.
         prestartWatchdog();
-        const admission = await admitting;
+        const { admission, backend, holding } = await admitting;
+        if (holding) heldOn(lockSession, key, backend);
         if (!admission.admitted) {
           if (keeps(options, admission)) return { ...admission, held: plain.held };
           return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;
@@ -102,6 +104,8 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
         log.recorder.adopt(stamped, admission.runId);
         return { admitted: true, lock: plain.held, requests: admission.requests };
       } catch (error) {
+        // A refusal of cronguard's own (a server connection shared by a pooler): nothing ran.
+        if (error instanceof CronguardError) throw error;
         // Only an error the server sent is the log's; anything else is the connection, and
         // without it there is no lock (69), though the statement may have committed.
         if (lockSession.isLost || !isServerError(error)) {

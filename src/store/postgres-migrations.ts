@@ -13,9 +13,10 @@ import m0009 from './migrations/postgres/0009_request_errors.sql';
 import m0010 from './migrations/postgres/0010_request_args.sql';
 import m0011 from './migrations/postgres/0011_settled_claims.sql';
 import m0012 from './migrations/postgres/0012_admission.sql';
+import m0013 from './migrations/postgres/0013_pooler_bounds.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
-export const POSTGRES_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011, m0012];
+export const POSTGRES_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011, m0012, m0013];
 
 // Creates the schema and applies what is missing. A current schema is only read, so a role
 // without CREATE can run `migrate`. Hosts starting at once serialise on a transaction-level
@@ -30,8 +31,8 @@ export async function migratePostgres(session: PgSession, schema: string): Promi
   mayMigrate(before, schema, session.db.connection.database);
   await session.query('BEGIN');
   try {
-    // A migration may wait for another host's, and may take long on a big log: the session's
-    // bounds (client-config.ts) are for the run path's statements.
+    // A migration may wait for another host's, and may take long on a big log: bounds a role
+    // or database may set are for the run path's statements (its own live on its functions).
     await session.query('SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0');
     await session.query('SELECT pg_advisory_xact_lock($1::bigint)', [migrationKey(schema).toString()]);
     // What the host that held the lock before us left (a statement after the lock sees it).

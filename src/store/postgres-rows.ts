@@ -8,7 +8,7 @@ import type { Holder, NewRun, Refusal, RunningRow, RunRow } from './types.js';
 // What the admit() function returns (migration 0005).
 export interface AdmitResult {
   admitted: boolean;
-  reason: Refusal;
+  reason: Refusal | 'reentered';
   id?: number;
   // As jsonb has them: what a row holds, checked by claimedRequest.
   requests: { id: number; args: unknown }[];

@@ -1,3 +1,4 @@
+import { advisoryHeld } from '../lock/postgres.js';
 import { RECENT_RUNS } from './jobs.js';
 import type { RunFilter } from './types.js';
 
@@ -32,17 +33,18 @@ const RUN_VALUES = `:job, :host, :trigger, :attempt, :pid, :username, :command, 
 const LIST_COLUMNS = `id, job, status, trigger, attempt, host, pid, child_pid, username, command, started_at, finished_at, duration_ms,
                       exit_code, signal, output_truncated, "overlaps", request_id, error,
                       tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start`;
-const FINISH = 'status = :status, finished_at = :finished_at, duration_ms = :duration_ms, exit_code = :exit_code, signal = :signal, output = :output, output_truncated = :output_truncated, error = :error';
 
 export function statements(S: string) {
   return {
     // The admission of one run (migration 0005): one round trip, under the postgres lock
     // (when :p has a key) or a local one, after the claims of runs that ended are settled
-    // (0011; `orphaned`: this host's such runs the lock does not prove ended).
-    // It also names the server (pg_control_system(), executable by PUBLIC): the spool's key
-    // after a failover (see Spool), at no round trip of its own.
-    admit: named(`SELECT ${S}.admit(s.p) AS r, s.p->'orphaned' AS orphaned, (${SYSTEM_IDENTIFIER}) AS system_identifier
-                  FROM ${S}.settle_claims(:p::jsonb) AS s(p)`),
+    // (0011; `orphaned`: this host's such runs the lock does not prove ended), guarded for
+    // poolers (0013: `reentered`, `backend`, `holding`). It also names the server
+    // (pg_control_system(), executable by PUBLIC): the spool's key after a failover (see
+    // Spool), at no round trip of its own.
+    admit: named(`SELECT a->'r' AS r, a->'orphaned' AS orphaned, (a->>'backend')::integer AS backend, coalesce((a->>'holding')::boolean, false) AS holding,
+                         (${SYSTEM_IDENTIFIER}) AS system_identifier
+                  FROM ${S}.admit(:p::jsonb, true) AS a`),
     systemIdentifier: named(SYSTEM_IDENTIFIER),
     // Of those, the runs whose wrapper is gone.
     settleClaims: named(`SELECT ${S}.settle_claims_of(:ids::bigint[])`),
@@ -59,21 +61,14 @@ export function statements(S: string) {
                     UPDATE ${S}.requests SET status = 'failed', finished_at = now()
                     WHERE run_id IN (SELECT id FROM gone) AND status = 'running'`),
     setChildPid: named(`UPDATE ${S}.runs SET child_pid = :child_pid, command = :command WHERE id = :id`),
-    // Skips that could not see this run's row yet were parked on the job; fold them in. On
-    // the last attempt (:final) its requests end with it, and waiters (request --wait) hear.
-    finish: named(`WITH claimed AS (UPDATE ${S}.jobs j SET pending_overlaps = 0 FROM ${S}.jobs old
-                              WHERE j.name = (SELECT job FROM ${S}.runs WHERE id = :id) AND old.name = j.name
-                                AND old.pending_overlaps > 0
-                              RETURNING old.pending_overlaps AS n),
-                   done AS (UPDATE ${S}.runs SET ${FINISH}, "overlaps" = "overlaps" + coalesce((SELECT n FROM claimed), 0)
-                            WHERE id = :id RETURNING id),
-                   ended AS (UPDATE ${S}.requests SET status = :request_status, finished_at = :finished_at, exit_code = :exit_code
-                             WHERE run_id = :id AND status = 'running' AND :final RETURNING id)
-             -- With :unlock, the advisory lock goes in the same round trip, once the row is
-             -- updated (referring to done makes it so): whoever takes the lock next waits for
-             -- this row, and finds it finished.
-             SELECT (SELECT count(pg_notify('cronguard_requests_done', :schema || ':' || id)) FROM ended) AS n,
-                    coalesce((SELECT pg_advisory_unlock(:unlock::bigint) FROM done WHERE :unlock::bigint IS NOT NULL), false) AS unlocked`),
+    // A run's outcome (finish(), migration 0013). With :unlock, the advisory lock goes in the
+    // same round trip, once the row is updated: whoever takes the lock next waits for this
+    // row, and finds it finished. Only on the server backend that took it (:backend): any
+    // other may hold the key for another client of a pooler.
+    finish: named(`SELECT CASE WHEN f.done AND :unlock::bigint IS NOT NULL AND pg_backend_pid() = :backend::integer
+                                 AND ${advisoryHeld(':unlock::bigint', 'pg_backend_pid()')}
+                               THEN pg_advisory_unlock(:unlock::bigint) ELSE false END AS unlocked
+                   FROM ${S}.finish(:p::jsonb) AS f(done)`),
     // Requests a run gives back: to wait for the next run (and waiting loops hear of them), or
     // failed without running (and their waiters hear that).
     giveBack: named(`WITH later AS (UPDATE ${S}.requests SET status = 'pending', run_id = NULL, claimed_at = NULL,

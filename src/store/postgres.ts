@@ -1,4 +1,5 @@
 import { PermissionError } from '../errors.js';
+import { sharedBackend } from '../lock/postgres.js';
 import { PostgresBase } from './postgres-base.js';
 import { listRunsStatement } from './postgres-sql.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
@@ -15,6 +16,14 @@ import {
 
 export type { AdvisoryLock } from './postgres-rows.js';
 
+// An admission under the postgres lock, and the server backend that took the lock (holding:
+// the lock is held once the admission has decided).
+export interface LockedAdmission {
+  readonly admission: Admission;
+  readonly backend: number;
+  readonly holding: boolean;
+}
+
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
 export class PostgresStore extends PostgresBase implements RunStore {
@@ -23,16 +32,18 @@ export class PostgresStore extends PostgresBase implements RunStore {
   onIdentity: ((systemIdentifier: string) => void) | null = null;
 
   async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
-    return this.admission(run, options, null, false);
+    return (await this.admission(run, options, null, false)).admission;
   }
 
   // Tries the advisory lock and, if it is ours and the rules allow, records the run, in one
   // round trip. When another session holds the lock, counts the skip (countSkip) on its run.
-  async lockAndAdmit(run: NewRun, key: bigint, options: AdmitOptions, countSkip: boolean): Promise<Admission> {
+  // Refuses (69) when the server backend already held the lock (see sharedBackend); says on
+  // which backend the lock was taken and whether it is held now.
+  async lockAndAdmit(run: NewRun, key: bigint, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
     return this.admission(run, options, key, countSkip);
   }
 
-  private async admission(run: NewRun, options: AdmitOptions, key: bigint | null, countSkip: boolean): Promise<Admission> {
+  private async admission(run: NewRun, options: AdmitOptions, key: bigint | null, countSkip: boolean): Promise<LockedAdmission> {
     const p = {
       ...runJson(run),
       ...(key === null ? {} : { key: key.toString(), count_skip: countSkip }),
@@ -45,11 +56,12 @@ export class PostgresStore extends PostgresBase implements RunStore {
       manual: options.manual,
       keep_lock: options.keepLock,
     };
-    const [row] = await this.withSchema(() =>
-      this.run<{ r: AdmitResult; orphaned: RunningRow[]; system_identifier: string }>(this.sql.admit, { p: JSON.stringify(p) }),
-    );
+    type Row = { r: AdmitResult; orphaned: RunningRow[]; backend: number; holding: boolean; system_identifier: string };
+    const [row] = await this.withSchema(() => this.run<Row>(this.sql.admit, { p: JSON.stringify(p) }));
     const r = row?.r as AdmitResult;
     this.identified(row?.system_identifier ?? null);
+    if (r.reason === 'reentered') throw sharedBackend(this.session.db.display);
+    const locked = { backend: row?.backend ?? 0, holding: row?.holding === true };
     await this.upgradeIfBehind(r.version);
     // This host's rows of the job under other locks, whose wrappers only this host can
     // check: as the embedded log does, whatever the verdict; and so the claims of such runs
@@ -59,9 +71,10 @@ export class PostgresStore extends PostgresBase implements RunStore {
     const orphaned = (row?.orphaned ?? []).filter(options.isGone).map((o) => String(o.id));
     if (orphaned.length > 0) await this.run(this.sql.settleClaims, { ids: orphaned });
     if (!r.admitted) {
-      return { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined };
+      const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined } as const;
+      return { ...locked, admission: refused };
     }
-    return { admitted: true, runId: Number(r.id), requests: r.requests.map((q) => claimedRequest(Number(q.id), q.args)) };
+    return { ...locked, admission: { admitted: true, runId: Number(r.id), requests: r.requests.map((q) => claimedRequest(Number(q.id), q.args)) } };
   }
 
   // The server's system identifier (see Spool), asked only when not known yet: the admission
@@ -85,8 +98,9 @@ export class PostgresStore extends PostgresBase implements RunStore {
   }
 
   async finishRun(id: number, o: RunOutcome, final: boolean, unlock: bigint | null = null): Promise<boolean> {
-    const values = { id, final, schema: this.schema, request_status: requestStatusOf(o.status), unlock: unlock?.toString() ?? null };
-    const [row] = await this.run<{ unlocked: boolean }>(this.sql.finish, { ...values, ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) });
+    const p = { id, final, schema: this.schema, request_status: requestStatusOf(o.status), ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) };
+    const values = { p: JSON.stringify(p), unlock: unlock?.toString() ?? null, backend: this.session.lockBackend };
+    const [row] = await this.withSchema(() => this.run<{ unlocked: boolean }>(this.sql.finish, values));
     return row?.unlocked === true;
   }
 
