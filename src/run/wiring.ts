@@ -205,8 +205,10 @@ function connectOptions(config: RunConfig, say: Messages, abort?: AbortSignal): 
 }
 
 // How long a reconnection made to record (after the first session was lost) may take, and
-// then leave a statement unanswered, before the record goes to the spool.
-const RECORD_GIVE_UP_MS = 5000;
+// then leave a statement unanswered, before the record goes to the spool. Longer than the
+// server's lock_timeout on the log's writes (5 s, migration 0013): a write waiting behind a
+// locked table is cancelled by the server first, so it cannot commit after it was spooled.
+const RECORD_GIVE_UP_MS = 8000;
 
 // A server as older versions keyed its spool: host:port, the host as written.
 function serverKey(conn: Connection): string {

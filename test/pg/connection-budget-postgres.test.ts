@@ -39,11 +39,12 @@ describe('the connection budget', () => {
     const barrier = box.path('go');
     const run = start(['-v', '-n', job, '--', fixture('hold.sh'), log, barrier], box.env);
     await waitFor(() => lines(log).length > 0, 'the job to start');
-    // The heartbeat's statement is the last its backend ran: at least one was sent.
+    // The heartbeat's statement (the lock's probe, see lock/postgres.ts) is the last its
+    // backend ran: at least one was sent.
     await waitFor(async () => {
       const pid = await backendOf(job);
       const [row] = await sql<{ query: string }>('SELECT query FROM pg_stat_activity WHERE pid = $1', [pid]);
-      return row?.query === 'SELECT 1';
+      return row?.query.includes('pg_locks') === true;
     }, 'a heartbeat');
     writeFileSync(barrier, '');
     const result = await run.done;
