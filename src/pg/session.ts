@@ -161,7 +161,15 @@ export class PgSession {
     let pendingSince: number | null = null;
     this.heartbeat = setInterval(() => {
       if (pendingSince !== null) {
-        if (Date.now() - pendingSince > HEARTBEAT_TIMEOUT_MS) this.markLost('the server stopped answering');
+        // Decided after the input already received has been read (setImmediate runs after
+        // the poll phase), and counted from what the server last sent: on a starved machine
+        // the answer may be waiting in the socket, and a busy loop is not a silent server.
+        const since = pendingSince;
+        setImmediate(() => {
+          if (pendingSince === since && Date.now() - Math.max(since, this.lastHeard) > HEARTBEAT_TIMEOUT_MS) {
+            this.markLost('the server stopped answering');
+          }
+        });
         return;
       }
       pendingSince = Date.now();
