@@ -119,7 +119,7 @@ rm -rf "$stage"/node_modules/*/build/Release/obj* "$stage"/node_modules/*/build/
 rm -rf "$DESTDIR$libdir"
 mv "$stage" "$DESTDIR$libdir"
 # The V8 code cache is tied to each file as installed (size and time) and to this node.
-"$node" --input-type=module -e "import('./scripts/build.mjs').then((b) => b.trainCodeCache(process.argv[1], process.argv[2]))" \
+"$node" --input-type=module -e "import('./scripts/train.mjs').then((b) => b.trainCodeCache(process.argv[1], process.argv[2]))" \
   "$DESTDIR$libdir/dist" "$node" || say "note: no code cache (cronguard works, starting a little slower)"
 
 launcher=$DESTDIR$bindir/cronguard
