@@ -33,7 +33,7 @@ export function loadAddon<T>(pkg: string, file: string): T {
       const built = /NODE_MODULE_VERSION (\d+)\./.exec((error as Error).message)?.[1];
       if (built === undefined) throw error;
       throw new UnavailableError(
-        `the native addon ${pkg} was built for another Node.js (module version ${built}; ${process.execPath} ${process.version} needs ${process.versions.modules}): reinstall cronguard with the node that runs it (npm rebuild -g cronguard)`,
+        `the native addon ${pkg} was built for another Node.js (module version ${built}; ${process.execPath} ${process.version} needs ${process.versions.modules}): reinstall cronguard for the node that runs it`,
       );
     }
     loaded.set(path, module.exports);
