@@ -3,7 +3,10 @@
 #
 #   ./install.sh               install (again: it is idempotent)
 #   ./install.sh --uninstall   remove what it installed, and the directories it created
-#                              once they are empty
+#                              once they are empty; root's run log and locks stay
+#   ./install.sh --uninstall --purge
+#                              also remove root's run log (/var/lib/cronguard), lock
+#                              directory and the group cronguard
 #
 # PREFIX defaults to /usr/local for root and ~/.local otherwise; DESTDIR stages the files
 # under another root (for packaging) while the launcher still points at PREFIX.
@@ -29,7 +32,11 @@ say() { printf 'install.sh: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
 
 if [ "${1:-}" = --uninstall ]; then
-  [ $# -eq 1 ] || die "unknown argument: $2 (--uninstall takes none)"
+  case "$#:${2:-}" in
+    1:) purge=false ;;
+    2:--purge) purge=true ;;
+    *) shift; die "unknown arguments: $* (--uninstall takes only --purge)" ;;
+  esac
   removed=0
   gone() {
     say "removed $1"
@@ -59,8 +66,16 @@ if [ "${1:-}" = --uninstall ]; then
 $(printf '%s\n' "$created" | LC_ALL=C sort -r)
 DIRS
   [ "$removed" -gt 0 ] || say "nothing to remove in ${DESTDIR}${PREFIX}"
-  [ -n "$DESTDIR" ] || ! getent group cronguard >/dev/null ||
-    say "kept the group cronguard, /run/lock/cronguard and /var/lib/cronguard (run logs): remove them by hand if you want them gone"
+  if [ -z "$DESTDIR" ] && getent group cronguard >/dev/null; then
+    if [ "$purge" = true ]; then
+      for dir in /var/lib/cronguard /run/lock/cronguard; do
+        if [ -e "$dir" ] || [ -L "$dir" ]; then rm -rf "$dir" && say "removed $dir"; fi
+      done
+      groupdel cronguard && say "removed the group cronguard"
+    else
+      say "kept the group cronguard, /run/lock/cronguard and /var/lib/cronguard (run logs): ./install.sh --uninstall --purge removes them"
+    fi
+  fi
   exit 0
 fi
 [ $# -eq 0 ] || die "unknown argument: $1 (use --uninstall or nothing)"
@@ -119,7 +134,7 @@ rm -rf "$stage"/node_modules/*/build/Release/obj* "$stage"/node_modules/*/build/
 rm -rf "$DESTDIR$libdir"
 mv "$stage" "$DESTDIR$libdir"
 # The V8 code cache is tied to each file as installed (size and time) and to this node.
-"$node" --input-type=module -e "import('./scripts/build.mjs').then((b) => b.trainCodeCache(process.argv[1], process.argv[2]))" \
+"$node" --input-type=module -e "import('./scripts/train.mjs').then((b) => b.trainCodeCache(process.argv[1], process.argv[2]))" \
   "$DESTDIR$libdir/dist" "$node" || say "note: no code cache (cronguard works, starting a little slower)"
 
 launcher=$DESTDIR$bindir/cronguard

@@ -7,13 +7,12 @@
 // CommonJS (measured: the split ESM build was slower than the single CommonJS file), so the
 // split ESM files are then turned into CommonJS ones, their imports of each other into
 // requires. Native addons (fs-ext, better-sqlite3) stay outside and load from node_modules.
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, transform } from 'esbuild';
-import { fakePostgres } from './train-postgres.mjs';
+import { trainCodeCache } from './train.mjs';
 
 // Edits to pg's source as it is bundled, each checked to still apply (a pg upgrade that
 // changes the code fails the build instead of silently undoing it):
@@ -143,42 +142,6 @@ ${rewrite(files.get('main'))}`;
   return [...files].filter(([name]) => !eager.has(name)).map(([name, code]) => [name, name === 'main' ? main : rewrite(code)]);
 }
 
-// Runs dist/train.cjs on a subcommand, a run under the postgres lock and log (against a
-// stand-in server: build and install time have no real one; its failure only costs that
-// run's cache) and last a plain run, so that the cache of the files they share holds what
-// the default run compiles, and each other file's what the run that used it compiled.
-// Training runs use a throwaway state.
-export async function trainCodeCache(dist, node = process.execPath) {
-  const scratch = mkdtempSync(join(tmpdir(), 'cronguard-train-'));
-  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: scratch, CRONGUARD_STATE_DIR: join(scratch, 's'), CRONGUARD_LOCK_DIR: join(scratch, 'l') };
-  const train = (args) => new Promise((resolve) => {
-    const child = spawn(node, [join(dist, 'train.cjs'), ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.on('close', (status) => resolve({ status, stderr }));
-  });
-  // Without the stand-in (no loopback port, no sources to count the migrations in), only the
-  // PostgreSQL run is left out.
-  const versions = () => readdirSync(join(root, 'src/store/migrations/postgres')).length;
-  const server = await Promise.resolve().then(() => fakePostgres(versions())).catch((error) => {
-    console.warn(`note: no PostgreSQL training run (those runs start a little slower): ${error.message}`);
-    return null;
-  });
-  try {
-    rmSync(join(dist, 'cache'), { recursive: true, force: true });
-    const pgRun = server && ['-n', 'train', '--db', `postgres://train@127.0.0.1:${server.address().port}/train?connect_timeout=5`, '--', 'true'];
-    for (const [args, required] of [[['history'], true], [pgRun, false], [['-n', 'train', '--', 'true'], true]]) {
-      if (!args) continue;
-      const result = await train(args);
-      if (result.status !== 0 && required) throw new Error(`training run ${args.join(' ')} failed: ${result.stderr}`);
-      if (result.status !== 0) console.warn(`note: the PostgreSQL training run failed (those runs start a little slower): ${result.stderr.trim()}`);
-    }
-  } finally {
-    server?.close();
-    rmSync(scratch, { recursive: true, force: true });
-  }
-}
-
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const dist = join(root, 'dist');
   rmSync(dist, { recursive: true, force: true });
@@ -186,5 +149,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   for (const entry of ['cronguard', 'train']) {
     await build({ ...bundleOptions, entryPoints: [join(root, `src/boot/${entry}.ts`)], outfile: join(dist, `${entry}.cjs`), banner: {}, define: {} });
   }
+  // The training's stand-in server answers each migration; an installed package has no
+  // sources to count them in.
+  writeFileSync(join(dist, 'train.json'), `${JSON.stringify({ postgresMigrations: readdirSync(join(root, 'src/store/migrations/postgres')).length })}\n`);
   await trainCodeCache(dist);
 }

@@ -143,6 +143,14 @@ describe.skipIf(process.geteuid?.() !== 0)('install.sh as root, without DESTDIR'
       const removed = host.sh(`cd ${project} && PREFIX=${prefix} ./install.sh --uninstall 2>&1`);
       expect(removed).toContain('install.sh: removed /etc/tmpfiles.d/cronguard.conf');
       expect(removed).toContain('install.sh: kept the group cronguard, /run/lock/cronguard and /var/lib/cronguard');
+      expect(host.sh('ls /var/lib/cronguard')).toContain('cronguard.db');
+
+      // Asked for: the run log, the lock directory and the group go too.
+      const purged = host.sh(`cd ${project} && PREFIX=${prefix} ./install.sh --uninstall --purge 2>&1`);
+      expect(purged).toContain('install.sh: removed /var/lib/cronguard\n');
+      expect(purged).toContain('install.sh: removed /run/lock/cronguard\n');
+      expect(purged).toContain('install.sh: removed the group cronguard\n');
+      expect(host.sh('getent group cronguard || echo none; ls /var/lib /run/lock')).not.toContain('cronguard');
     } finally {
       host.close();
     }

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { addonFile } from '../util/addon.js';
+import { loadAddon } from '../util/addon.js';
 import { SQLITE_FILE } from '../util/paths.js';
 import { preparePrivateDirectory } from '../util/safe-path.js';
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
@@ -18,7 +18,7 @@ import {
 } from './types.js';
 
 // The addon by its file: better-sqlite3's own lookup (`bindings`) probes a dozen paths per start.
-const sqliteAddon = (): string => addonFile('better-sqlite3', 'build/Release/better_sqlite3.node');
+const sqliteAddon = (): object => loadAddon('better-sqlite3', 'build/Release/better_sqlite3.node');
 
 // The embedded run log: one SQLite file in WAL mode, private to the user (0600), or shared
 // with the group of root's shared state directory (0660).
@@ -31,7 +31,8 @@ export class SqliteStore implements RunStore {
     const file = join(stateDir, SQLITE_FILE);
     const db = new Database(file, {
       timeout: 10_000,
-      nativeBinding: sqliteAddon(),
+      // Its types say a path; it takes the loaded addon too (lib/database.js).
+      nativeBinding: sqliteAddon() as unknown as string,
     });
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
@@ -46,7 +47,8 @@ export class SqliteStore implements RunStore {
       readonly: true,
       fileMustExist: true,
       timeout: 10_000,
-      nativeBinding: sqliteAddon(),
+      // Its types say a path; it takes the loaded addon too (lib/database.js).
+      nativeBinding: sqliteAddon() as unknown as string,
     });
     return new SqliteStore(db);
   }

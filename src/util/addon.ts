@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { UnavailableError } from '../errors.js';
 
 // cronguard's native addons (fs-ext, better-sqlite3), found by the path of their compiled
 // file. Resolving the package instead (a walk up the node_modules folders, its package.json,
@@ -19,12 +20,22 @@ export function addonFile(pkg: string, file: string): string {
 
 const loaded = new Map<string, unknown>();
 
-// The addon's exports, loaded once per process.
+// The addon's exports, loaded once per process. One built for another Node.js (installed
+// with one node, run with another: nvm, a distribution upgrade) cannot load; that is the
+// installation's fault, said in one line with its cure, not a crash.
 export function loadAddon<T>(pkg: string, file: string): T {
   const path = addonFile(pkg, file);
   if (!loaded.has(path)) {
     const module = { exports: {} };
-    process.dlopen(module, path);
+    try {
+      process.dlopen(module, path);
+    } catch (error) {
+      const built = /NODE_MODULE_VERSION (\d+)\./.exec((error as Error).message)?.[1];
+      if (built === undefined) throw error;
+      throw new UnavailableError(
+        `the native addon ${pkg} was built for another Node.js (module version ${built}; ${process.execPath} ${process.version} needs ${process.versions.modules}): reinstall cronguard for the node that runs it`,
+      );
+    }
     loaded.set(path, module.exports);
   }
   return loaded.get(path) as T;

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { appendFileSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT, sandbox } from '../helpers.js';
@@ -54,8 +54,8 @@ describe('the code cache training', () => {
     const warn = console.warn;
     console.warn = (line: string) => warnings.push(line);
     try {
-      const build = join(ROOT, 'scripts', 'build.mjs');
-      const { trainCodeCache } = (await import(build)) as { trainCodeCache(dist: string): Promise<void> };
+      const train = join(ROOT, 'scripts', 'train.mjs');
+      const { trainCodeCache } = (await import(train)) as { trainCodeCache(dist: string): Promise<void> };
       await trainCodeCache(dist);
     } finally {
       console.warn = warn;
@@ -73,4 +73,21 @@ describe('the code cache training', () => {
     expect(pgCacheSize(dist)).toBeGreaterThan(1.3 * pgCacheSize(plain));
     expect(run(dist, sandbox().env)).toMatchObject({ code: 0, stdout: 'ran\n', rejected: 0, missing: 0 });
   }, 60_000);
+});
+
+describe('the npm package\'s postinstall (scripts/train.mjs --quiet)', () => {
+  it('trains the cache for the installing node and notes that node for the launcher', () => {
+    const dist = copyOfDist();
+    rmSync(join(dist, 'cache'), { recursive: true, force: true });
+    const result = spawnSync(process.execPath, [join(ROOT, 'scripts', 'train.mjs'), '--quiet', dist], { encoding: 'utf8' });
+    expect(result).toMatchObject({ status: 0, stdout: '', stderr: '' });
+    expect(readFileSync(join(dist, 'node'), 'utf8')).toBe(`${process.execPath}\n`);
+    expect(run(dist, process.env)).toMatchObject({ code: 0, rejected: 0, missing: 0 });
+  });
+
+  it('says nothing and exits 0 where there is no dist/ yet (a clone\'s npm ci)', () => {
+    const box = sandbox();
+    const result = spawnSync(process.execPath, [join(ROOT, 'scripts', 'train.mjs'), '--quiet', box.path('dist')], { encoding: 'utf8' });
+    expect(result).toMatchObject({ status: 0, stdout: '', stderr: '' });
+  });
 });

@@ -1,0 +1,62 @@
+// Trains the V8 code cache of a built dist/ (see src/boot/code-cache.ts): at build time, by
+// install.sh, and after `npm install` of the package (its postinstall), for the node that
+// installed it. Needs nothing but Node: an installed package has no esbuild and no sources.
+//
+//   node scripts/train.mjs [--quiet] [DIST]
+//
+// --quiet (the postinstall): a package without dist/ (a clone's `npm ci`, before its build)
+// or a failed training says nothing and exits 0; cronguard then starts a little slower. It
+// also notes in dist/node which node installed the package: its native addons were built
+// for that node, and cron's PATH (/usr/bin:/bin) may not reach it (bin/cronguard reads it).
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { fakePostgres } from './train-postgres.mjs';
+
+// Runs dist/train.cjs on a subcommand, a run under the postgres lock and log (against a
+// stand-in server: build and install time have no real one; its failure only costs that
+// run's cache) and last a plain run, so that the cache of the files they share holds what
+// the default run compiles, and each other file's what the run that used it compiled.
+// Training runs use a throwaway state.
+export async function trainCodeCache(dist, node = process.execPath, warn = console.warn) {
+  const scratch = mkdtempSync(join(tmpdir(), 'cronguard-train-'));
+  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: scratch, CRONGUARD_STATE_DIR: join(scratch, 's'), CRONGUARD_LOCK_DIR: join(scratch, 'l') };
+  const train = (args) => new Promise((resolve) => {
+    const child = spawn(node, [join(dist, 'train.cjs'), ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('close', (status) => resolve({ status, stderr }));
+  });
+  // Without the stand-in (no loopback port), only the PostgreSQL run is left out.
+  const versions = () => JSON.parse(readFileSync(join(dist, 'train.json'), 'utf8')).postgresMigrations;
+  const server = await Promise.resolve().then(() => fakePostgres(versions())).catch((error) => {
+    warn(`note: no PostgreSQL training run (those runs start a little slower): ${error.message}`);
+    return null;
+  });
+  try {
+    rmSync(join(dist, 'cache'), { recursive: true, force: true });
+    const pgRun = server && ['-n', 'train', '--db', `postgres://train@127.0.0.1:${server.address().port}/train?connect_timeout=5`, '--', 'true'];
+    for (const [args, required] of [[['history'], true], [pgRun, false], [['-n', 'train', '--', 'true'], true]]) {
+      if (!args) continue;
+      const result = await train(args);
+      if (result.status !== 0 && required) throw new Error(`training run ${args.join(' ')} failed: ${result.stderr}`);
+      if (result.status !== 0) warn(`note: the PostgreSQL training run failed (those runs start a little slower): ${result.stderr.trim()}`);
+    }
+  } finally {
+    server?.close();
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const quiet = process.argv[2] === '--quiet';
+  const dist = process.argv[quiet ? 3 : 2] ?? fileURLToPath(new URL('../dist', import.meta.url));
+  if (!(quiet && !existsSync(join(dist, 'train.cjs')))) {
+    if (quiet) writeFileSync(join(dist, 'node'), `${process.execPath}\n`);
+    await trainCodeCache(dist, process.execPath, quiet ? () => {} : console.warn).catch((error) => {
+      if (!quiet) throw error;
+    });
+  }
+}
