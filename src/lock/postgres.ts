@@ -21,18 +21,26 @@ export function advisoryHeld(key: string, pid: string): string {
   return `EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = ${pid} AND granted AND objsubid = 1 AND classid = ((${key} >> 32) & 4294967295)::oid AND objid = (${key} & 4294967295)::oid)`;
 }
 
+// When this server backend started, as text (exact to the microsecond, unlike a Date): with
+// its pid, what names the backend a lock was taken on (see RELEASE).
+export const BACKEND_START = '(SELECT backend_start::text FROM pg_stat_get_activity(pg_backend_pid()))';
+
 // The lock, unless this server backend already holds it: a session lock is re-entrant, and a
 // backend that holds it without this session having taken it is shared with another client
 // (a pooler in transaction mode), which must not be taken for "ours" (got is null then).
 const TRY = `SELECT CASE WHEN ${advisoryHeld('$1::bigint', 'pg_backend_pid()')} THEN NULL ELSE pg_try_advisory_lock($1::bigint) END AS got,
-                    pg_backend_pid() AS backend`;
+                    pg_backend_pid() AS backend, ${BACKEND_START} AS backend_start`;
 // Unlocks only on the backend that took the lock ($2): anywhere else the key may be another
 // client's. From another backend, a backend that holds the lock idle for the pooler is ended
-// instead, which frees it: left alone it would hold the lock until the pooler closes it. The
+// instead, which frees it: left alone it would hold the lock until the pooler closes it. That
+// backend is known by its pid and its start ($3, text): a pid alone is handed out again once
+// its backend has gone (the pooler closed it, a DBA ended it), and may then be any session of
+// the server, of any role or database, holding the same number as an advisory key. The
 // backend to end is found first (MATERIALIZED, of pg_stat_get_activity($2) alone): in a
 // condition, the planner may call pg_terminate_backend on rows before the others filter them.
 const RELEASE = `WITH idle AS MATERIALIZED (SELECT a.pid FROM pg_stat_get_activity($2) a
                                              WHERE a.pid = $2 AND a.pid <> pg_backend_pid() AND a.state = 'idle'
+                                               AND a.backend_start = $3::timestamptz
                                                AND ${advisoryHeld('$1::bigint', 'a.pid')})
                  SELECT pg_backend_pid() AS backend,
                         CASE WHEN pg_backend_pid() = $2 AND ${advisoryHeld('$1::bigint', 'pg_backend_pid()')}
@@ -40,6 +48,7 @@ const RELEASE = `WITH idle AS MATERIALIZED (SELECT a.pid FROM pg_stat_get_activi
                         CASE WHEN pg_backend_pid() <> $2 THEN coalesce((SELECT bool_or(pg_terminate_backend(pid)) FROM idle), false)
                              ELSE false END AS ended`;
 const RELEASE_TRIES = 20;
+
 
 // The heartbeat of a session that holds the lock: the backend it reaches, and whether that
 // backend holds the key.
@@ -77,7 +86,7 @@ export function postgresBackend(session: PgSession, key: bigint, say?: Messages)
       let row: Released | undefined;
       for (let attempt = 0; attempt < RELEASE_TRIES; attempt++) {
         if (attempt > 0) await sleep(100);
-        [row] = await session.query<Released>(RELEASE, [key.toString(), backend]).catch(() => []);
+        [row] = await session.query<Released>(RELEASE, [key.toString(), backend, session.lockBackendStart]).catch(() => []);
         if (!row || row.unlocked || row.ended || row.backend === backend) break;
       }
       if (!row || row.unlocked) return;
@@ -87,15 +96,15 @@ export function postgresBackend(session: PgSession, key: bigint, say?: Messages)
     },
   };
   const tryOnce = async (): Promise<Lock | null> => {
-    let row: { got: boolean | null; backend: number } | undefined;
+    let row: { got: boolean | null; backend: number; backend_start: string | null } | undefined;
     try {
-      [row] = await session.query<{ got: boolean | null; backend: number }>(TRY, [key.toString()]);
+      [row] = await session.query<{ got: boolean | null; backend: number; backend_start: string | null }>(TRY, [key.toString()]);
     } catch (error) {
       throw pgError(error, session.db.display);
     }
     if (row?.got === null) throw sharedBackend(session.db.display);
     if (row?.got !== true) return null;
-    heldOn(session, key, row.backend);
+    heldOn(session, key, row.backend, row.backend_start);
     return held;
   };
   return {
@@ -109,10 +118,10 @@ export function postgresBackend(session: PgSession, key: bigint, say?: Messages)
   };
 }
 
-// The lock was taken on server backend `backend`: from now on the heartbeat checks that the
-// session still reaches that backend and that it still holds the key.
-export function heldOn(session: PgSession, key: bigint, backend: number): void {
-  session.holdsLock(backend, async (ask) => {
+// The lock was taken on server backend `backend` (started at `backendStart`): from now on the
+// heartbeat checks that the session still reaches that backend and that it still holds the key.
+export function heldOn(session: PgSession, key: bigint, backend: number, backendStart: string | null): void {
+  session.holdsLock(backend, backendStart, async (ask) => {
     const [row] = await ask<{ backend: number; held: boolean }>(PROBE, [key.toString()]);
     if (row?.backend !== backend) {
       return `the heartbeat reached server backend ${row?.backend}, not ${backend} which holds the lock: ${NO_SESSION}. ${USE_SESSION}`;

@@ -25,6 +25,8 @@ export class PgSession {
   // what the heartbeat asks instead of SELECT 1 (see holdsLock); `lockGone`: why the lock is
   // no longer proven held though the connection lives on (the run's outcome still goes out).
   lockBackend: number | null = null;
+  // When that backend started (text, see lock/postgres.ts): with the pid, it names the backend.
+  lockBackendStart: string | null = null;
   private probe: LockProbe | null = null;
   private lockGone: string | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
@@ -188,8 +190,9 @@ export class PgSession {
 
   // The session's advisory lock was taken on server backend `backend`; from now on the
   // heartbeat asks `probe` whether it is still held there (see lock/postgres.ts).
-  holdsLock(backend: number, probe: LockProbe): void {
+  holdsLock(backend: number, backendStart: string | null, probe: LockProbe): void {
     this.lockBackend = backend;
+    this.lockBackendStart = backendStart;
     this.probe = probe;
   }
 

@@ -90,8 +90,8 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
         const admitting = combined.lockAndAdmit(stamped, key, options, config.waitMs === 0);
         // A command under the postgres lock needs a watchdog: it starts while the server works.
         prestartWatchdog();
-        const { admission, backend, holding } = await admitting;
-        if (holding) heldOn(lockSession, key, backend);
+        const { admission, backend, backendStart, holding } = await admitting;
+        if (holding) heldOn(lockSession, key, backend, backendStart);
         if (!admission.admitted) {
           if (keeps(options, admission)) return { ...admission, held: plain.held };
           return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;

@@ -1,4 +1,4 @@
-import { advisoryHeld } from '../lock/postgres.js';
+import { advisoryHeld, BACKEND_START } from '../lock/postgres.js';
 import { RECENT_RUNS } from './jobs.js';
 import type { RunFilter } from './types.js';
 
@@ -43,7 +43,7 @@ export function statements(S: string) {
     // (pg_control_system(), executable by PUBLIC): the spool's key after a failover (see
     // Spool), at no round trip of its own.
     admit: named(`SELECT a->'r' AS r, a->'orphaned' AS orphaned, (a->>'backend')::integer AS backend, coalesce((a->>'holding')::boolean, false) AS holding,
-                         (${SYSTEM_IDENTIFIER}) AS system_identifier
+                         ${BACKEND_START} AS backend_start, (${SYSTEM_IDENTIFIER}) AS system_identifier
                   FROM ${S}.admit(:p::jsonb, true) AS a`),
     systemIdentifier: named(SYSTEM_IDENTIFIER),
     // Of those, the runs whose wrapper is gone.

@@ -21,6 +21,8 @@ export type { AdvisoryLock } from './postgres-rows.js';
 export interface LockedAdmission {
   readonly admission: Admission;
   readonly backend: number;
+  // When that backend started (see lock/postgres.ts's BACKEND_START).
+  readonly backendStart: string | null;
   readonly holding: boolean;
 }
 
@@ -56,12 +58,12 @@ export class PostgresStore extends PostgresBase implements RunStore {
       manual: options.manual,
       keep_lock: options.keepLock,
     };
-    type Row = { r: AdmitResult; orphaned: RunningRow[]; backend: number; holding: boolean; system_identifier: string };
+    type Row = { r: AdmitResult; orphaned: RunningRow[]; backend: number; backend_start: string | null; holding: boolean; system_identifier: string };
     const [row] = await this.withSchema(() => this.run<Row>(this.sql.admit, { p: JSON.stringify(p) }));
     const r = row?.r as AdmitResult;
     this.identified(row?.system_identifier ?? null);
     if (r.reason === 'reentered') throw sharedBackend(this.session.db.display);
-    const locked = { backend: row?.backend ?? 0, holding: row?.holding === true };
+    const locked = { backend: row?.backend ?? 0, backendStart: row?.backend_start ?? null, holding: row?.holding === true };
     await this.upgradeIfBehind(r.version);
     // This host's rows of the job under other locks, whose wrappers only this host can
     // check: as the embedded log does, whatever the verdict; and so the claims of such runs

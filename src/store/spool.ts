@@ -1,4 +1,4 @@
-import { closeSync, constants, fsyncSync, readdirSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, constants, fsyncSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Messages } from '../util/io.js';
 import { checkPrivateDirectory, openRegular, preparePrivateDirectory } from '../util/safe-path.js';
@@ -70,12 +70,16 @@ export function rekeyed(record: SpooledRun): string {
 // - before that (the server never answered), under the URL's hosts, database and schema.
 // A session delivers its URL's directory, the one of the server it reached (the key of
 // older versions, host:port/database/schema) and, when `id-` directories wait, its server's.
+// It also delivers the directories of other URLs whose server it is: the identity of the
+// server each URL last reached is remembered (in `known/`, under the URL directory's name), since what a failover strands is exactly what
+// was spooled under the old URL while its server was out of reach, before the URL was
+// pointed at the promoted standby.
 export class Spool {
   private readonly root: string;
   // Keys whose directories this spool delivers; the first is the URL's.
   private readonly keys: string[];
   private writeKey: string;
-  private identified = false;
+  private identity: string | null = null;
 
   // `target`: the URL's hosts, database and schema; `scope`: database and schema alone.
   constructor(
@@ -104,7 +108,65 @@ export class Spool {
     const key = `system ${systemIdentifier}/${this.scope}`;
     if (!this.keys.includes(key)) this.keys.push(key);
     this.writeKey = key;
-    this.identified = true;
+    this.identity = systemIdentifier;
+    this.remember(this.keys[0] as string, systemIdentifier);
+  }
+
+  // That the URL `key` reached the server `systemIdentifier`, unless already known: one small
+  // read per run, a write only when the URL's server changes.
+  private remember(key: string, systemIdentifier: string): void {
+    const dir = join(this.root, 'known');
+    const file = join(dir, basename(this.dirOf(key)));
+    const known = JSON.stringify({ key, identity: systemIdentifier });
+    if (this.read(file) === known) return;
+    try {
+      // Made as write() makes its directories.
+      checked(dir, true, preparePrivateDirectory(this.stateDir, 'state directory') !== null);
+      rmSync(`${file}.tmp`, { force: true });
+      const fd = openRegular(`${file}.tmp`, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', `${file}.tmp`, 0o600);
+      try {
+        writeSync(fd, known);
+      } finally {
+        closeSync(fd);
+      }
+      renameSync(`${file}.tmp`, file);
+    } catch {
+      // Unremembered: only a later failover's records would wait for their URL.
+    }
+  }
+
+  private read(file: string): string | null {
+    try {
+      const fd = openRegular(file, constants.O_RDONLY, 'spool file');
+      try {
+        return readFileSync(fd, 'utf8');
+      } finally {
+        closeSync(fd);
+      }
+    } catch {
+      return null;
+    }
+  }
+
+  // The other URLs whose records wait and whose server, when last reached, was `identity`.
+  private formerUrls(names: string[], identity: string): string[] {
+    const keys: string[] = [];
+    for (const name of names) {
+      if (name.startsWith('id-') || this.keys.some((key) => this.dirOf(key) === join(this.root, name)) || !waiting(join(this.root, name))) continue;
+      let known: { key?: string; identity?: string } | null = null;
+      try {
+        known = JSON.parse(this.read(join(this.root, 'known', name)) ?? 'null');
+      } catch {
+        // Unreadable: that URL's records wait for it.
+      }
+      if (known?.identity === identity && known.key?.endsWith(`/${this.scope}`) && !this.keys.includes(known.key)) keys.push(known.key);
+    }
+    return keys;
+  }
+
+  // Whether directories of other URLs (see formerUrls) wait for a server to be named.
+  private formerWaiting(names: string[]): boolean {
+    return names.some((name) => !name.startsWith('id-') && this.keys.every((key) => this.dirOf(key) !== join(this.root, name)) && waiting(join(this.root, name)));
   }
 
   private dirOf(key: string): string {
@@ -146,10 +208,12 @@ export class Spool {
     } catch {
       return 0;
     }
-    if (!this.identified && store.serverIdentity && names.some((name) => name.startsWith('id-') && waiting(join(this.root, name)))) {
+    const unnamed = names.some((name) => name.startsWith('id-') && waiting(join(this.root, name))) || this.formerWaiting(names);
+    if (this.identity === null && store.serverIdentity && unnamed) {
       const identity = await store.serverIdentity();
       if (identity !== null) this.identify(identity);
     }
+    if (this.identity !== null) for (const key of this.formerUrls(names, this.identity)) this.keys.push(key);
     let delivered = 0;
     for (const key of this.keys) {
       const dir = this.dirOf(key);

@@ -1,0 +1,104 @@
+import pg from 'pg';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { postgresBackend } from '../../src/lock/postgres.js';
+import { resolveDb } from '../../src/pg/config.js';
+import { connectPostgres } from '../../src/store/index.js';
+import { databaseUrl, holdingClient, sql } from '../pg-helpers.js';
+
+// A lock's release through a transaction pool may end the server backend that took the
+// lock, when it holds the key idle for the pooler (lock/postgres.ts, RELEASE). That backend
+// is known by its pid, which the kernel hands out again once the backend has gone (the
+// pooler closed it, server_lifetime; a DBA ended it): the pid may then be any session of the
+// server, of another role or database, that holds the same number as an advisory key (an
+// application's, which --lock-key shares). Such a session must never be ended.
+const KEY = 4242424242n;
+const OTHER_DB = 'cg_atk_release_other';
+const OTHER_ROLE = 'cg_atk_release_app';
+
+beforeAll(async () => {
+  await sql(`DROP DATABASE IF EXISTS ${OTHER_DB}`);
+  await sql(`CREATE DATABASE ${OTHER_DB}`);
+  await sql(`DROP ROLE IF EXISTS ${OTHER_ROLE}`);
+  await sql(`CREATE ROLE ${OTHER_ROLE} LOGIN`);
+});
+afterAll(async () => {
+  await sql(`DROP DATABASE IF EXISTS ${OTHER_DB} WITH (FORCE)`);
+  await sql(`DROP ROLE IF EXISTS ${OTHER_ROLE}`);
+});
+
+// A client of its own that holds KEY, idle, as an application would.
+async function application(url: string): Promise<{ client: pg.Client; pid: number }> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => {});
+  await client.connect();
+  const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid, pg_advisory_lock($1::bigint)', [KEY.toString()]);
+  return { client, pid: (rows[0] as { pid: number }).pid };
+}
+
+// The release of a lock once taken on backend `pid` (which has since gone, and whose pid
+// the application's session now has), from a session whose backend is another.
+async function releaseAsIfTakenOn(pid: number): Promise<void> {
+  const db = resolveDb({ value: databaseUrl(), from: 'test' }, undefined, {});
+  if (!db) throw new Error('no database');
+  const session = await connectPostgres(db, 'cronguard:release-stranger');
+  try {
+    const backend = postgresBackend(session, KEY);
+    // The lock as the heartbeat knew it: taken on `pid`, then (as far as anyone knows) gone.
+    session.holdsLock(pid, null, async () => null);
+    await backend.held.release();
+  } finally {
+    await session.close();
+  }
+}
+
+async function alive(client: pg.Client, pid: number): Promise<boolean> {
+  const [row] = await sql<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1', [pid]);
+  return row?.n === 1 && (await client.query('SELECT 1').then(() => true, () => false));
+}
+
+it('never ends a session of another database that holds the same key under a pid the lock once had', async () => {
+  const url = new URL(databaseUrl());
+  url.pathname = `/${OTHER_DB}`;
+  const app = await application(url.toString());
+  try {
+    await releaseAsIfTakenOn(app.pid);
+    expect(await alive(app.client, app.pid)).toBe(true);
+  } finally {
+    await app.client.end().catch(() => {});
+  }
+});
+
+it('never ends a session of another role that holds the same key under a pid the lock once had', async () => {
+  const url = new URL(databaseUrl());
+  url.username = OTHER_ROLE;
+  const app = await application(url.toString());
+  try {
+    await releaseAsIfTakenOn(app.pid);
+    expect(await alive(app.client, app.pid)).toBe(true);
+  } finally {
+    await app.client.end().catch(() => {});
+  }
+});
+
+it('still ends its own idle backend that kept the lock, found by pid and start', async () => {
+  const holder = await holdingClient();
+  holder.on('error', () => {});
+  const [row] = (
+    await holder.query<{ pid: number; start: string }>(
+      `SELECT pg_backend_pid() AS pid, backend_start::text AS start, pg_advisory_lock($1::bigint) FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
+      [KEY.toString()],
+    )
+  ).rows;
+  const db = resolveDb({ value: databaseUrl(), from: 'test' }, undefined, {});
+  if (!db || !row) throw new Error('no database');
+  const session = await connectPostgres(db, 'cronguard:release-own');
+  try {
+    session.holdsLock(row.pid, row.start, async () => null);
+    await postgresBackend(session, KEY).held.release();
+  } finally {
+    await session.close();
+    await holder.end().catch(() => {});
+  }
+  const [left] = await sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`, [row.pid]);
+  expect(left?.n).toBe(0);
+});
