@@ -8,16 +8,20 @@ import { messages } from '../util/io.js';
 // runs has it as $2: cronguard may die before it could write it), then waits: a `done` line
 // means cronguard finished normally; end of input without it means cronguard died (SIGKILL,
 // the OOM killer) and its pipe closed, and then the whole group is killed. With $1 > 0 (a
-// lease), a timer beside it kills the group too when no `beat` line came for $1 seconds:
-// cronguard is stopped and its lease running out. The timer counts whole seconds since the
-// last beat (a WINCH, which it ignores until its trap is set), and ends when the watchdog does.
+// lease), a timer beside it kills the group too when no `beat` line came for $1 hundredths of a second:
+// cronguard is stopped and its lease running out. The timer reads the time since boot
+// (/proc/uptime, in hundredths, by a builtin) rather than counting its `sleep 1` rounds: on a
+// busy machine each round takes longer than a second, and counted rounds let the command
+// outlive the lease. A beat is a WINCH (ignored until the trap is set); the timer ends when
+// the watchdog does.
 const SCRIPT = `group=$2
 [ -n "$group" ] || read -r group || exit 0
 [ "$group" = done ] && exit 0
 if [ "$1" -gt 0 ]; then
-  (trap 'n=0' WINCH; n=0
+  (now() { read -r up rest < /proc/uptime; now=\${up%.*}\${up#*.}; }
+   now; last=$now; trap 'now; last=$now' WINCH
    while sleep 1 && kill -0 $$ 2>/dev/null; do
-     n=$((n + 1)); [ "$n" -ge "$1" ] && { kill -s KILL -- "-$group" 2>/dev/null; exit; }
+     now; [ $((now - last)) -ge "$1" ] && { kill -s KILL -- "-$group" 2>/dev/null; exit; }
    done) &
   timer=$!
 fi
@@ -72,11 +76,11 @@ export class Watchdog {
   }
 
   private launch(): ChildProcess {
-    // The timer counts whole seconds since the last beat, the one it came in included: with
-    // limit + 1 it acts between limit and limit + 1 s after it, when the lease is lost to
-    // cronguard already, and seconds before it is stale for the next holder.
-    const seconds = this.heartbeat ? Math.ceil(this.heartbeat.limitMs / 1000) + 1 : 0;
-    const child = spawnWatchdog(seconds, this.group);
+    // The timer looks once a second: given limit + 1 s it acts between limit + 1 and limit + 2 s
+    // after the last beat, when the lease is lost to cronguard already (which stops the
+    // command itself unless it is stopped too), and before the lease is free for another holder.
+    const hundredths = this.heartbeat ? Math.ceil(this.heartbeat.limitMs / 10) + 100 : 0;
+    const child = spawnWatchdog(hundredths, this.group);
     if (child === null) {
       throw new CronguardError('cannot start the watchdog (/bin/sh) that ends the command with cronguard; nothing ran', EXIT.unavailable);
     }
@@ -122,8 +126,8 @@ export class Watchdog {
   }
 }
 
-function spawnWatchdog(seconds: number, group: number | null): ChildProcess | null {
-  const argv = ['-c', SCRIPT, 'cronguard-watchdog', String(seconds), ...(group === null ? [] : [String(group)])];
+function spawnWatchdog(hundredths: number, group: number | null): ChildProcess | null {
+  const argv = ['-c', SCRIPT, 'cronguard-watchdog', String(hundredths), ...(group === null ? [] : [String(group)])];
   const child = spawn('/bin/sh', argv, { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
   if (child.pid === undefined) return null;
   child.on('error', () => {});

@@ -1,9 +1,9 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, lines, runs, type Sandbox, sandbox, start, waitFor } from '../helpers.js';
 
 const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
 
@@ -19,16 +19,27 @@ const besides = (pid: number, file: string) => [
 // The lockfile lease lives as long as cronguard refreshes it; a cronguard that is stopped
 // (SIGSTOP, a frozen VM) cannot, and its command must not outlive the lease.
 describe('a lockfile holder that stalls', () => {
-  it('has its command stopped before the lease can be taken over; it exits 75 once it runs again', async () => {
+  // On a busy machine, where every `sleep 1` of the watchdog's timer takes 2.5 s: a timer
+  // that counted its rounds as seconds would let the command outlive the lease.
+  const busy = (box: Sandbox): NodeJS.ProcessEnv => {
+    mkdirSync(box.path('bin'));
+    writeFileSync(box.path('bin/sleep'), '#!/bin/sh\n[ "$1" = 1 ] && exec /bin/sleep 2.5\nexec /bin/sleep "$@"\n', { mode: 0o755 });
+    return { ...box.env, PATH: `${box.path('bin')}:${box.env.PATH}` };
+  };
+  it.each([
+    ['', (box: Sandbox) => box.env],
+    [' (on a machine too busy for its timer to wake each second)', busy],
+  ])('has its command stopped before the lease can be taken over; it exits 75 once it runs again%s', async (_, environment) => {
     const box = sandbox();
+    const env = environment(box);
     const log = box.path('log');
-    const holder = start(['-l', 'lockfile', '-n', 'stall', '--', fixture('hold.sh'), log, box.path('never')], box.env);
+    const holder = start(['-l', 'lockfile', '-n', 'stall', '--', fixture('hold.sh'), log, box.path('never')], env);
     await waitFor(() => lines(log).length > 0, 'the command to start');
     const command = Number(lines(log)[0]?.split(' ')[1]);
     holder.child.kill('SIGSTOP');
     try {
       // A waiter takes the lease once it is stale, and looks whether the first command runs.
-      const waiter = await cronguard(['-l', 'lockfile', '-w', '10m', '-n', 'stall', '--', ...besides(command, box.path('seen'))], box.env);
+      const waiter = await cronguard(['-l', 'lockfile', '-w', '10m', '-n', 'stall', '--', ...besides(command, box.path('seen'))], env);
       expect(waiter).toMatchObject({ code: 0, stderr: '' });
       expect(lines(box.path('seen'))).toEqual(['alone']);
     } finally {
