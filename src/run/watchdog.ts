@@ -8,8 +8,8 @@ import { messages } from '../util/io.js';
 // runs has it as $2: cronguard may die before it could write it), then waits: a `done` line
 // means cronguard finished normally; end of input without it means cronguard died (SIGKILL,
 // the OOM killer) and its pipe closed, and then the whole group is killed. With $1 > 0 (a
-// lease), a timer beside it kills the group too when no `beat` line came for $1 hundredths of a second:
-// cronguard is stopped and its lease running out. The timer reads the time since boot
+// lease), a timer beside it kills the group too when no `beat` line came for $1 hundredths
+// of a second: cronguard is stopped and its lease running out. The timer reads the time since boot
 // (/proc/uptime, in hundredths, by a builtin) rather than counting its `sleep 1` rounds: on a
 // busy machine each round takes longer than a second, and counted rounds let the command
 // outlive the lease. A beat is a WINCH (ignored until the trap is set); the timer ends when
