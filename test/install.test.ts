@@ -43,6 +43,24 @@ async function install(project: string, env: NodeJS.ProcessEnv): Promise<void> {
 const uninstall = (project: string, env: NodeJS.ProcessEnv) => run(join(project, 'install.sh'), ['--uninstall'], env);
 const said = (result: Finished) => result.stderr.split('\n').filter(Boolean);
 
+describe('install.sh given arguments it does not know', () => {
+  it.each([
+    [['--prefix=/opt'], 'install.sh: unknown argument: --prefix=/opt (use --uninstall or nothing)'],
+    [['--uninstall', '--force'], 'install.sh: unknown arguments: --force (--uninstall takes only --purge)'],
+    [['--uninstall', '--purge', 'now'], 'install.sh: unknown arguments: --purge now (--uninstall takes only --purge)'],
+    [['--purge'], 'install.sh: unknown argument: --purge (use --uninstall or nothing)'],
+  ])('%j: one line, exit 1, nothing installed or removed', async (args, line) => {
+    const box = sandbox();
+    const root = box.path('root');
+    mkdirSync(join(root, 'opt/cg/bin'), { recursive: true });
+    writeFileSync(join(root, 'opt/cg/bin/cronguard'), 'installed before\n');
+    const result = await run(join(ROOT, 'install.sh'), args, { ...process.env, DESTDIR: root, PREFIX: '/opt/cg' });
+    expect(result).toMatchObject({ code: 1, stdout: '', stderr: `${line}\n` });
+    expect(tree(root)).toEqual(['opt/', 'opt/cg/', 'opt/cg/bin/', 'opt/cg/bin/cronguard']);
+    expect(readFileSync(join(root, 'opt/cg/bin/cronguard'), 'utf8')).toBe('installed before\n');
+  });
+});
+
 // Each test builds and copies the runtime dependencies, twice over for the first: minutes on
 // a loaded machine.
 describe('install.sh --uninstall', () => {

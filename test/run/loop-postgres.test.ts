@@ -8,14 +8,15 @@ describe.each(STORES)('repeating within the minute (%s)', (kind) => {
     const box = storeBox(kind);
     const job = box.job('poll');
     const log = box.path('log');
-    const result = await cronguard(['-n', job, '--every', '400ms', '--for', '2s', '--', fixture('args.sh'), log], box.env);
+    // Long enough for several runs even where each start is slow (a busy machine).
+    const result = await cronguard(['-n', job, '--every', '400ms', '--for', '4s', '--', fixture('args.sh'), log], box.env);
     expect(result).toMatchObject({ code: 0, stderr: '' });
     const runs = await box.runs();
     expect(runs.length).toBeGreaterThanOrEqual(2);
     serialRuns(log);
     const starts = runs.map((r) => Date.parse(String(r.started_at)));
     for (let i = 1; i < starts.length; i++) expect((starts[i] as number) - (starts[i - 1] as number)).toBeGreaterThanOrEqual(400);
-    for (const s of starts) expect(s - (starts[0] as number)).toBeLessThan(2000);
+    for (const s of starts) expect(s - (starts[0] as number)).toBeLessThan(4000);
   });
 
   it('a run longer than the period delays the next one rather than overlapping it', async () => {
