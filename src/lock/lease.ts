@@ -7,15 +7,32 @@ import type { Lock } from './backend.js';
 // by this holder over any connection. The server's clock decides when the lease expires;
 // the holder, whose clock need not agree, counts from the moment it SENT its last renewal
 // that succeeded (the server set the expiry at or after that moment), on its own monotonic
-// clock, and stops its command well before that expiry can come:
-//   renew every RENEW of the ttl; none succeeded for LOSS of it: lost, the command gets
-//   its kill signal, and SIGKILL GRACE later, done by 0.8 of the ttl. The watchdog (cronguard
-//   stopped or killed) acts within watchdogLimitMs + 2 s of the last renewal's reply.
+// clock, and has its command gone well before that expiry can come:
+//   renew every third of the ttl; none succeeded for lossMs: lost, the command gets its
+//   kill signal, and SIGKILL graceMs later. The watchdog (cronguard stopped or killed) acts
+//   within watchdogLimitMs + 2 s of the last renewal's reply, at most 0.9 of the ttl, and
+//   no sooner than cronguard's own SIGKILL, so that a live cronguard always stops its
+//   command itself, with its signal first.
 const RENEW = 1 / 3;
-const LOSS = 0.6;
-const GRACE = 0.2;
 // After a renewal that failed, the next try comes this much of the ttl later.
 const RETRY = 1 / 15;
+
+// How long the command's watchdog lets a lease go without a renewal: it kills the command
+// between limit + 1 and limit + 2 s after the last renewal's reply (see Watchdog).
+export function watchdogLimitMs(ttlMs: number): number {
+  return Math.max(1000, Math.floor((ttlMs * 0.9 - 2000) / 1000) * 1000);
+}
+
+// Between the kill signal and SIGKILL when the lease is lost.
+export function graceMs(ttlMs: number): number {
+  return Math.min(2000, ttlMs / 10);
+}
+
+// How long without a renewal counts as lost: at most 0.6 of the ttl, and early enough that
+// cronguard's SIGKILL comes before the watchdog's earliest.
+export function lossMs(ttlMs: number): number {
+  return Math.min(ttlMs * 0.6, watchdogLimitMs(ttlMs) + 1000 - graceMs(ttlMs));
+}
 
 // What the admission took: the lock key, this holder's epoch (the fencing token), the ttl,
 // and when (monotonicMs) the statement that took it was sent.
@@ -38,13 +55,6 @@ export interface LeaseLine {
 export interface HeldLease extends Lock {
   // The outcome statement released it (PostgresStore.finishRun): nothing left to do.
   releasedElsewhere(): void;
-}
-
-// How long the command's watchdog lets a lease go without a renewal: it kills the command
-// between limit + 1 and limit + 2 s after the last renewal's reply (see Watchdog), which
-// must come before the lease can expire.
-export function watchdogLimitMs(ttlMs: number): number {
-  return Math.max(1000, Math.floor((ttlMs * (1 - GRACE) - 2000) / 1000) * 1000);
 }
 
 // The lease as held: renewed in the background from now on, lost when renewals stop.
@@ -73,7 +83,7 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
   const unrenewed = () => `not renewed for ${((monotonicMs() - lastSent) / 1000).toFixed(1)}s of its ${ttlMs / 1000}s`;
   const armLoss = () => {
     if (lossTimer) clearTimeout(lossTimer);
-    lossTimer = setTimeout(() => lose(unrenewed()), Math.max(0, lastSent + ttlMs * LOSS - monotonicMs()));
+    lossTimer = setTimeout(() => lose(unrenewed()), Math.max(0, lastSent + lossMs(ttlMs) - monotonicMs()));
   };
   const schedule = (delayMs: number) => {
     if (done) return;
@@ -81,7 +91,7 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
   };
   async function renew(): Promise<void> {
     const sent = monotonicMs();
-    const timeoutMs = lastSent + ttlMs * LOSS - sent;
+    const timeoutMs = lastSent + lossMs(ttlMs) - sent;
     if (timeoutMs <= 0) return lose(unrenewed());
     try {
       const ours = await line.renew(key, epoch, ttlMs, timeoutMs);
@@ -104,14 +114,14 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
     inheritFd: null,
     commandDiesWithWrapper: true,
     env: { ...env, CRONGUARD_FENCING_TOKEN: String(epoch) },
-    lossGraceMs: ttlMs * GRACE,
+    lossGraceMs: graceMs(ttlMs),
     onLost(handler) {
       lostHandler = handler;
       if (lost) handler(lost);
     },
     // A stopped cronguard's timers fire late: the time since the last renewal tells.
     verify() {
-      if (!lost && !done && monotonicMs() - lastSent >= ttlMs * LOSS) lose(unrenewed());
+      if (!lost && !done && monotonicMs() - lastSent >= lossMs(ttlMs)) lose(unrenewed());
     },
     heartbeat: {
       limitMs: watchdogLimitMs(ttlMs),
