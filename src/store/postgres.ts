@@ -11,7 +11,7 @@ import {
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
-  type LockRelease, type LockRequest, type RunningRow, type RunRow, type RunStore, type RunTail, type UnsettledRun,
+  type LeaseRow, type LockRelease, type LockRequest, type RunningRow, type RunRow, type RunStore, type RunTail, type UnsettledRun,
 } from './types.js';
 
 export type { AdvisoryLock } from './postgres-rows.js';
@@ -28,21 +28,11 @@ export interface LockedAdmission {
   readonly epoch: bigint | null;
 }
 
-// A lease held now (see migration 0014), for `locks`, `status` and the web page.
-export interface LeaseRow {
-  readonly job: string;
-  readonly host: string;
-  readonly pid: number;
-  readonly run_id: string | null;
-  readonly epoch: string;
-  readonly key: string;
-  readonly acquired_at: Date;
-  readonly expires_at: Date;
-  readonly expires_in_ms: string;
-}
 
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
+export type { LeaseRow };
+
 export class PostgresStore extends PostgresBase implements RunStore {
   private identity: string | null = null;
   // Told the server's identity once it is known (the spool keys records by it).

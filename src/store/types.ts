@@ -178,6 +178,19 @@ export interface PruneResult {
   readonly complete: boolean;
 }
 
+// A lease held now (see migration 0014), for `locks`, `status` and the web page.
+export interface LeaseRow {
+  readonly job: string;
+  readonly host: string;
+  readonly pid: number;
+  readonly run_id: string | null;
+  readonly epoch: string;
+  readonly key: string;
+  readonly acquired_at: Date;
+  readonly expires_at: Date;
+  readonly expires_in_ms: string;
+}
+
 // A lock in the store's database that the outcome statement releases: an advisory lock of
 // the store's own session, or a lease (its key and the epoch this holder took).
 export type LockRelease = { readonly kind: 'advisory'; readonly key: bigint } | { readonly kind: 'lease'; readonly key: bigint; readonly epoch: bigint };
@@ -235,6 +248,8 @@ export interface RunStore {
   // Pauses (with why) or resumes a job.
   setPaused(job: string, paused: Paused | null): Promise<void>;
   jobStatus(job: string | null): Promise<JobStatus[]>;
+  // Leases held now (-l lease), where the store keeps them (PostgreSQL, from migration 0014).
+  leases?(): Promise<LeaseRow[]>;
   // Deletes old finished runs and requests in short batches (see PruneOptions).
   prune(options: PruneOptions): Promise<PruneResult>;
   // Claims a periodic task (the automatic prune) for this invocation when it last ran
