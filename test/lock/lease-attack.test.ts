@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
+import { cuttingProxy } from '../pg-faults.js';
 import { pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 // -l lease (issue 20) attacked: inputs at the edges, a DBA breaking a lease, a wrapper
@@ -114,5 +115,70 @@ describe('-l lease attacked', () => {
       expect(seen[i + 1]?.[0]).toBe('end');
     }
     expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(Array(6).fill('succeeded'));
+  });
+});
+
+describe('-l lease attacked: connections cut', () => {
+  it('the admission committed but its reply lost: 69, one line, nothing ran; the lease frees itself and the next run finds the row abandoned', async () => {
+    const box = pgSandbox();
+    const job = box.job('lostreply');
+    expect((await cronguard(['migrate'], box.env)).code).toBe(0);
+    const cut = await cuttingProxy('true) AS a', 'reply');
+    const result = await cronguard(['-l', 'lease', '--lease-ttl', '5s', '-n', job, '--every-tick', '--', 'touch', box.path('ran')], { ...box.env, CRONGUARD_DATABASE_URL: cut.url });
+    expect(result.code).toBe(69);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(lines(box.path('ran'))).toEqual([]);
+    expect(await sql(`SELECT 1 FROM ${box.schema}.leases`)).toHaveLength(1);
+    const next = await cronguard(['-l', 'lease', '--lease-ttl', '5s', '-w', '1m', '-n', job, '--every-tick', '--', 'true'], box.env);
+    expect(next).toMatchObject({ code: 0, stderr: '' });
+    expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['abandoned', 'succeeded']);
+    expect(await sql(`SELECT 1 FROM ${box.schema}.leases`)).toEqual([]);
+  });
+
+  it('a renewal whose reply is lost (the server renewed): the holder goes on and ends normally, recorded once', async () => {
+    const box = pgSandbox();
+    const job = box.job('renewreply');
+    expect((await cronguard(['migrate'], box.env)).code).toBe(0);
+    const cut = await cuttingProxy('renewed_at = now()', 'reply');
+    const log = box.path('log');
+    const barrier = box.path('barrier');
+    const holder = start(['-l', 'lease', '--lease-ttl', '6s', '-n', job, '--every-tick', '--', fixture('hold.sh'), log, barrier], { ...box.env, CRONGUARD_DATABASE_URL: cut.url });
+    await cut.reached;
+    const renewed = async () => (await sql(`SELECT 1 FROM ${box.schema}.leases WHERE renewed_at > now() - interval '1 second'`)).length > 0;
+    await new Promise((r) => setTimeout(r, 1500));
+    await waitFor(renewed, 'a renewal after the lost one');
+    release(barrier);
+    expect(await holder.done).toMatchObject({ code: 0, stderr: '' });
+    expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded']);
+    expect(await sql(`SELECT 1 FROM ${box.schema}.leases`)).toEqual([]);
+  });
+
+  it('a renewal left unanswered: given up in time for another over a connection of its own; the holder goes on', async () => {
+    const box = pgSandbox();
+    const job = box.job('renewstuck');
+    expect((await cronguard(['migrate'], box.env)).code).toBe(0);
+    const cut = await cuttingProxy('renewed_at = now()', 'request');
+    const log = box.path('log');
+    const barrier = box.path('barrier');
+    const holder = start(['-l', 'lease', '--lease-ttl', '9s', '-n', job, '--every-tick', '--', fixture('hold.sh'), log, barrier], { ...box.env, CRONGUARD_DATABASE_URL: cut.url });
+    let ended = false;
+    void holder.done.then(() => (ended = true));
+    await cut.reached;
+    const [before] = await sql<{ renewed_at: Date }>(`SELECT renewed_at FROM ${box.schema}.leases`);
+    // The stuck renewal never reaches the server: a later one did, over another connection.
+    const renewedSince = async () => (await sql(`SELECT 1 FROM ${box.schema}.leases WHERE renewed_at > $1`, [before?.renewed_at])).length > 0;
+    await waitFor(async () => ended || (await renewedSince()), 'a renewal over another connection (or the holder to give up)');
+    expect(ended).toBe(false);
+    // And past the time the stuck one alone would have lost the lease in (0.6 of the ttl).
+    await waitFor(async () => ended || (await sql(`SELECT 1 FROM ${box.schema}.leases WHERE renewed_at > $1::timestamptz + interval '6 seconds'`, [before?.renewed_at])).length > 0, 'another renewal');
+    expect(ended).toBe(false);
+    release(barrier);
+    // The log's own session is still stuck behind the renewal: cut, its outcome goes over another.
+    await waitFor(() => lines(log).length > 1, 'the command to end');
+    cut.cut();
+    const result = await holder.done;
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded']);
+    expect(await sql(`SELECT 1 FROM ${box.schema}.leases`)).toEqual([]);
   });
 });
