@@ -104,6 +104,11 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
       if (!ours) return lose('taken over or broken (no longer this holder\'s)');
       lastSent = sent;
       armLoss();
+      // The watchdog counts from the beat, when the reply came; the lease's expiry counts
+      // from the renewal's start. A slow reply would move the watchdog's limit past the
+      // expiry: no beat then (the watchdog keeps counting from the last one that fits), and
+      // the next renewal at once, for a beat before the watchdog's limit.
+      if (monotonicMs() + watchdogLimitMs(ttlMs) + 2000 > sent + ttlMs) return schedule(0);
       for (const beat of beats) beat();
       schedule(sent + ttlMs * RENEW - monotonicMs());
     } catch (error) {
