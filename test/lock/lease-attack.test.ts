@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
 import { cuttingProxy } from '../pg-faults.js';
@@ -180,5 +181,25 @@ describe('-l lease attacked: connections cut', () => {
     expect(result).toMatchObject({ code: 0, stderr: '' });
     expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded']);
     expect(await sql(`SELECT 1 FROM ${box.schema}.leases`)).toEqual([]);
+  });
+});
+
+describe('-l lease attacked: schemas', () => {
+  it('the same job (and the same --lock-key) in two schemas: two leases, both run at once', async () => {
+    const one = pgSandbox();
+    const two = pgSandbox();
+    const job = one.job('shared');
+    const barrier = one.path('barrier');
+    for (const extra of [[], ['--lock-key', '7']]) {
+      const logs = [one.path(`a${extra.length}`), one.path(`b${extra.length}`)];
+      const first = start(['-l', 'lease', ...extra, '-n', job, '--every-tick', '--', fixture('hold.sh'), logs[0] as string, barrier], one.env);
+      await waitFor(() => lines(logs[0] as string).length > 0, 'the first schema\'s command to start');
+      const second = start(['-l', 'lease', ...extra, '-n', job, '--every-tick', '--', fixture('hold.sh'), logs[1] as string, barrier], two.env);
+      await waitFor(() => lines(logs[1] as string).length > 0, 'the second schema\'s command to start, beside the first');
+      release(barrier);
+      expect((await Promise.all([first.done, second.done])).map((r) => [r.code, r.stderr])).toEqual([[0, ''], [0, '']]);
+      rmSync(barrier);
+    }
+    for (const box of [one, two]) expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
   });
 });
