@@ -1,8 +1,9 @@
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
+import { migrationKey } from '../../src/lock/postgres.js';
 import { cuttingProxy } from '../pg-faults.js';
-import { pgRuns, pgSandbox, sql } from '../pg-helpers.js';
+import { holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 // -l lease (issue 20) attacked: inputs at the edges, a DBA breaking a lease, a wrapper
 // stopped past its ttl, waiters taking turns. Real server, the built binary.
@@ -106,7 +107,7 @@ describe('-l lease attacked', () => {
     const log = box.path('log');
     const script = `echo "start $(date +%s%3N)" >> ${log}; sleep 0.3; echo "end $(date +%s%3N)" >> ${log}`;
     const all = await Promise.all(
-      Array.from({ length: 6 }, () => cronguard(['-l', 'lease', '--lease-ttl', '5s', '-w', '2m', '-n', job, '--every-tick', '--', 'sh', '-c', script], box.env)),
+      Array.from({ length: 6 }, () => cronguard(['-l', 'lease', '-w', '5m', '-n', job, '--every-tick', '--', 'sh', '-c', script], box.env)),
     );
     expect(all.map((r) => [r.code, r.stderr])).toEqual(Array(6).fill([0, '']));
     const seen = marks(log);
@@ -181,6 +182,28 @@ describe('-l lease attacked: connections cut', () => {
     expect(result).toMatchObject({ code: 0, stderr: '' });
     expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded']);
     expect(await sql(`SELECT 1 FROM ${box.schema}.leases`)).toEqual([]);
+  });
+});
+
+describe('-l lease attacked: a schema made by the first run', () => {
+  it('the lease counts from the admission statement, not from before the schema was made: the run goes on', async () => {
+    const box = pgSandbox();
+    const job = box.job('fresh');
+    // Another host migrating the same schema holds its migration lock for longer than the
+    // lease could go unrenewed (2.5 s at 5 s).
+    const other = await holdingClient();
+    try {
+      await other.query('SELECT pg_advisory_lock($1::bigint)', [migrationKey(box.schema).toString()]);
+      const run = start(['-l', 'lease', '--lease-ttl', '5s', '-n', job, '--every-tick', '--', 'touch', box.path('ran')], box.env);
+      await waitFor(async () => (await sql(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)).length > 0, 'the run to wait for the migration lock');
+      await new Promise((r) => setTimeout(r, 3000));
+      await other.query('SELECT pg_advisory_unlock_all()');
+      expect(await run.done).toMatchObject({ code: 0, stderr: '' });
+    } finally {
+      await other.end();
+    }
+    expect(existsSync(box.path('ran'))).toBe(true);
+    expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded']);
   });
 });
 
