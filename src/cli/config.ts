@@ -175,6 +175,9 @@ function parseLock(value: string, db: DbConfig | null): LockBackendName {
 // The shortest lease: its holder renews every third of it and must be able to stop its
 // command (signal, grace, SIGKILL) well before it could expire.
 export const MIN_LEASE_TTL_MS = 5000;
+// The longest: the lease row keeps its ttl in milliseconds as an integer (2^31 - 1 ms is
+// 24.8 days), and Node's timers that renew and fence it fire at once past that delay.
+const MAX_LEASE_TTL_MS = 24 * 86_400_000;
 const DEFAULT_LEASE_TTL_MS = 30_000;
 
 function parseLeaseTtl(text: string | undefined, lock: LockBackendName): number | null {
@@ -182,6 +185,7 @@ function parseLeaseTtl(text: string | undefined, lock: LockBackendName): number 
   if (lock !== 'lease') return null;
   const ms = text === undefined ? DEFAULT_LEASE_TTL_MS : parseDuration(text, '--lease-ttl');
   if (ms < MIN_LEASE_TTL_MS) throw new UsageError(`--lease-ttl: '${text}' is shorter than the minimum, 5s`);
+  if (ms > MAX_LEASE_TTL_MS) throw new UsageError(`--lease-ttl: '${text}' is longer than the maximum, 24d`);
   return ms;
 }
 

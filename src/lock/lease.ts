@@ -14,8 +14,13 @@ import type { Lock } from './backend.js';
 //   no sooner than cronguard's own SIGKILL, so that a live cronguard always stops its
 //   command itself, with its signal first.
 const RENEW = 1 / 3;
-// After a renewal that failed, the next try comes this much of the ttl later.
+// After a renewal that failed, the next try comes this much of the ttl later (sooner when
+// less is left before the lease counts as lost).
 const RETRY = 1 / 15;
+// A renewal that gets no answer is given up (and the next one goes over a connection of its
+// own) after half the time left before the loss, but not under this: one unanswered renewal
+// must leave room for another, not use up all of the time the lease has left.
+const MIN_TRY_MS = 1000;
 
 // How long the command's watchdog lets a lease go without a renewal: it kills the command
 // between limit + 1 and limit + 2 s after the last renewal's reply (see Watchdog).
@@ -91,20 +96,25 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
   };
   async function renew(): Promise<void> {
     const sent = monotonicMs();
-    const timeoutMs = lastSent + lossMs(ttlMs) - sent;
-    if (timeoutMs <= 0) return lose(unrenewed());
+    const left = lastSent + lossMs(ttlMs) - sent;
+    if (left <= 0) return lose(unrenewed());
     try {
-      const ours = await line.renew(key, epoch, ttlMs, timeoutMs);
+      const ours = await line.renew(key, epoch, ttlMs, Math.min(left, Math.max(left / 2, MIN_TRY_MS)));
       if (done) return;
       if (!ours) return lose('taken over or broken (no longer this holder\'s)');
       lastSent = sent;
       armLoss();
+      // The watchdog counts from the beat, when the reply came; the lease's expiry counts
+      // from the renewal's start. A slow reply would move the watchdog's limit past the
+      // expiry: no beat then (the watchdog keeps counting from the last one that fits), and
+      // the next renewal at once, for a beat before the watchdog's limit.
+      if (monotonicMs() + watchdogLimitMs(ttlMs) + 2000 > sent + ttlMs) return schedule(0);
       for (const beat of beats) beat();
       schedule(sent + ttlMs * RENEW - monotonicMs());
     } catch (error) {
       if (done) return;
       say.verbose(`lease of ${key}: renewal failed (${(error as Error).message}); retrying`);
-      schedule(ttlMs * RETRY);
+      schedule(Math.min(ttlMs * RETRY, (lastSent + lossMs(ttlMs) - monotonicMs()) / 4));
     }
   }
   armLoss();

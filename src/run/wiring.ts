@@ -10,7 +10,6 @@ import type { ClaimedRequest } from '../store/requests.js';
 import type { DatabaseLock } from '../lock/database.js';
 import type { LockedAdmission } from '../store/postgres.js';
 import type { AdmitOptions, NewRun } from '../store/types.js';
-import { monotonicMs } from '../util/time.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 import { type Refused, RunRecorder, type Verdict } from './recorder.js';
@@ -118,13 +117,12 @@ function databaseGate(dbLock: DatabaseLock, log: OpenedLog, run: NewRun, config:
     if (log.recorder.writable) {
       const stamped = atLock(run);
       try {
-        const sentAt = monotonicMs();
         const admitting = combined.lockAndAdmit(stamped, dbLock.request, options, config.waitMs === 0);
         // A command under a database lock needs a watchdog: it starts while the server works.
         if (dbLock.spareWatchdog) prestartWatchdog();
         const admitted = await admitting;
         const { admission } = admitted;
-        const held = admitted.holding ? hold(admitted, sentAt) : null;
+        const held = admitted.holding ? hold(admitted, admitted.sentAt) : null;
         if (!admission.admitted) {
           if (held && keeps(options, admission)) return { ...admission, held };
           return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;

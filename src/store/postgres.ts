@@ -1,5 +1,6 @@
 import { PermissionError } from '../errors.js';
 import { sharedBackend } from '../lock/postgres.js';
+import { monotonicMs } from '../util/time.js';
 import { PostgresBase } from './postgres-base.js';
 import { listRunsStatement } from './postgres-sql.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
@@ -26,6 +27,10 @@ export interface LockedAdmission {
   readonly holding: boolean;
   // The lease's epoch (its fencing token) when the admission took a lease and holds it.
   readonly epoch: bigint | null;
+  // When (monotonicMs) the admission statement that decided was sent: a lease it took
+  // expires a ttl after that at the earliest. Not before: creating or upgrading the schema
+  // first (withSchema) may take seconds, and a lease counted from before would look lost.
+  readonly sentAt: number;
 }
 
 
@@ -72,12 +77,16 @@ export class PostgresStore extends PostgresBase implements RunStore {
       keep_lock: options.keepLock,
     };
     type Row = { r: AdmitResult; orphaned: RunningRow[]; backend: number; backend_start: string | null; holding: boolean; epoch: string | null; system_identifier: string };
-    const [row] = await this.withSchema(() => this.run<Row>(this.sql.admit, { p: JSON.stringify(p) }));
+    let sentAt = 0;
+    const [row] = await this.withSchema(() => {
+      sentAt = monotonicMs();
+      return this.run<Row>(this.sql.admit, { p: JSON.stringify(p) });
+    });
     const r = row?.r as AdmitResult;
     this.identified(row?.system_identifier ?? null);
     if (r.reason === 'reentered') throw sharedBackend(this.session.db.display);
     const epoch = row?.epoch == null ? null : BigInt(row.epoch);
-    const locked = { backend: row?.backend ?? 0, backendStart: row?.backend_start ?? null, holding: row?.holding === true, epoch };
+    const locked = { backend: row?.backend ?? 0, backendStart: row?.backend_start ?? null, holding: row?.holding === true, epoch, sentAt };
     await this.upgradeIfBehind(r.version);
     // This host's rows of the job under other locks, whose wrappers only this host can
     // check: as the embedded log does, whatever the verdict; and so the claims of such runs
