@@ -28,6 +28,8 @@ export interface Lock {
 export interface Heartbeat {
   // How long the lease may go without a refresh before it counts as lost.
   readonly limitMs: number;
+  // How long ago the last refresh was (for a watchdog that starts, or restarts, after it).
+  sinceMs(): number;
   // Calls `beat` after every refresh from now on; returns what stops that.
   onBeat(beat: () => void): () => void;
 }

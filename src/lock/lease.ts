@@ -135,6 +135,9 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
     },
     heartbeat: {
       limitMs: watchdogLimitMs(ttlMs),
+      // From the sending of the statement that last renewed (or took) the lease, the
+      // moment its expiry counts from.
+      sinceMs: () => monotonicMs() - lastSent,
       onBeat(beat) {
         beats.add(beat);
         return () => beats.delete(beat);
