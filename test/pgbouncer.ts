@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { databaseUrl } from './pg-helpers.js';
 
 // A real PgBouncer (Debian's package) in front of the test server, for the field tests of
 // poolers. It refuses to run as root, so it runs as the postgres user, with its files in a
@@ -24,10 +23,15 @@ export interface PgbouncerOptions {
   readonly ignoreStartupParameters?: string;
   // Small, so that clients really share server connections.
   readonly poolSize?: number;
+  // The server it pools: the test server's `test` database unless told.
+  readonly target?: string;
+  // PgBouncer's default: 100 clients at once.
+  readonly maxClientConn?: number;
 }
 
 export async function startPgbouncer(options: PgbouncerOptions): Promise<Pgbouncer> {
-  const target = new URL(databaseUrl());
+  // Imported only when needed: the bench, which runs outside vitest, names its own target.
+  const target = new URL(options.target ?? (await import('./pg-helpers.js')).databaseUrl());
   const dir = mkdtempSync('/tmp/cronguard-pgbouncer-');
   chmodSync(dir, 0o755);
   const user = decodeURIComponent(target.username || 'postgres');
@@ -52,6 +56,7 @@ export async function startPgbouncer(options: PgbouncerOptions): Promise<Pgbounc
         `auth_file = ${dir}/users.txt`,
         `pool_mode = ${options.poolMode}`,
         `default_pool_size = ${options.poolSize ?? 2}`,
+        ...(options.maxClientConn ? [`max_client_conn = ${options.maxClientConn}`] : []),
         `logfile = ${dir}/pgbouncer.log`,
         `pidfile = ${dir}/pgbouncer.pid`,
         ...(options.ignoreStartupParameters ? [`ignore_startup_parameters = ${options.ignoreStartupParameters}`] : []),

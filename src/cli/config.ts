@@ -12,7 +12,7 @@ import { scheduling } from './schedule.js';
 import type { SettingKey, Settings } from './settings.js';
 import { optionalDuration, parseBytes, parseExitCode, parseSignal } from './values.js';
 
-export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'none';
+export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'lease' | 'none';
 
 // Everything one `run` invocation needs, resolved once (flag over environment over default)
 // and frozen; nothing below the CLI reads argv or the environment again.
@@ -34,6 +34,8 @@ export interface RunConfig {
   // The lock was named by hand (--lock-file, --lock-key), so other jobs may share it.
   readonly sharedLock: boolean;
   readonly onLockLoss: 'terminate' | 'continue';
+  // -l lease: how long a lease lives without renewal (renewed every third of it); null otherwise.
+  readonly leaseTtlMs: number | null;
   readonly waitMs: number;
   readonly conflictExitCode: number;
   readonly timeoutMs: number | null;
@@ -95,10 +97,12 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const setting = (key: SettingKey, option: string) => ctx.settings.get(key, { value: str(option), name: `--${flagName(option)}` });
   const db = resolveDb(setting('database_url', 'db'), setting('schema', 'schema'), ctx.env);
   const lock = parseLock(str('lock') ?? (db ? 'postgres' : 'flock'), db);
-  if (db && (lock === 'postgres' || !options.noLog)) refuseStandbyOnly(db);
-  if (str('lockKey') !== undefined && lock !== 'postgres') {
-    throw new UsageError('--lock-key applies to the postgres lock backend only');
+  if (db && (lock === 'postgres' || lock === 'lease' || !options.noLog)) refuseStandbyOnly(db);
+  if (str('lockKey') !== undefined && lock !== 'postgres' && lock !== 'lease') {
+    throw new UsageError('--lock-key applies to the postgres and lease lock backends only');
   }
+  const leaseTtlMs = parseLeaseTtl(str('leaseTtl'), lock);
+  if (lock === 'lease' && options.noLog) throw new UsageError('-l lease keeps its lease in the run log; it cannot go with --no-log');
   const onLockLoss = str('onLockLoss') ?? 'terminate';
   if (onLockLoss !== 'terminate' && onLockLoss !== 'continue') {
     throw new UsageError(`--on-lock-loss: '${onLockLoss}' is not terminate or continue`);
@@ -111,7 +115,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const lockDir = absolute(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
   const lockKey =
-    lock !== 'postgres' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
+    lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
   return Object.freeze({
     name,
@@ -127,6 +131,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     lockKey,
     sharedLock: explicitFile !== undefined || str('lockKey') !== undefined,
     onLockLoss,
+    leaseTtlMs,
     waitMs: str('wait') === undefined ? 0 : parseDuration(str('wait') as string, '--wait'),
     conflictExitCode: parseExitCode(str('conflictExitCode')),
     timeoutMs: optionalDuration(str('timeout'), '--timeout'),
@@ -160,11 +165,28 @@ function absolute(resolved: ResolvedDir, what: string): ResolvedDir {
 }
 
 function parseLock(value: string, db: DbConfig | null): LockBackendName {
-  if (value === 'postgres' && !db) {
-    throw new UsageError('lock backend postgres needs a database: give --db URL or set CRONGUARD_DATABASE_URL');
+  if ((value === 'postgres' || value === 'lease') && !db) {
+    throw new UsageError(`lock backend ${value} needs a database: give --db URL or set CRONGUARD_DATABASE_URL`);
   }
-  if (value === 'flock' || value === 'lockfile' || value === 'postgres' || value === 'none') return value;
-  throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres or none)`);
+  if (value === 'flock' || value === 'lockfile' || value === 'postgres' || value === 'lease' || value === 'none') return value;
+  throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres, lease or none)`);
+}
+
+// The shortest lease: its holder renews every third of it and must be able to stop its
+// command (signal, grace, SIGKILL) well before it could expire.
+export const MIN_LEASE_TTL_MS = 5000;
+// The longest: the lease row keeps its ttl in milliseconds as an integer (2^31 - 1 ms is
+// 24.8 days), and Node's timers that renew and fence it fire at once past that delay.
+const MAX_LEASE_TTL_MS = 24 * 86_400_000;
+const DEFAULT_LEASE_TTL_MS = 30_000;
+
+function parseLeaseTtl(text: string | undefined, lock: LockBackendName): number | null {
+  if (text !== undefined && lock !== 'lease') throw new UsageError('--lease-ttl applies to the lease lock backend only (-l lease)');
+  if (lock !== 'lease') return null;
+  const ms = text === undefined ? DEFAULT_LEASE_TTL_MS : parseDuration(text, '--lease-ttl');
+  if (ms < MIN_LEASE_TTL_MS) throw new UsageError(`--lease-ttl: '${text}' is shorter than the minimum, 5s`);
+  if (ms > MAX_LEASE_TTL_MS) throw new UsageError(`--lease-ttl: '${text}' is longer than the maximum, 24d`);
+  return ms;
 }
 
 // Quotes an argument the way a POSIX shell would need it, for the run log's `command`.

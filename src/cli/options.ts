@@ -14,10 +14,11 @@ export interface OptionSpec {
 export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'name', long: 'name', short: 'n', value: 'NAME', help: 'job name: the lock and run-log key (default: derived from the command)' },
   { key: 'shell', long: 'shell-command', short: 'c', value: 'STRING', help: 'run STRING through /bin/sh -c instead of a command and arguments' },
-  { key: 'lock', long: 'lock', short: 'l', value: 'BACKEND', help: 'lock backend: flock, lockfile, postgres or none (default: postgres with a database, else flock)' },
+  { key: 'lock', long: 'lock', short: 'l', value: 'BACKEND', help: 'lock backend: flock, lockfile, postgres, lease or none (default: postgres with a database, else flock)' },
+  { key: 'leaseTtl', long: 'lease-ttl', value: 'DURATION', help: 'lease: how long a lease lives unrenewed, renewed every third of it (default 30s, 5s to 24d)' },
   { key: 'lockFile', long: 'lock-file', value: 'PATH', help: 'flock: lock exactly this file (shared with util-linux flock PATH)' },
   { key: 'lockDir', long: 'lock-dir', value: 'DIR', help: 'where lock files live ($CRONGUARD_LOCK_DIR)' },
-  { key: 'lockKey', long: 'lock-key', value: 'N', help: 'postgres: use this signed 64-bit advisory key instead of the hashed name' },
+  { key: 'lockKey', long: 'lock-key', value: 'N', help: 'postgres, lease: use this signed 64-bit key instead of the hashed name' },
   { key: 'db', long: 'db', value: 'URL', help: 'PostgreSQL for the lock and run log ($CRONGUARD_DATABASE_URL): a URL (hosts may be a list) or libpq keyword=value pairs; PG* variables fill in what it leaves out' },
   { key: 'schema', long: 'schema', value: 'NAME', help: 'PostgreSQL schema of the run log ($CRONGUARD_SCHEMA, default cronguard)' },
   { key: 'onLockLoss', long: 'on-lock-loss', value: 'ACTION', help: 'postgres: terminate (default) or continue the command if the lock is lost' },

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
 import { advisoryKey } from '../lock/postgres.js';
-import type { AdvisoryLock, PostgresStore } from '../store/postgres.js';
+import type { AdvisoryLock, LeaseRow, PostgresStore } from '../store/postgres.js';
 import type { RunRow } from '../store/types.js';
 import { isRoot, resolveLockDir } from '../util/paths.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
@@ -21,6 +21,11 @@ export interface HeldLock {
   since: string | null;
   holder_pid: number | null;
   verified: boolean;
+  // A lease's (-l lease): its epoch (the holder's fencing token) and when it expires unless
+  // renewed, on the server's clock.
+  epoch?: string;
+  expires_at?: string;
+  expires_in_ms?: number;
 }
 
 // `cronguard locks`: every lock held right now by a cronguard run the run log knows of,
@@ -37,14 +42,16 @@ export async function locks(args: readonly string[], settings: Settings): Promis
   const store = await choice.openExisting();
   let running: RunRow[] = [];
   let advisory: AdvisoryLock[] = [];
+  let leases: LeaseRow[] = [];
   try {
     running = store ? await store.listRuns({ status: 'running', limit: 10_000 }) : [];
     if (choice.db) advisory = await (store as PostgresStore).advisoryLocks();
+    if (choice.db) leases = await (store as PostgresStore).leases();
   } finally {
     await store?.close();
   }
   // Oldest first: the lock held longest is the one worth a look.
-  const held = [...fromRuns(running, advisory), ...fromAdvisory(advisory, running, choice.db?.schema), ...unexplained(dir, running)].sort(
+  const held = [...fromRuns(running, advisory), ...leases.map(fromLease), ...fromAdvisory(advisory, running, choice.db?.schema), ...unexplained(dir, running)].sort(
     (a, b) => (a.since ?? '~').localeCompare(b.since ?? '~') || a.job.localeCompare(b.job),
   );
   if (flags.json) {
@@ -55,7 +62,7 @@ export async function locks(args: readonly string[], settings: Settings): Promis
     const c = colours();
     const rows = held.map((h) => [
       h.job, h.lock, h.host ?? '-', String(h.pid ?? h.holder_pid ?? '-'), tableTime(h.since), String(h.run_id ?? '-'),
-      h.verified ? (h.run_id === null ? 'no run row' : '') : 'per run log (other host)',
+      note(h),
     ]);
     process.stdout.write(renderTable(['JOB', 'LOCK', 'HOST', 'PID', 'SINCE', 'RUN', 'NOTE'], rows, c));
   }
@@ -64,13 +71,30 @@ export async function locks(args: readonly string[], settings: Settings): Promis
 
 const localLocks = new LocalLocks();
 
+function note(h: HeldLock): string {
+  if (!h.verified) return 'per run log (other host)';
+  const lease = h.epoch === undefined ? '' : `epoch ${h.epoch}, expires in ${Math.ceil((h.expires_in_ms ?? 0) / 1000)}s`;
+  return [lease, h.run_id === null ? 'no run row' : ''].filter((n) => n !== '').join('; ');
+}
+
+// A lease held now (unexpired on the server's clock), as its row names its holder: the
+// leases table is the truth of who holds it, whatever running rows say.
+function fromLease(l: LeaseRow): HeldLock {
+  return {
+    job: l.job, lock: 'lease', key: l.key, host: l.host, pid: l.pid, run_id: l.run_id === null ? null : Number(l.run_id),
+    since: l.acquired_at.toISOString(), holder_pid: null, verified: true,
+    epoch: l.epoch, expires_at: l.expires_at.toISOString(), expires_in_ms: Number(l.expires_in_ms),
+  };
+}
+
 // Running rows whose lock is held: checked in /proc/locks or the lock dir on this host, in
 // pg_locks for the postgres lock, taken on trust for another host's local lock.
 function fromRuns(running: readonly RunRow[], advisory: readonly AdvisoryLock[]): HeldLock[] {
   const here = hostname();
   const held: HeldLock[] = [];
   for (const run of newestPerLock(running)) {
-    if (run.lock_backend === null || run.lock_backend === 'none' || run.lock_key === null) continue;
+    // A lease's holder is in its row (fromLease), not to be guessed from running rows.
+    if (run.lock_backend === null || run.lock_backend === 'none' || run.lock_backend === 'lease' || run.lock_key === null) continue;
     const base = { job: run.job, lock: run.lock_backend, key: run.lock_key, host: run.host, pid: run.pid, run_id: run.id, since: run.started_at };
     if (run.lock_backend === 'postgres') {
       const lock = advisory.find((a) => a.key === run.lock_key);

@@ -2,6 +2,7 @@ import type { ChalkInstance } from 'chalk';
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError } from '../errors.js';
 import { blockedSince, finalRuns, type JobStatus } from '../store/jobs.js';
+import { type LeasedJobStatus, leaseText, withLeases } from '../store/leases.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { age, ago, clip, duration, percent, printable, sparkline, tableTime, terminalWidth, zoneName } from './format.js';
@@ -17,12 +18,12 @@ export async function status(args: readonly string[], settings: Settings): Promi
   const name = program.args[0];
   if (name !== undefined) validateName(name);
   const log = await new StoreChoice(program.opts(), settings).openExisting();
-  const jobs = log ? await log.jobStatus(name ?? null).finally(() => log.close()) : [];
+  const jobs = log ? await log.jobStatus(name ?? null).then((found) => withLeases(log, found)).finally(() => log.close()) : [];
   if (name !== undefined && jobs.length === 0) throw new NotFoundError(`no job ${name} in the run log`);
   const c = colours();
   if (program.opts<{ json?: boolean }>().json) process.stdout.write(`${JSON.stringify(jobs, null, 2)}\n`);
   else if (jobs.length === 0) process.stderr.write('cronguard: no jobs recorded\n');
-  else if (name !== undefined) process.stdout.write(detail(jobs[0] as JobStatus, c));
+  else if (name !== undefined) process.stdout.write(detail(jobs[0] as LeasedJobStatus, c));
   else process.stdout.write(overview(jobs, c));
   return 0;
 }
@@ -68,13 +69,14 @@ function stale(j: JobStatus, c: ChalkInstance, now: number): string {
 }
 
 // Everything about one job, a field per line.
-function detail(j: JobStatus, c: ChalkInstance): string {
+function detail(j: LeasedJobStatus, c: ChalkInstance): string {
   const now = Date.now();
   const when = (iso: string | null) => (iso === null ? '-' : `${tableTime(iso)} (${ago(iso, now)})`);
   const width = terminalWidth();
   const counts = Object.entries(j.runs_total).map(([s, n]) => `${n} ${s}`).join(', ');
   const lines: [string, string | null][] = [
     ['state', `${state(j, c, now)}${j.state === 'running' ? ` on ${printable(j.running_host ?? '?')} (pid ${j.running_pid}, run ${j.running_run_id}, since ${when(j.running_since)})` : ''}`],
+    ['lease', j.lease === null ? null : printable(`held by ${leaseText(j.lease)}, since ${when(j.lease.since)}`)],
     ['shared lock', j.lock_held_by === null || j.state === 'running' ? null : printable(`held by ${j.lock_held_by}, which runs now`)],
     ['paused', j.state === 'disabled' ? printable(`since ${when(j.disabled_since)}${j.disabled_by ? ` by ${j.disabled_by}` : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`) : null],
     ['blocked', blockedSince(j) === null ? null : c.yellow(printable(`skipped ${when(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job`))],

@@ -15,6 +15,11 @@ export interface Lock {
   verify(): void;
   // A lease that lapses unless cronguard keeps refreshing it; null for other locks.
   readonly heartbeat: Heartbeat | null;
+  // What the command's environment gets from the lock (a lease's fencing token).
+  readonly env?: Readonly<Record<string, string>>;
+  // At most this long between the kill signal and SIGKILL when the lock is lost (a lease
+  // must see its command gone before it can expire); undefined: the run path's own bound.
+  readonly lossGraceMs?: number;
   release(): Promise<void>;
 }
 
@@ -23,6 +28,8 @@ export interface Lock {
 export interface Heartbeat {
   // How long the lease may go without a refresh before it counts as lost.
   readonly limitMs: number;
+  // How long ago the last refresh was (for a watchdog that starts, or restarts, after it).
+  sinceMs(): number;
   // Calls `beat` after every refresh from now on; returns what stops that.
   onBeat(beat: () => void): () => void;
 }

@@ -27,7 +27,8 @@ export async function openLockBackend(config: RunConfig, say: Messages): Promise
     case 'none':
       return noLock;
     case 'postgres':
-      throw new Error('the postgres lock needs a session; src/run/wiring.ts builds it');
+    case 'lease':
+      throw new Error(`the ${config.lock} lock is taken by the run log's admission; src/run/wiring.ts builds it`);
     case 'lockfile': {
       const dir = config.lockDir as string;
       const gid = ensureLockDir(dir, config.lockDirDefault);

@@ -93,6 +93,7 @@ function hold(container: string, epoch: bigint): Lock {
     verify: refresh,
     heartbeat: {
       limitMs: LAPSE_MS,
+      sinceMs: () => monotonicMs() - refreshedAt,
       onBeat(beat) {
         beats.add(beat);
         return () => beats.delete(beat);

@@ -4,6 +4,7 @@ import type { PgSession } from '../pg/session.js';
 import { type Messages, sleep } from '../util/io.js';
 import { sha256 } from '../util/sha256.js';
 import { type Lock, type LockBackend, retryUntil } from './backend.js';
+import type { DatabaseLock } from './database.js';
 
 export interface PostgresLockBackend extends LockBackend {
   // The lock as held by this session, for a statement that took it together with the
@@ -115,6 +116,23 @@ export function postgresBackend(session: PgSession, key: bigint, say?: Messages)
       released = true;
     },
     acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort),
+  };
+}
+
+// The advisory lock as the admission statement takes it (see DatabaseLock): the log is on
+// the lock's session; when the log fails, the lock is taken alone.
+export function advisoryLock(session: PgSession, key: bigint, say?: Messages): DatabaseLock {
+  const plain = postgresBackend(session, key, say);
+  return {
+    description: plain.description,
+    request: { kind: 'advisory', key },
+    alone: { tryOnce: plain.tryOnce, backend: plain },
+    spareWatchdog: true,
+    taken: (admitted) => {
+      heldOn(session, key, admitted.backend, admitted.backendStart);
+      return { lock: plain.held, release: { kind: 'advisory', key }, releasedElsewhere: plain.releasedElsewhere };
+    },
+    close: () => session.close(),
   };
 }
 

@@ -49,7 +49,8 @@ export class LockGuard {
       this.lost = reason;
       // Another instance may take the lock any moment now: the grace before SIGKILL is
       // short, whatever --kill-after says.
-      if (config.onLockLoss === 'terminate') this.current?.terminate(reason, Math.min(config.killAfterMs, LOCK_LOSS_GRACE_MS));
+      const grace = Math.min(config.killAfterMs, LOCK_LOSS_GRACE_MS, lock.lossGraceMs ?? LOCK_LOSS_GRACE_MS);
+      if (config.onLockLoss === 'terminate') this.current?.terminate(reason, grace);
       else if (this.current) say.warn(`${config.name}: lock lost (${reason}); the command continues (--on-lock-loss continue)`);
     });
   }
@@ -85,7 +86,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
     ctx.recorder.serving(requests.map((r) => r.id));
     const showHeld = (ended: ChildResult) => failed(verdictOf(ended)) && !mayRetry(verdictOf(ended));
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, live, say, held, showHeld });
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, live, say, held, showHeld });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
     // Recorded while the command runs: nothing waits for it but the outcome.

@@ -190,6 +190,7 @@ function lockKeyOf(config: RunConfig): string | null {
     case 'lockfile':
       return join(config.lockDir as string, `${config.name}.lockdir`);
     case 'postgres':
+    case 'lease':
       return String(config.lockKey);
     case 'none':
       return null;

@@ -38,7 +38,13 @@ export class LogLink {
     if (parts.openError !== null) this.unavailable('open', parts.openError);
   }
 
+  // Why the log could not be opened at all; null when it was.
+  get openFailure(): unknown {
+    return this.parts.openError;
+  }
+
   // Whether records still go to the store (not to the spool, or nowhere).
+
   get writable(): boolean {
     return this.store !== null && !this.spooling;
   }

@@ -1,7 +1,7 @@
 import { describe } from '../errors.js';
 import type { SpooledRun } from '../store/spool.js';
 import type { ClaimedRequest } from '../store/requests.js';
-import type { Admission, AdmitOptions, Holder, NewRun, RunOutcome } from '../store/types.js';
+import type { Admission, AdmitOptions, Holder, LockRelease, NewRun, RunOutcome } from '../store/types.js';
 import { LogLink } from './log-link.js';
 
 
@@ -17,7 +17,7 @@ export class RunRecorder extends LogLink {
   private childPid: number | null = null;
   // The requests this attempt's command is given, for its spooled record (see claimsOf).
   private served: readonly number[] = [];
-  private unlock: { readonly key: bigint; readonly released: () => void } | null = null;
+  private unlock: { readonly lock: LockRelease; readonly released: () => void } | null = null;
 
   // The run's id in the log; null without a log, or while its record is spooled.
   get runId(): number | null {
@@ -80,16 +80,16 @@ export class RunRecorder extends LogLink {
   async finish(outcome: RunOutcome, final: boolean, release = false): Promise<void> {
     await this.attempt('record the outcome', async (store) => {
       if (this.id === null) return;
-      const unlock = release && store === this.parts.store ? (this.unlock?.key ?? null) : null;
+      const unlock = release && store === this.parts.store ? (this.unlock?.lock ?? null) : null;
       if ((await store.finishRun(this.id, outcome, final, unlock)) && unlock !== null) this.unlock?.released();
     }, true);
     this.spoolNow(outcome, final);
   }
 
-  // The lock is an advisory lock of the store's own session, released by the last outcome's
-  // statement; `released` tells the lock it has nothing left to do.
-  releasesLock(key: bigint, released: () => void): void {
-    this.unlock = { key, released };
+  // The lock lives in the store's database (an advisory lock of its session, a lease), and
+  // the last outcome's statement releases it; `released` tells the lock it has nothing left to do.
+  releasesLock(lock: LockRelease, released: () => void): void {
+    this.unlock = { lock, released };
   }
 
   // The next attempt of the same run: a row of its own, which the requests follow.

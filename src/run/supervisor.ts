@@ -27,6 +27,8 @@ export interface SuperviseOptions {
   // Where the output is copied for `logs -f` while the command runs; null without a run log.
   readonly live: LiveCopy | null;
   readonly heartbeat?: Heartbeat | null;
+  // Variables the lock adds to the command's environment (a lease's fencing token).
+  readonly env?: Readonly<Record<string, string>> | null;
   // The job's name and cronguard's voice, for a warning that its output could not be written.
   readonly name: string;
   readonly say: Messages;
@@ -86,7 +88,8 @@ export function supervise(options: SuperviseOptions): Supervision {
   for (const signal of FORWARDED) process.on(signal, forward);
   // detached: the command leads a new process group, so signals and the timeout reach
   // everything it starts, and a terminal's ^C reaches it only through cronguard.
-  const child = spawn(options.file, options.argv.slice(1), { argv0: options.argv[0], stdio, detached: true });
+  const env = options.env ? { ...process.env, ...options.env } : process.env;
+  const child = spawn(options.file, options.argv.slice(1), { argv0: options.argv[0], stdio, detached: true, env });
   if (child.pid !== undefined) watchdog?.watch(child.pid);
   const processGroup = new ProcessGroup(child.pid ?? null, options.killSignal, options.killAfterMs);
   group = processGroup;

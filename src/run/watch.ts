@@ -3,7 +3,9 @@ import type { RunRecorder } from './recorder.js';
 
 // How often a waiting loop asks whether a request is due: often where asking is a local
 // read (SQLite), seldom where the server says so the moment a request is made (PostgreSQL
-// NOTIFY) and asking only catches requests made for later (--at) coming due; and how often
+// NOTIFY, or a lease's loop, which keeps no session to LISTEN on and asks once a second: a
+// request waits half a second, at the median) and asking only catches requests made for
+// later (--at) coming due; and how often
 // it tries to reach a run log whose connection was lost.
 const POLL_MS = 50;
 const POLL_NOTIFIED_MS = 1000;

@@ -5,21 +5,22 @@ import type { Heartbeat } from '../lock/backend.js';
 import { messages } from '../util/io.js';
 
 // The watchdog reads the command's process group id (one started again for a command that
-// runs has it as $2: cronguard may die before it could write it), then waits: a `done` line
+// runs has it as $3: cronguard may die before it could write it), then waits: a `done` line
 // means cronguard finished normally; end of input without it means cronguard died (SIGKILL,
 // the OOM killer) and its pipe closed, and then the whole group is killed. With $1 > 0 (a
 // lease), a timer beside it kills the group too when no `beat` line came for $1 hundredths
-// of a second: cronguard is stopped and its lease running out. The timer reads the time since boot
-// (/proc/uptime, in hundredths, by a builtin) rather than counting its `sleep 1` rounds: on a
-// busy machine each round takes longer than a second, and counted rounds let the command
-// outlive the lease. A beat is a WINCH (ignored until the trap is set); the timer ends when
-// the watchdog does.
-const SCRIPT = `group=$2
+// of a second, the first window already $2 hundredths short (the lease was last renewed
+// before the watchdog started): cronguard is stopped and its lease running out. The timer
+// reads the time since boot (/proc/uptime, in hundredths, by a builtin) rather than
+// counting its `sleep 1` rounds: on a busy machine each round takes longer than a second,
+// and counted rounds let the command outlive the lease. A beat is a WINCH (ignored until
+// the trap is set); the timer ends when the watchdog does.
+const SCRIPT = `group=$3
 [ -n "$group" ] || read -r group || exit 0
 [ "$group" = done ] && exit 0
 if [ "$1" -gt 0 ]; then
   (now() { read -r up rest < /proc/uptime; now=\${up%.*}\${up#*.}; }
-   now; last=$now; trap 'now; last=$now' WINCH
+   now; last=$((now - $2)); trap 'now; last=$now' WINCH
    while sleep 1 && kill -0 $$ 2>/dev/null; do
      now; [ $((now - last)) -ge "$1" ] && { kill -s KILL -- "-$group" 2>/dev/null; exit; }
    done) &
@@ -80,7 +81,8 @@ export class Watchdog {
     // after the last beat, when the lease is lost to cronguard already (which stops the
     // command itself unless it is stopped too), and before the lease is free for another holder.
     const hundredths = this.heartbeat ? Math.ceil(this.heartbeat.limitMs / 10) + 100 : 0;
-    const child = spawnWatchdog(hundredths, this.group);
+    const gone = this.heartbeat ? Math.ceil(this.heartbeat.sinceMs() / 10) : 0;
+    const child = spawnWatchdog(hundredths, gone, this.group);
     if (child === null) {
       throw new CronguardError('cannot start the watchdog (/bin/sh) that ends the command with cronguard; nothing ran', EXIT.unavailable);
     }
@@ -126,8 +128,8 @@ export class Watchdog {
   }
 }
 
-function spawnWatchdog(hundredths: number, group: number | null): ChildProcess | null {
-  const argv = ['-c', SCRIPT, 'cronguard-watchdog', String(hundredths), ...(group === null ? [] : [String(group)])];
+function spawnWatchdog(hundredths: number, gone: number, group: number | null): ChildProcess | null {
+  const argv = ['-c', SCRIPT, 'cronguard-watchdog', String(hundredths), String(gone), ...(group === null ? [] : [String(group)])];
   const child = spawn('/bin/sh', argv, { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
   if (child.pid === undefined) return null;
   child.on('error', () => {});
@@ -142,7 +144,7 @@ let spare: ChildProcess | null = null;
 // none could start, the command's own is started as before. Without a command it ends.
 export function prestartWatchdog(): void {
   try {
-    spare ??= spawnWatchdog(0, null);
+    spare ??= spawnWatchdog(0, 0, null);
   } catch {
     // The command's own start will say why, or run with a watchdog started then.
   }

@@ -7,6 +7,8 @@ import { isServerError, pgError } from '../pg/config.js';
 import type { PgSession } from '../pg/session.js';
 import { connectPostgres } from '../store/index.js';
 import type { ClaimedRequest } from '../store/requests.js';
+import type { DatabaseLock } from '../lock/database.js';
+import type { LockedAdmission } from '../store/postgres.js';
 import type { AdmitOptions, NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
@@ -52,12 +54,12 @@ export async function openRecorder(config: RunConfig, say: Messages): Promise<Ru
 // Puts together the lock and the run log the configuration asks for. An aborted `abort` (a
 // signal) ends connecting to PostgreSQL by throwing its reason.
 export async function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
-  if (config.lock !== 'postgres' && config.log !== 'postgres') {
+  if (config.lock !== 'postgres' && config.lock !== 'lease' && config.log !== 'postgres') {
     const backend = await openLockBackend(config, say);
     return localGate(backend, await sqliteLog(config, say), run, config, options, say, () => NONE);
   }
   const db = config.db as NonNullable<RunConfig['db']>;
-  // The lock needs its connection: without it nothing runs (69). The log alone can wait.
+  // The advisory lock needs its connection: without it nothing runs (69). The log alone can wait.
   const connecting = config.lock === 'postgres' ? connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, abort)) : null;
   // The code that will use the session loads while the connection is made (its failure is
   // the await's below; this catch only keeps it from counting as unhandled meanwhile).
@@ -69,51 +71,81 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as PgSession[];
   const roundTrips = () =>
     sessions().reduce((n, s) => ({ statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), NONE);
-  if (!lockSession) return localGate(await openLockBackend(config, say), log.recorder, run, config, options, say, roundTrips);
-  const { heldOn, postgresBackend } = await import('../lock/postgres.js');
-  const key = config.lockKey as bigint;
-  const plain = postgresBackend(lockSession, key, say);
-  const gate = localGate(plain, log.recorder, run, config, options, say, roundTrips);
+  const dbLock = await openDatabaseLock(config, lockSession, log, say);
+  if (!dbLock) return localGate(await openLockBackend(config, say), log.recorder, run, config, options, say, roundTrips);
+  return databaseGate(dbLock, log, run, config, options, say, roundTrips);
+}
+
+// The database lock the configuration asks for, on the log's store; null: the lock is taken
+// first, then the log asked (a local lock, or the advisory lock on a session of its own when
+// the log is elsewhere).
+async function openDatabaseLock(config: RunConfig, lockSession: PgSession | null, log: OpenedLog, say: Messages): Promise<DatabaseLock | null> {
+  const db = config.db as NonNullable<RunConfig['db']>;
+  if (config.lock === 'lease') {
+    if (!log.store) throw pgError(log.recorder.openFailure ?? new Error('the run log is out of reach'), db.display);
+    const store = log.store;
+    store.sessionless = true;
+    const { leaseLock } = await import('../store/postgres-lease.js');
+    return leaseLock(config, store, say);
+  }
+  if (!lockSession) return null;
+  const { advisoryLock } = await import('../lock/postgres.js');
+  return advisoryLock(lockSession, config.lockKey as bigint, say);
+}
+
+type OpenedLog = Awaited<ReturnType<typeof postgresLog>>;
+
+// One statement takes the lock, applies the fleet rule and records the run. If the log
+// fails inside it (no privilege, a timeout), a lock that can be taken alone is, and the
+// record spooled.
+function databaseGate(dbLock: DatabaseLock, log: OpenedLog, run: NewRun, config: RunConfig, options: GateOptions, say: Messages, roundTrips: () => RoundTrips): Gate {
+  const db = config.db as NonNullable<RunConfig['db']>;
+  const fallback = dbLock.alone?.backend ?? { description: dbLock.description, acquire: async () => null };
+  const gate = localGate(fallback, log.recorder, run, config, options, say, roundTrips);
   const close = async () => {
     await gate.close();
-    await lockSession.close();
+    await dbLock.close();
   };
-  const combined = log.store?.session === lockSession ? log.store : null;
+  const combined = log.store;
   if (!combined) return { ...gate, close };
-  log.recorder.releasesLock(key, () => plain.releasedElsewhere());
-  // One statement takes the lock, applies the fleet rule and records the run. If the log
-  // fails inside it (no privilege, a timeout), the lock is taken alone and the record spooled.
+  const hold = (admitted: LockedAdmission, sentAt: number): Lock => {
+    const { lock, release, releasedElsewhere } = dbLock.taken(admitted, sentAt);
+    log.recorder.releasesLock(release, releasedElsewhere);
+    return lock;
+  };
   const attempt = async (): Promise<Admission | null> => {
     if (log.recorder.writable) {
       const stamped = atLock(run);
       try {
-        const admitting = combined.lockAndAdmit(stamped, key, options, config.waitMs === 0);
-        // A command under the postgres lock needs a watchdog: it starts while the server works.
-        prestartWatchdog();
-        const { admission, backend, backendStart, holding } = await admitting;
-        if (holding) heldOn(lockSession, key, backend, backendStart);
+        const admitting = combined.lockAndAdmit(stamped, dbLock.request, options, config.waitMs === 0);
+        // A command under a database lock needs a watchdog: it starts while the server works.
+        if (dbLock.spareWatchdog) prestartWatchdog();
+        const admitted = await admitting;
+        const { admission } = admitted;
+        const held = admitted.holding ? hold(admitted, admitted.sentAt) : null;
         if (!admission.admitted) {
-          if (keeps(options, admission)) return { ...admission, held: plain.held };
+          if (held && keeps(options, admission)) return { ...admission, held };
           return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;
         }
         log.recorder.adopt(stamped, admission.runId);
-        return { admitted: true, lock: plain.held, requests: admission.requests };
+        return { admitted: true, lock: held as Lock, requests: admission.requests };
       } catch (error) {
         // A refusal of cronguard's own (a server connection shared by a pooler): nothing ran.
         if (error instanceof CronguardError) throw error;
         // Only an error the server sent is the log's; anything else is the connection, and
         // without it there is no lock (69), though the statement may have committed.
-        if (lockSession.isLost || !isServerError(error)) {
+        if (combined.connectionLost || !isServerError(error) || !dbLock.alone) {
           log.recorder.lostAdmission(stamped);
           throw pgError(error, db.display);
         }
         log.recorder.unavailable('record the start', error);
       }
     }
-    const lock = await plain.tryOnce();
+    if (!dbLock.alone) throw pgError(log.recorder.openFailure ?? new Error('the run log is out of reach'), db.display);
+    const lock = await dbLock.alone.tryOnce();
     return lock && gate.admitHeld(lock);
   };
-  const tell = waiting(config, plain.description, say);
+  const tell = waiting(config, dbLock.description, say);
   const admit = async (abort: AbortSignal): Promise<Admission> => {
     // Before the admission, as a local lock's gate does: a record of this host's that says
     // its run never started the command (the reply to its admission lost) gives its claims
@@ -125,7 +157,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
       { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) }
     );
   };
-  return { ...gate, admit, close };
+  return { ...gate, description: dbLock.description, admit, close };
 }
 
 interface LocalGate extends Gate {

@@ -3,6 +3,7 @@ import type { Context, Hono } from 'hono';
 import { liveDir, liveName } from '../run/live-file.js';
 import { LiveReader } from '../commands/live-reader.js';
 import { CronguardError } from '../errors.js';
+import { withLeases } from '../store/leases.js';
 import { argsProblem } from '../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
 import { AnsiHtml, ansiToHtml } from './ansi.js';
@@ -40,7 +41,7 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
     if (hasNul(host)) return badRequest(c, 'host: a host name has no NUL characters.');
     const query = { status: (RUN_STATUSES as readonly string[]).includes(status) ? (status as RunStatus) : null, host: host || null, before: idOf(before) };
     const found = await ctx.store.read(async (s) => {
-      const [job] = await s.jobStatus(name);
+      const [job] = await withLeases(s, await s.jobStatus(name));
       if (!job) return null;
       const filter = { jobs: [name], status: query.status ?? undefined, host: query.host ?? undefined, beforeId: query.before ?? undefined, limit: RUNS_PER_PAGE + 1 };
       const requested = idOf(c.req.query('requested'));

@@ -39,10 +39,11 @@ export function statements(S: string) {
     // The admission of one run (migration 0005): one round trip, under the postgres lock
     // (when :p has a key) or a local one, after the claims of runs that ended are settled
     // (0011; `orphaned`: this host's such runs the lock does not prove ended), guarded for
-    // poolers (0013: `reentered`, `backend`, `holding`). It also names the server
+    // poolers (0013: `reentered`, `backend`, `holding`), taking a lease (0014: `epoch`). It also names the server
     // (pg_control_system(), executable by PUBLIC): the spool's key after a failover (see
     // Spool), at no round trip of its own.
     admit: named(`SELECT a->'r' AS r, a->'orphaned' AS orphaned, (a->>'backend')::integer AS backend, coalesce((a->>'holding')::boolean, false) AS holding,
+                         a->>'epoch' AS epoch,
                          ${BACKEND_START} AS backend_start, (${SYSTEM_IDENTIFIER}) AS system_identifier
                   FROM ${S}.admit(:p::jsonb, true) AS a`),
     systemIdentifier: named(SYSTEM_IDENTIFIER),
@@ -69,6 +70,20 @@ export function statements(S: string) {
                                  AND ${advisoryHeld(':unlock::bigint', 'pg_backend_pid()')}
                                THEN pg_advisory_unlock(:unlock::bigint) ELSE false END AS unlocked
                    FROM ${S}.finish(:p::jsonb) AS f(done)`),
+    // The same, releasing a lease (:key, :epoch) in the same transaction: whoever takes the
+    // lease next finds this row finished. unlocked: the lease was still this holder's.
+    finishLease: named(`WITH released AS (DELETE FROM ${S}.leases WHERE lock_key = :key::bigint AND epoch = :epoch::bigint RETURNING 1)
+                        SELECT EXISTS (SELECT FROM released) AS unlocked FROM ${S}.finish(:p::jsonb) AS f(done)`),
+    // A lease's renewal (migration 0014): only by its holder (the epoch it took) and only
+    // while unexpired on the server's clock, over any connection; no row: the lease is lost.
+    renewLease: named(`UPDATE ${S}.leases SET renewed_at = now(), expires_at = now() + make_interval(secs => :ttl_ms::numeric / 1000)
+                       WHERE lock_key = :key::bigint AND epoch = :epoch::bigint AND expires_at > now() RETURNING epoch`),
+    // A lease let go without an outcome to record (a loop that found nothing to run).
+    releaseLease: named(`DELETE FROM ${S}.leases WHERE lock_key = :key::bigint AND epoch = :epoch::bigint`),
+    // Leases held now, for `locks`, `status` and the web page.
+    leases: named(`SELECT job, host, pid, run_id, epoch::text AS epoch, lock_key::text AS key, acquired_at, expires_at,
+                          greatest(0, (extract(epoch FROM expires_at - now()) * 1000)::bigint) AS expires_in_ms
+                   FROM ${S}.leases WHERE expires_at > now() ORDER BY job`),
     // Requests a run gives back: to wait for the next run (and waiting loops hear of them), or
     // failed without running (and their waiters hear that).
     giveBack: named(`WITH later AS (UPDATE ${S}.requests SET status = 'pending', run_id = NULL, claimed_at = NULL,

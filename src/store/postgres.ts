@@ -1,5 +1,6 @@
 import { PermissionError } from '../errors.js';
 import { sharedBackend } from '../lock/postgres.js';
+import { monotonicMs } from '../util/time.js';
 import { PostgresBase } from './postgres-base.js';
 import { listRunsStatement } from './postgres-sql.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
@@ -11,7 +12,7 @@ import {
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
-  type RunningRow, type RunRow, type RunStore, type RunTail, type UnsettledRun,
+  type LeaseRow, type LockRelease, type LockRequest, type RunningRow, type RunRow, type RunStore, type RunTail, type UnsettledRun,
 } from './types.js';
 
 export type { AdvisoryLock } from './postgres-rows.js';
@@ -24,31 +25,48 @@ export interface LockedAdmission {
   // When that backend started (see lock/postgres.ts's BACKEND_START).
   readonly backendStart: string | null;
   readonly holding: boolean;
+  // The lease's epoch (its fencing token) when the admission took a lease and holds it.
+  readonly epoch: bigint | null;
+  // When (monotonicMs) the admission statement that decided was sent: a lease it took
+  // expires a ttl after that at the earliest. Not before: creating or upgrading the schema
+  // first (withSchema) may take seconds, and a lease counted from before would look lost.
+  readonly sentAt: number;
 }
+
 
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
+export type { LeaseRow };
+
 export class PostgresStore extends PostgresBase implements RunStore {
   private identity: string | null = null;
   // Told the server's identity once it is known (the spool keys records by it).
   onIdentity: ((systemIdentifier: string) => void) | null = null;
+  // No session state (a lease's run): no LISTEN, which a transaction pooler would leave on a
+  // server connection other clients get; a loop waiting for requests polls instead.
+  sessionless = false;
 
   async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
     return (await this.admission(run, options, null, false)).admission;
   }
 
-  // Tries the advisory lock and, if it is ours and the rules allow, records the run, in one
-  // round trip. When another session holds the lock, counts the skip (countSkip) on its run.
-  // Refuses (69) when the server backend already held the lock (see sharedBackend); says on
-  // which backend the lock was taken and whether it is held now.
-  async lockAndAdmit(run: NewRun, key: bigint, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
-    return this.admission(run, options, key, countSkip);
+  // Tries the lock (the advisory lock, or a lease by compare-and-set) and, if it is ours and
+  // the rules allow, records the run, in one round trip. When another holds the lock, counts
+  // the skip (countSkip) on its run. Refuses (69) when the server backend already held the
+  // advisory lock (see sharedBackend); says on which backend the lock was taken and whether
+  // it is held now, and a lease's epoch.
+  async lockAndAdmit(run: NewRun, lock: LockRequest, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
+    return this.admission(run, options, lock, countSkip);
   }
 
-  private async admission(run: NewRun, options: AdmitOptions, key: bigint | null, countSkip: boolean): Promise<LockedAdmission> {
+  private async admission(run: NewRun, options: AdmitOptions, lock: LockRequest | null, countSkip: boolean): Promise<LockedAdmission> {
+    const taking =
+      lock === null ? {}
+      : lock.kind === 'advisory' ? { key: lock.key.toString(), count_skip: countSkip }
+      : { lease: lock.key.toString(), lease_ttl_ms: lock.ttlMs, count_skip: countSkip };
     const p = {
       ...runJson(run),
-      ...(key === null ? {} : { key: key.toString(), count_skip: countSkip }),
+      ...taking,
       fleet: options.oneRunPerTick,
       now: minuteNow().toISOString(),
       min_interval_ms: options.minIntervalMs,
@@ -58,12 +76,17 @@ export class PostgresStore extends PostgresBase implements RunStore {
       manual: options.manual,
       keep_lock: options.keepLock,
     };
-    type Row = { r: AdmitResult; orphaned: RunningRow[]; backend: number; backend_start: string | null; holding: boolean; system_identifier: string };
-    const [row] = await this.withSchema(() => this.run<Row>(this.sql.admit, { p: JSON.stringify(p) }));
+    type Row = { r: AdmitResult; orphaned: RunningRow[]; backend: number; backend_start: string | null; holding: boolean; epoch: string | null; system_identifier: string };
+    let sentAt = 0;
+    const [row] = await this.withSchema(() => {
+      sentAt = monotonicMs();
+      return this.run<Row>(this.sql.admit, { p: JSON.stringify(p) });
+    });
     const r = row?.r as AdmitResult;
     this.identified(row?.system_identifier ?? null);
     if (r.reason === 'reentered') throw sharedBackend(this.session.db.display);
-    const locked = { backend: row?.backend ?? 0, backendStart: row?.backend_start ?? null, holding: row?.holding === true };
+    const epoch = row?.epoch == null ? null : BigInt(row.epoch);
+    const locked = { backend: row?.backend ?? 0, backendStart: row?.backend_start ?? null, holding: row?.holding === true, epoch, sentAt };
     await this.upgradeIfBehind(r.version);
     // This host's rows of the job under other locks, whose wrappers only this host can
     // check: as the embedded log does, whatever the verdict; and so the claims of such runs
@@ -99,11 +122,32 @@ export class PostgresStore extends PostgresBase implements RunStore {
     await this.run(this.sql.setChildPid, { id, child_pid: childPid, command });
   }
 
-  async finishRun(id: number, o: RunOutcome, final: boolean, unlock: bigint | null = null): Promise<boolean> {
-    const p = { id, final, schema: this.schema, request_status: requestStatusOf(o.status), ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) };
-    const values = { p: JSON.stringify(p), unlock: unlock?.toString() ?? null, backend: this.session.lockBackend };
-    const [row] = await this.withSchema(() => this.run<{ unlocked: boolean }>(this.sql.finish, values));
+  async finishRun(id: number, o: RunOutcome, final: boolean, unlock: LockRelease | null = null): Promise<boolean> {
+    const p = JSON.stringify({ id, final, schema: this.schema, request_status: requestStatusOf(o.status), ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) });
+    const [row] = await this.withSchema(() =>
+      unlock?.kind === 'lease'
+        ? this.run<{ unlocked: boolean }>(this.sql.finishLease, { p, key: unlock.key.toString(), epoch: unlock.epoch.toString() })
+        : this.run<{ unlocked: boolean }>(this.sql.finish, { p, unlock: unlock?.key.toString() ?? null, backend: this.session.lockBackend }),
+    );
     return row?.unlocked === true;
+  }
+
+  // Renews a lease this holder took (its epoch) for `ttlMs` more: false when it is no longer
+  // this holder's (expired, broken, taken over).
+  async renewLease(key: bigint, epoch: bigint, ttlMs: number): Promise<boolean> {
+    return (await this.run(this.sql.renewLease, { key: key.toString(), epoch: epoch.toString(), ttl_ms: ttlMs })).length > 0;
+  }
+
+  async releaseLease(key: bigint, epoch: bigint): Promise<void> {
+    await this.run(this.sql.releaseLease, { key: key.toString(), epoch: epoch.toString() });
+  }
+
+  // Leases held now; none in a schema from before leases (migration 0014).
+  async leases(): Promise<LeaseRow[]> {
+    return this.run<LeaseRow>(this.sql.leases, {}).catch((error) => {
+      if ((error as { code?: string }).code === '42P01') return [];
+      throw error;
+    });
   }
 
   async returnRequests(runId: number, u: Unserved): Promise<void> {
@@ -132,6 +176,7 @@ export class PostgresStore extends PostgresBase implements RunStore {
   }
 
   async listenForRequests(job: string, wake: () => void): Promise<void> {
+    if (this.sessionless) return;
     await this.session.listen('cronguard_requests', (payload) => payload === `${this.schema}:${job}` && wake());
   }
 

@@ -178,6 +178,26 @@ export interface PruneResult {
   readonly complete: boolean;
 }
 
+// A lease held now (see migration 0014), for `locks`, `status` and the web page.
+export interface LeaseRow {
+  readonly job: string;
+  readonly host: string;
+  readonly pid: number;
+  readonly run_id: string | null;
+  readonly epoch: string;
+  readonly key: string;
+  readonly acquired_at: Date;
+  readonly expires_at: Date;
+  readonly expires_in_ms: string;
+}
+
+// A lock in the store's database that the outcome statement releases: an advisory lock of
+// the store's own session, or a lease (its key and the epoch this holder took).
+export type LockRelease = { readonly kind: 'advisory'; readonly key: bigint } | { readonly kind: 'lease'; readonly key: bigint; readonly epoch: bigint };
+
+// What an admission statement is asked to take with the run (see PostgresStore.lockAndAdmit).
+export type LockRequest = { readonly kind: 'advisory'; readonly key: bigint } | { readonly kind: 'lease'; readonly key: bigint; readonly ttlMs: number };
+
 export interface RunStore {
   // Decides, under a lock already held, whether the run may start, and if so inserts its
   // `running` row, in one transaction: marks this job's `running` rows on this host whose
@@ -187,9 +207,9 @@ export interface RunStore {
   // The command started (its pid, and its command line with the requests' arguments).
   setChildPid(id: number, childPid: number, command: string): Promise<void>;
   // Records the outcome; on the last attempt (`final`), the requests of the run end with it.
-  // `unlock`: an advisory lock of the store's session to release in the same round trip;
+  // `unlock`: a lock the store holds (see LockRelease) to release in the same round trip;
   // returns whether it was released (never, by a store without such locks).
-  finishRun(id: number, outcome: RunOutcome, final: boolean, unlock?: bigint | null): Promise<boolean>;
+  finishRun(id: number, outcome: RunOutcome, final: boolean, unlock?: LockRelease | null): Promise<boolean>;
   // Gives back claimed requests the run will not serve (see Unserved).
   returnRequests(runId: number, unserved: Unserved): Promise<void>;
   // A retry of run `previous`: a new row, which the requests follow; returns its id.
@@ -228,6 +248,8 @@ export interface RunStore {
   // Pauses (with why) or resumes a job.
   setPaused(job: string, paused: Paused | null): Promise<void>;
   jobStatus(job: string | null): Promise<JobStatus[]>;
+  // Leases held now (-l lease), where the store keeps them (PostgreSQL, from migration 0014).
+  leases?(): Promise<LeaseRow[]>;
   // Deletes old finished runs and requests in short batches (see PruneOptions).
   prune(options: PruneOptions): Promise<PruneResult>;
   // Claims a periodic task (the automatic prune) for this invocation when it last ran

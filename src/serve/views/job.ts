@@ -1,5 +1,6 @@
 import { html } from 'hono/html';
 import { blockedSince, type JobStatus } from '../../store/jobs.js';
+import { type LeasedJobStatus, leaseText } from '../../store/leases.js';
 import type { RequestRow } from '../../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../../store/types.js';
 import { stateCell } from './jobs.js';
@@ -15,7 +16,7 @@ export interface RunsQuery {
 }
 
 export interface JobPage {
-  readonly job: JobStatus;
+  readonly job: LeasedJobStatus;
   readonly runs: readonly RunRow[];
   // Whether older runs follow (the query asked for one more than a page).
   readonly more: boolean;
@@ -35,6 +36,7 @@ export function jobView(p: JobPage): Html {
 <div id="summary" data-live>
 <dl class="facts">
 <dt>State</dt><dd>${stateCell(j)}${j.state === 'disabled' && j.disabled_by ? html` <span class="muted">by ${j.disabled_by}</span>` : ''}</dd>
+${j.lease === null ? '' : html`<dt>Lease</dt><dd id="lease">held by ${leaseText(j.lease)}, since ${time(j.lease.since)}</dd>`}
 ${blockedSince(j) === null ? '' : html`<dt>Blocked</dt><dd class="bad">skipped ${time(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job</dd>`}
 <dt>Last run</dt><dd>${j.last_run_id === null ? 'none finished' : html`<a href="/runs/${j.last_run_id}">run ${j.last_run_id}</a> ${statusBadge(j.last_status, j.last_exit_code, j.last_signal)} ${time(j.last_started_at)}, ${duration(j.last_duration_ms)}`}</dd>
 <dt>Last success</dt><dd>${j.last_success_run_id === null ? html`<span class="bad">never</span>` : html`<a href="/runs/${j.last_success_run_id}">run ${j.last_success_run_id}</a> ${time(j.last_success_at)}`}</dd>

@@ -1,0 +1,157 @@
+import type { Messages } from '../util/io.js';
+import { monotonicMs } from '../util/time.js';
+import type { Lock } from './backend.js';
+
+// A lease (-l lease): a row in the run log's database with a holder, an epoch and an expiry
+// on the server's clock, taken by the admission statement (see migration 0014) and renewed
+// by this holder over any connection. The server's clock decides when the lease expires;
+// the holder, whose clock need not agree, counts from the moment it SENT its last renewal
+// that succeeded (the server set the expiry at or after that moment), on its own monotonic
+// clock, and has its command gone well before that expiry can come:
+//   renew every third of the ttl; none succeeded for lossMs: lost, the command gets its
+//   kill signal, and SIGKILL graceMs later. The watchdog (cronguard stopped or killed) acts
+//   within watchdogLimitMs + 2 s of the last renewal's reply, at most 0.9 of the ttl, and
+//   no sooner than cronguard's own SIGKILL, so that a live cronguard always stops its
+//   command itself, with its signal first.
+const RENEW = 1 / 3;
+// After a renewal that failed, the next try comes this much of the ttl later (sooner when
+// less is left before the lease counts as lost).
+const RETRY = 1 / 15;
+// A renewal that gets no answer is given up (and the next one goes over a connection of its
+// own) after half the time left before the loss, but not under this: one unanswered renewal
+// must leave room for another, not use up all of the time the lease has left.
+const MIN_TRY_MS = 1000;
+
+// How long the command's watchdog lets a lease go without a renewal: it kills the command
+// between limit + 1 and limit + 2 s after the last renewal's reply (see Watchdog).
+export function watchdogLimitMs(ttlMs: number): number {
+  return Math.max(1000, Math.floor((ttlMs * 0.9 - 2000) / 1000) * 1000);
+}
+
+// Between the kill signal and SIGKILL when the lease is lost.
+export function graceMs(ttlMs: number): number {
+  return Math.min(2000, ttlMs / 10);
+}
+
+// How long without a renewal counts as lost: at most 0.6 of the ttl, and early enough that
+// cronguard's SIGKILL comes before the watchdog's earliest.
+export function lossMs(ttlMs: number): number {
+  return Math.min(ttlMs * 0.6, watchdogLimitMs(ttlMs) + 1000 - graceMs(ttlMs));
+}
+
+// What the admission took: the lock key, this holder's epoch (the fencing token), the ttl,
+// and when (monotonicMs) the statement that took it was sent.
+export interface LeaseTerms {
+  readonly key: bigint;
+  readonly epoch: bigint;
+  readonly ttlMs: number;
+  readonly sentAt: number;
+}
+
+// How a lease reaches its database: any connection will do, pooled or not.
+export interface LeaseLine {
+  // True: renewed; false: the lease is no longer this holder's. Throws when the database
+  // could not be asked within timeoutMs.
+  renew(key: bigint, epoch: bigint, ttlMs: number, timeoutMs: number): Promise<boolean>;
+  release(key: bigint, epoch: bigint): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface HeldLease extends Lock {
+  // The outcome statement released it (PostgresStore.finishRun): nothing left to do.
+  releasedElsewhere(): void;
+}
+
+// The lease as held: renewed in the background from now on, lost when renewals stop.
+export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Record<string, string>>, say: Messages): HeldLease {
+  const { key, epoch, ttlMs } = terms;
+  let lastSent = terms.sentAt;
+  let lost: string | null = null;
+  let done = false;
+  let lostHandler: ((reason: string) => void) | null = null;
+  const beats = new Set<() => void>();
+  let renewTimer: NodeJS.Timeout | null = null;
+  let lossTimer: NodeJS.Timeout | null = null;
+
+  const stop = () => {
+    done = true;
+    if (renewTimer) clearTimeout(renewTimer);
+    if (lossTimer) clearTimeout(lossTimer);
+    beats.clear();
+  };
+  const lose = (reason: string) => {
+    if (lost || done) return;
+    lost = `lease of ${key} (epoch ${epoch}): ${reason}`;
+    stop();
+    lostHandler?.(lost);
+  };
+  const unrenewed = () => `not renewed for ${((monotonicMs() - lastSent) / 1000).toFixed(1)}s of its ${ttlMs / 1000}s`;
+  const armLoss = () => {
+    if (lossTimer) clearTimeout(lossTimer);
+    lossTimer = setTimeout(() => lose(unrenewed()), Math.max(0, lastSent + lossMs(ttlMs) - monotonicMs()));
+  };
+  const schedule = (delayMs: number) => {
+    if (done) return;
+    renewTimer = setTimeout(renew, Math.max(0, delayMs));
+  };
+  async function renew(): Promise<void> {
+    const sent = monotonicMs();
+    const left = lastSent + lossMs(ttlMs) - sent;
+    if (left <= 0) return lose(unrenewed());
+    try {
+      const ours = await line.renew(key, epoch, ttlMs, Math.min(left, Math.max(left / 2, MIN_TRY_MS)));
+      if (done) return;
+      if (!ours) return lose('taken over or broken (no longer this holder\'s)');
+      lastSent = sent;
+      armLoss();
+      // The watchdog counts from the beat, when the reply came; the lease's expiry counts
+      // from the renewal's start. A slow reply would move the watchdog's limit past the
+      // expiry: no beat then (the watchdog keeps counting from the last one that fits), and
+      // the next renewal at once, for a beat before the watchdog's limit.
+      if (monotonicMs() + watchdogLimitMs(ttlMs) + 2000 > sent + ttlMs) return schedule(0);
+      for (const beat of beats) beat();
+      schedule(sent + ttlMs * RENEW - monotonicMs());
+    } catch (error) {
+      if (done) return;
+      say.verbose(`lease of ${key}: renewal failed (${(error as Error).message}); retrying`);
+      schedule(Math.min(ttlMs * RETRY, (lastSent + lossMs(ttlMs) - monotonicMs()) / 4));
+    }
+  }
+  armLoss();
+  schedule(ttlMs * RENEW - (monotonicMs() - lastSent));
+
+  return {
+    inheritFd: null,
+    commandDiesWithWrapper: true,
+    env: { ...env, CRONGUARD_FENCING_TOKEN: String(epoch) },
+    lossGraceMs: graceMs(ttlMs),
+    onLost(handler) {
+      lostHandler = handler;
+      if (lost) handler(lost);
+    },
+    // A stopped cronguard's timers fire late: the time since the last renewal tells.
+    verify() {
+      if (!lost && !done && monotonicMs() - lastSent >= lossMs(ttlMs)) lose(unrenewed());
+    },
+    heartbeat: {
+      limitMs: watchdogLimitMs(ttlMs),
+      // From the sending of the statement that last renewed (or took) the lease, the
+      // moment its expiry counts from.
+      sinceMs: () => monotonicMs() - lastSent,
+      onBeat(beat) {
+        beats.add(beat);
+        return () => beats.delete(beat);
+      },
+    },
+    releasedElsewhere() {
+      stop();
+    },
+    async release() {
+      const held = !done && !lost;
+      stop();
+      // A lease not released here (the database out of reach) expires after its ttl.
+      if (held) await line.release(key, epoch).catch(() => {});
+      await line.close();
+    },
+  };
+}

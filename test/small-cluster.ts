@@ -1,0 +1,47 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import pg from 'pg';
+
+// A throwaway PostgreSQL cluster with few connections (`max_connections`), made with
+// Debian's postgresql-common tools on a name and port of its own, for the tests and the
+// bench of many jobs through a pooler. No vitest here: the bench bundles it.
+const VERSION = '15';
+
+export interface SmallCluster {
+  readonly name: string;
+  readonly port: number;
+  // Its `test` database, as cronguard or PgBouncer is given it.
+  readonly url: string;
+  drop(): void;
+}
+
+// Why such a cluster cannot be made here, or null.
+export function clusterToolsMissing(): string | null {
+  if (!existsSync('/usr/bin/pg_createcluster')) return 'postgresql-common (pg_createcluster) is not installed';
+  if (!existsSync(`/usr/lib/postgresql/${VERSION}/bin/postgres`)) return `PostgreSQL ${VERSION}'s server is not installed`;
+  if (process.geteuid?.() !== 0) return 'making clusters needs root';
+  return null;
+}
+
+function sh(command: string, args: string[]): void {
+  execFileSync(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+function dropCluster(name: string): void {
+  if (existsSync(`/etc/postgresql/${VERSION}/${name}`)) sh('pg_dropcluster', ['--stop', VERSION, name]);
+}
+
+// A fresh cluster (any earlier one of that name dropped first), started, with trust
+// authentication and a `test` database.
+export async function makeCluster(name: string, port: number, maxConnections: number): Promise<SmallCluster> {
+  dropCluster(name);
+  sh('pg_createcluster', [VERSION, name, '-p', String(port), '-o', `max_connections=${maxConnections}`, '-o', 'shared_preload_libraries=pg_stat_statements', '--start', '--', '-A', 'trust']);
+  const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });
+  await admin.connect();
+  try {
+    await admin.query('CREATE DATABASE test');
+  } finally {
+    await admin.end();
+  }
+  return { name, port, url: `postgres://postgres@127.0.0.1:${port}/test`, drop: () => dropCluster(name) };
+}
