@@ -155,7 +155,7 @@ async function bench() {
   console.log(pgReachable ? `\npostgres mode: ${trips} round trips after connecting (${databaseUrl.replace(/:[^:@/]*@/, ':***@')})` : `\npostgres mode skipped: nothing answers at ${databaseUrl}`);
   for (const line of await requestBench({ launcher, env, work, databaseUrl, schema, pgReachable })) console.log(line);
   if (process.env.BENCH_SCALE !== '0') await scaleBench();
-  // Opt-in while unfinished: its -l postgres phase does not end yet (see the branch's report).
+  // Opt-in until measured at full size on a quiet machine (BENCH_LEASE_JOBS, BENCH_LEASE_SAME).
   if (process.env.BENCH_LEASE === '1') await leaseBench();
 }
 
