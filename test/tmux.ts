@@ -1,19 +1,24 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach } from 'vitest';
 import { BINARY, CI_VARS, waitFor } from './helpers.js';
 
 // A real terminal for the output a person reads: tmux runs cronguard in a pane of a given
-// size, and the test reads the screen back (with colours, as escape codes, when asked).
+// size, and the test reads the screen back (with colours, as escape codes, when asked). Each
+// terminal has a tmux server of its own (-L): test files run side by side, and a shared
+// server exits with its last session just as another file's session is being made in it.
 const sessions: string[] = [];
 afterEach(() => {
   for (const name of sessions.splice(0)) {
     try {
-      execFileSync('tmux', ['kill-session', '-t', name], { stdio: 'ignore' });
+      execFileSync('tmux', ['-L', name, 'kill-server'], { stdio: 'ignore' });
     } catch {
       // Already gone.
     }
+    // The server leaves its socket behind.
+    rmSync(join(process.env.TMUX_TMPDIR ?? '/tmp', `tmux-${process.getuid?.()}`, name), { force: true });
   }
 });
 
@@ -31,10 +36,10 @@ export async function onScreen(args: readonly string[], env: NodeJS.ProcessEnv, 
   const vars = Object.entries(env)
     .filter(([k, v]) => v !== undefined && !CI_VARS.includes(k))
     .flatMap(([k, v]) => ['-e', `${k}=${v}`]);
-  execFileSync('tmux', ['-u', 'new-session', '-d', '-s', name, '-x', String(width), '-y', String(height), ...vars, command], { env: { ...env, TERM: 'xterm-256color' } });
+  execFileSync('tmux', ['-L', name, '-u', 'new-session', '-d', '-s', name, '-x', String(width), '-y', String(height), ...vars, command], { env: { ...env, TERM: 'xterm-256color' } });
   let screen = '';
   await waitFor(() => {
-    screen = execFileSync('tmux', ['capture-pane', '-p', ...(colours ? ['-e'] : []), '-t', name], { encoding: 'utf8' });
+    screen = execFileSync('tmux', ['-L', name, 'capture-pane', '-p', ...(colours ? ['-e'] : []), '-t', name], { encoding: 'utf8' });
     return screen.includes('__done__');
   }, 'the command to finish in tmux');
   return screen.slice(0, screen.indexOf('__done__')).replace(/\s+$/, '\n');
