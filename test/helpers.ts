@@ -228,15 +228,3 @@ export function smallDisk(size: string, full = false): string {
   return dir;
 }
 
-// Whether cronguard `pid`'s watchdog knows the command's process group: only then does it
-// start its lease timer (a subshell, its child). A cronguard stopped before it wrote the group
-// leaves the command unwatched until it runs again; the tests of a stopped holder wait for this.
-export function watchdogArmed(pid: number): boolean {
-  const children = (of: number): number[] =>
-    readdirSync(`/proc/${of}/task`).flatMap((t) => readFileSync(`/proc/${of}/task/${t}/children`, 'utf8').split(' ').filter(Boolean).map(Number));
-  try {
-    return children(pid).some((c) => readFileSync(`/proc/${c}/cmdline`, 'utf8').includes('cronguard-watchdog') && children(c).length > 0);
-  } catch {
-    return false;
-  }
-}

@@ -88,7 +88,9 @@ export function supervise(options: SuperviseOptions): Supervision {
   for (const signal of FORWARDED) process.on(signal, forward);
   // detached: the command leads a new process group, so signals and the timeout reach
   // everything it starts, and a terminal's ^C reaches it only through cronguard.
-  const env = options.env ? { ...process.env, ...options.env } : process.env;
+  // CRONGUARD_PID marks the command and what it starts as cronguard's: its watchdog finds
+  // them by it when cronguard died, or stopped, before it could name their group.
+  const env = { ...process.env, ...options.env, CRONGUARD_PID: String(process.pid) };
   const child = spawn(options.file, options.argv.slice(1), { argv0: options.argv[0], stdio, detached: true, env });
   if (child.pid !== undefined) watchdog?.watch(child.pid);
   const processGroup = new ProcessGroup(child.pid ?? null, options.killSignal, options.killAfterMs);

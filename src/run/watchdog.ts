@@ -3,36 +3,7 @@ import { readFileSync } from 'node:fs';
 import { CronguardError, EXIT } from '../errors.js';
 import type { Heartbeat } from '../lock/backend.js';
 import { messages } from '../util/io.js';
-
-// The watchdog reads the command's process group id (one started again for a command that
-// runs has it as $3: cronguard may die before it could write it), then waits: a `done` line
-// means cronguard finished normally; end of input without it means cronguard died (SIGKILL,
-// the OOM killer) and its pipe closed, and then the whole group is killed. With $1 > 0 (a
-// lease), a timer beside it kills the group too when no `beat` line came for $1 hundredths
-// of a second, the first window already $2 hundredths short (the lease was last renewed
-// before the watchdog started): cronguard is stopped and its lease running out. The timer
-// reads the time since boot (/proc/uptime, in hundredths, by a builtin) rather than
-// counting its `sleep 1` rounds: on a busy machine each round takes longer than a second,
-// and counted rounds let the command outlive the lease. A beat is a WINCH (ignored until
-// the trap is set); the timer ends when the watchdog does.
-const SCRIPT = `group=$3
-[ -n "$group" ] || read -r group || exit 0
-[ "$group" = done ] && exit 0
-if [ "$1" -gt 0 ]; then
-  (now() { read -r up rest < /proc/uptime; now=\${up%.*}\${up#*.}; }
-   now; last=$((now - $2)); trap 'now; last=$now' WINCH
-   while sleep 1 && kill -0 $$ 2>/dev/null; do
-     now; [ $((now - last)) -ge "$1" ] && { kill -s KILL -- "-$group" 2>/dev/null; exit; }
-   done) &
-  timer=$!
-fi
-while read -r word; do
-  case $word in
-    beat) kill -s WINCH "$timer" 2>/dev/null;;
-    done) [ -n "$timer" ] && kill "$timer" 2>/dev/null; exit 0;;
-  esac
-done
-kill -s KILL -- "-$group" 2>/dev/null`;
+import { WATCHDOG_SCRIPT } from './watchdog-script.js';
 
 // How often cronguard looks whether its watchdog was stopped (SIGSTOP): a stopped one would
 // do nothing when cronguard dies.
@@ -44,6 +15,7 @@ const CHECK_MS = 1000;
 // process in a session of its own does it, so that whatever kills cronguard's group, or its
 // terminal, spares it. /bin/sh is all it needs, and if it cannot start, nothing runs. One
 // that is killed, or stopped, is replaced at once; if none can start, the command is stopped.
+// What it does, and how it finds a command whose group it was never told: WATCHDOG_SCRIPT.
 export class Watchdog {
   private child: ChildProcess;
   private group: number | null = null;
@@ -129,8 +101,11 @@ export class Watchdog {
 }
 
 function spawnWatchdog(hundredths: number, gone: number, group: number | null): ChildProcess | null {
-  const argv = ['-c', SCRIPT, 'cronguard-watchdog', String(hundredths), String(gone), ...(group === null ? [] : [String(group)])];
-  const child = spawn('/bin/sh', argv, { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  const argv = ['-c', WATCHDOG_SCRIPT, 'cronguard-watchdog', String(hundredths), String(gone), String(process.pid), ...(group === null ? [] : [String(group)])];
+  // Not marked as the command is: when cronguard runs under another cronguard, the outer one's
+  // watchdog, looking for its command by the mark, must not kill this one.
+  const env = { ...process.env, CRONGUARD_PID: undefined };
+  const child = spawn('/bin/sh', argv, { stdio: ['pipe', 'ignore', 'ignore'], detached: true, env });
   if (child.pid === undefined) return null;
   child.on('error', () => {});
   child.stdin?.on('error', () => {});

@@ -1,7 +1,7 @@
 import { existsSync, rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { migrationKey } from '../../src/lock/postgres.js';
-import { cronguard, fixture, lines, release, start, waitFor, watchdogArmed } from '../helpers.js';
+import { cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
 import { cuttingProxy } from '../pg-faults.js';
 import { holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
@@ -85,7 +85,6 @@ describe('-l lease attacked', () => {
     const holder = start(['-l', 'lease', '--lease-ttl', '5s', '-n', job, '--every-tick', '--', fixture('hold.sh'), log, box.path('never')], box.env);
     await waitFor(() => lines(log).length > 0, 'the command to start');
     const command = Number(lines(log)[0]?.split(' ')[1]);
-    await waitFor(() => watchdogArmed(holder.child.pid as number), 'the watchdog to know the command');
     holder.child.kill('SIGSTOP');
     let waiter: Awaited<ReturnType<typeof cronguard>>;
     try {

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, lines, runs, type Sandbox, sandbox, start, waitFor, watchdogArmed } from '../helpers.js';
+import { cronguard, fixture, lines, runs, type Sandbox, sandbox, start, waitFor } from '../helpers.js';
 
 const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
 
@@ -36,7 +36,6 @@ describe('a lockfile holder that stalls', () => {
     const holder = start(['-l', 'lockfile', '-n', 'stall', '--', fixture('hold.sh'), log, box.path('never')], env);
     await waitFor(() => lines(log).length > 0, 'the command to start');
     const command = Number(lines(log)[0]?.split(' ')[1]);
-    await waitFor(() => watchdogArmed(holder.child.pid as number), 'the watchdog to know the command');
     holder.child.kill('SIGSTOP');
     try {
       // A waiter takes the lease once it is stale, and looks whether the first command runs.

@@ -46,6 +46,18 @@ describe('a wrapper SIGKILLed under a lock that dies with it', () => {
   });
 });
 
+// The command's mark, by which its watchdog finds it when cronguard died before it could
+// name the command's group (see WATCHDOG_SCRIPT).
+describe('the command', () => {
+  it.each(['postgres', 'lease'])('under the %s lock gets CRONGUARD_PID, the pid of the cronguard that started it', async (lock) => {
+    const box = pgSandbox();
+    const seen = box.path('seen');
+    const run = start(['-l', lock, '-n', box.job('pid'), '--', 'sh', '-c', `echo "$CRONGUARD_PID $PPID" > ${seen}`], box.env);
+    expect(await run.done).toMatchObject({ code: 0, stderr: '' });
+    expect(lines(seen)).toEqual([`${run.child.pid} ${run.child.pid}`]);
+  });
+});
+
 // A watchdog killed or stopped by someone must not leave the command to outlive cronguard:
 // cronguard replaces it, and the replacement does its work.
 describe('the watchdog', () => {
