@@ -57,18 +57,23 @@ describe.skipIf(missing !== null)(title, () => {
     await waitFor(() => spawnHolds(barrier), 'the test to hold the barrier');
     const command = ['sh', '-c', `echo "$CRONGUARD_JOB $CRONGUARD_FENCING_TOKEN" >> ${log}; flock -s ${barrier} true`];
     const runs = Array.from({ length: JOBS }, (_, i) => start(['-l', 'lease', '-n', box.job(`many-${i}`), '--', ...command], pooled));
+    let exited = 0;
+    let held: { n: string } | undefined;
+    let clients: { n: string } | undefined;
+    for (const r of runs) void r.done.finally(() => exited++);
     try {
-      await waitFor(() => lines(log).length === JOBS, `all ${JOBS} commands to start`, 600_000);
-      const [held] = await onCluster<{ n: string }>(`SELECT count(*) AS n FROM "${box.schema}".leases WHERE expires_at > now()`);
-      expect(Number(held?.n)).toBe(JOBS);
-      // The pooler's 5 server connections, and this query's own: never more.
-      const [clients] = await onCluster<{ n: string }>(`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = 'test' AND backend_type = 'client backend'`);
-      expect(Number(clients?.n)).toBeLessThanOrEqual(6);
+      // Each has started its command or ended (which the checks below report, with why).
+      await waitFor(() => lines(log).length + exited >= JOBS, `all ${JOBS} commands to start`, 600_000);
+      [held] = await onCluster<{ n: string }>(`SELECT count(*) AS n FROM "${box.schema}".leases WHERE expires_at > now()`);
+      [clients] = await onCluster<{ n: string }>(`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = 'test' AND backend_type = 'client backend'`);
     } finally {
       gate.stdin.end();
     }
     const results = await Promise.all(runs.map((r) => r.done));
     expect(results.filter((r) => r.code !== 0 || r.stderr !== '')).toEqual([]);
+    expect(Number(held?.n)).toBe(JOBS);
+    // The pooler's 5 server connections, and that query's own: never more.
+    expect(Number(clients?.n)).toBeLessThanOrEqual(6);
     const started = lines(log).map((l) => l.split(' '));
     expect(new Set(started.map((s) => s[0])).size).toBe(JOBS);
     expect(new Set(started.map((s) => s[1])).size).toBe(JOBS);
