@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterEach, inject } from 'vitest';
+import { advisoryKey } from '../src/lock/postgres.js';
 import type { RunRow } from '../src/store/types.js';
 import { type Sandbox, sandbox } from './helpers.js';
 
@@ -108,4 +109,17 @@ export async function proxy(): Promise<PgProxy> {
   const url = new URL(databaseUrl());
   url.port = String(port);
   return { url: url.toString(), stop, start: listen, freeze: () => (frozen = true), thaw: () => (frozen = false), close: stop };
+}
+
+// Advisory locks a job's runs hold on the server: on its lock key, or by a session of its
+// own (application_name cronguard:JOB, which a pooler passes on). The server is shared with
+// test files running alongside, whose jobs hold advisory locks of their own.
+export async function advisoryLocksOf(job: string, schema: string): Promise<unknown[]> {
+  return sql(
+    `SELECT l.pid FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory'
+        AND ((l.objsubid = 1 AND l.classid = (($1::bigint >> 32) & 4294967295)::oid AND l.objid = ($1::bigint & 4294967295)::oid)
+             OR a.application_name = $2)`,
+    [advisoryKey(job, schema).toString(), `cronguard:${job}`.slice(0, 63)],
+  );
 }

@@ -17,9 +17,11 @@ const RENEW = 1 / 3;
 // After a renewal that failed, the next try comes this much of the ttl later (sooner when
 // less is left before the lease counts as lost).
 const RETRY = 1 / 15;
-// A renewal that gets no answer is given up (and the next one goes over a connection of its
-// own) after half the time left before the loss, but not under this: one unanswered renewal
-// must leave room for another, not use up all of the time the lease has left.
+// A renewal still unanswered after half the time left before the loss (but not under this)
+// gets another beside it, over a connection of its own; the first keeps waiting, and its
+// answer counts whenever it comes. On a machine so busy that the pooler or the server answer
+// late, giving up on it would only add connections to the crowd; on a path that went dead,
+// the other connection may get through.
 const MIN_TRY_MS = 1000;
 
 // How long the command's watchdog lets a lease go without a renewal: it kills the command
@@ -50,9 +52,10 @@ export interface LeaseTerms {
 
 // How a lease reaches its database: any connection will do, pooled or not.
 export interface LeaseLine {
-  // True: renewed; false: the lease is no longer this holder's. Throws when the database
-  // could not be asked within timeoutMs.
-  renew(key: bigint, epoch: bigint, ttlMs: number, timeoutMs: number): Promise<boolean>;
+  // True: renewed; false: the lease is no longer this holder's. Rejects when the database
+  // could not be asked; connecting gives up after connectMs. With a renewal of this holder
+  // still unanswered, it goes over another connection.
+  renew(key: bigint, epoch: bigint, ttlMs: number, connectMs: number): Promise<boolean>;
   release(key: bigint, epoch: bigint): Promise<void>;
   close(): Promise<void>;
 }
@@ -92,30 +95,37 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
   };
   const schedule = (delayMs: number) => {
     if (done) return;
+    if (renewTimer) clearTimeout(renewTimer);
     renewTimer = setTimeout(renew, Math.max(0, delayMs));
   };
-  async function renew(): Promise<void> {
+  // When the latest renewal was sent: the failure of an older one changes nothing then.
+  let latest = 0;
+  function renew(): void {
     const sent = monotonicMs();
     const left = lastSent + lossMs(ttlMs) - sent;
     if (left <= 0) return lose(unrenewed());
-    try {
-      const ours = await line.renew(key, epoch, ttlMs, Math.min(left, Math.max(left / 2, MIN_TRY_MS)));
-      if (done) return;
-      if (!ours) return lose('taken over or broken (no longer this holder\'s)');
-      lastSent = sent;
-      armLoss();
-      // The watchdog counts from the beat, when the reply came; the lease's expiry counts
-      // from the renewal's start. A slow reply would move the watchdog's limit past the
-      // expiry: no beat then (the watchdog keeps counting from the last one that fits), and
-      // the next renewal at once, for a beat before the watchdog's limit.
-      if (monotonicMs() + watchdogLimitMs(ttlMs) + 2000 > sent + ttlMs) return schedule(0);
-      for (const beat of beats) beat();
-      schedule(sent + ttlMs * RENEW - monotonicMs());
-    } catch (error) {
-      if (done) return;
-      say.verbose(`lease of ${key}: renewal failed (${(error as Error).message}); retrying`);
-      schedule(Math.min(ttlMs * RETRY, (lastSent + lossMs(ttlMs) - monotonicMs()) / 4));
-    }
+    latest = sent;
+    line.renew(key, epoch, ttlMs, left).then((ours) => answered(sent, ours), (error: Error) => failed(sent, error));
+    schedule(Math.max(left / 2, MIN_TRY_MS));
+  }
+  function answered(sent: number, ours: boolean): void {
+    if (done) return;
+    if (!ours) return lose('taken over or broken (no longer this holder\'s)');
+    if (sent <= lastSent) return;
+    lastSent = sent;
+    armLoss();
+    // The watchdog counts from the beat, when the reply came; the lease's expiry counts
+    // from the renewal's start. A slow reply would move the watchdog's limit past the
+    // expiry: no beat then (the watchdog keeps counting from the last one that fits), and
+    // the next renewal at once, for a beat before the watchdog's limit.
+    if (monotonicMs() + watchdogLimitMs(ttlMs) + 2000 > sent + ttlMs) return schedule(0);
+    for (const beat of beats) beat();
+    schedule(sent + ttlMs * RENEW - monotonicMs());
+  }
+  function failed(sent: number, error: Error): void {
+    if (done) return;
+    say.verbose(`lease of ${key}: renewal failed (${error.message}); retrying`);
+    if (sent === latest) schedule(Math.min(ttlMs * RETRY, (lastSent + lossMs(ttlMs) - monotonicMs()) / 4));
   }
   armLoss();
   schedule(ttlMs * RENEW - (monotonicMs() - lastSent));

@@ -8,9 +8,12 @@
 // and then the whole group is killed. With a limit, a timer beside it kills the group too when
 // no `beat` line came for $1 hundredths: cronguard is stopped and its lease running out. The
 // timer reads the time since boot (/proc/uptime, in hundredths, by a builtin) rather than
-// counting its `sleep 1` rounds: on a busy machine each round takes longer than a second, and
-// counted rounds let the command outlive the lease. A beat is a WINCH (ignored until the trap
-// is set); the timer ends when the watchdog does.
+// counting rounds of sleep: on a busy machine each takes longer than asked, and counted
+// rounds let the command outlive the lease. It sleeps until the limit would be reached (a
+// beat moves the limit only later), not a second at a time: a `sleep` a second for each of
+// hundreds of leased jobs is CPU taken from their renewals. A beat is a WINCH (ignored until
+// the trap is set), which ends the timer's wait at once; the timer ends when the watchdog
+// does, its sleep with it.
 //
 // cronguard writes the group right after the command's spawn, and may die or be stopped
 // before it can: the command runs then, the group unknown. So the timer starts before the
@@ -35,19 +38,21 @@ end() { if [ -n "$group" ]; then kill -s KILL -- "-$group" 2>/dev/null; else sca
 tick() {
   [ "$limit" -gt 0 ] || return 0
   [ -n "$timer" ] && kill "$timer" 2>/dev/null
-  (trap 'now; last=$now' WINCH
-   while sleep 1 && kill -0 $$ 2>/dev/null; do
-     now; [ $((now - last)) -ge "$limit" ] && { end; exit; }
+  (trap 'now; last=$now' WINCH; trap 'kill $s 2>/dev/null; exit' TERM
+   while kill -0 $$ 2>/dev/null; do
+     now; left=$((last + limit - now)); [ "$left" -le 0 ] && { end; exit; }
+     sleep $(((left + 99) / 100)) & s=$!; wait $s; kill $s 2>/dev/null
    done) &
   timer=$!
 }
 beat() { now; last=$now; kill -s WINCH "$timer" 2>/dev/null; }
+quit() { [ -n "$timer" ] && kill "$timer" 2>/dev/null; exit 0; }
 now; last=$((now - $2))
 tick
 while [ -z "$group" ]; do
-  read -r group || { scan; sleep 1; scan; exit 0; }
+  read -r group || { scan; sleep 1; scan; quit; }
   case $group in
-    done) kill "$timer" 2>/dev/null; exit 0;;
+    done) quit;;
     beat) beat; group=;;
     *) tick;;
   esac
@@ -55,7 +60,8 @@ done
 while read -r word; do
   case $word in
     beat) beat;;
-    done) kill "$timer" 2>/dev/null; exit 0;;
+    done) quit;;
   esac
 done
-end`;
+end
+quit`;

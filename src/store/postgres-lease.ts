@@ -6,50 +6,61 @@ import { connectPostgres } from './index.js';
 import { PostgresStore } from './postgres.js';
 
 // A lease's way to its database (see lock/lease.ts): the run log's own session while it
-// answers; once it is lost, or a renewal on it went unanswered (the statements behind it
-// would queue behind that one), a connection of its own, opened again whenever the last
-// one fails. The statements need no session state, so any connection of any pooler does.
+// answers; while a renewal on it is unanswered (another would only queue behind it), or once
+// it is lost, a connection of its own. That one is replaced when it fails, or when it too
+// has a renewal unanswered: at most two connections, and the oldest renewal, on the log's,
+// still waiting for its answer. The statements need no session state, so any connection of
+// any pooler does.
 export function postgresLeaseLine(log: PostgresStore, open: (signal: AbortSignal) => Promise<PostgresStore>): LeaseLine {
   let own: PostgresStore | null = null;
-  let logStuck = false;
-  const via = async (signal: AbortSignal): Promise<PostgresStore> => {
-    if (!logStuck && !log.connectionLost) return log;
-    if (own && !own.connectionLost) return own;
-    void own?.close();
-    own = null;
-    own = await open(signal);
-    return own;
-  };
+  let closed = false;
+  const waiting = new Set<PostgresStore>();
   const drop = (store: PostgresStore) => {
-    if (store === log) logStuck = true;
-    else if (store === own) {
-      void own.close();
-      own = null;
+    if (store !== own) return;
+    own = null;
+    void store.close().catch(() => {});
+  };
+  // One connection opened at a time: a renewal sent while another is still connecting waits for it.
+  let opening: Promise<PostgresStore> | null = null;
+  const via = async (connectMs: number): Promise<PostgresStore> => {
+    if (!log.connectionLost && !waiting.has(log)) return log;
+    if (opening) return opening;
+    if (own && (own.connectionLost || waiting.has(own))) drop(own);
+    if (own) return own;
+    opening = open(AbortSignal.timeout(Math.ceil(connectMs)));
+    try {
+      const fresh = await opening;
+      // Closed meanwhile (the run ended): not kept open.
+      if (closed) {
+        void fresh.close().catch(() => {});
+        throw new Error('the lease is closed');
+      }
+      own = fresh;
+      return fresh;
+    } finally {
+      opening = null;
     }
   };
   return {
-    async renew(key, epoch, ttlMs, timeoutMs) {
-      const limit = AbortSignal.timeout(Math.ceil(timeoutMs));
-      const store = await via(limit);
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${(timeoutMs / 1000).toFixed(1)}s`)), Math.max(0, timeoutMs));
-      });
+    async renew(key, epoch, ttlMs, connectMs) {
+      const store = await via(connectMs);
+      waiting.add(store);
       try {
-        return await Promise.race([store.renewLease(key, epoch, ttlMs), late]);
+        return await store.renewLease(key, epoch, ttlMs);
       } catch (error) {
         drop(store);
         throw error;
       } finally {
-        clearTimeout(timer);
+        waiting.delete(store);
       }
     },
     async release(key, epoch) {
-      const store = await via(AbortSignal.timeout(5000));
+      const store = await via(5000);
       await store.releaseLease(key, epoch);
     },
     async close() {
-      await own?.close();
+      closed = true;
+      if (own) await own.close();
       own = null;
     },
   };

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines, release, start, startMany, waitFor } from '../helpers.js';
-import { pgRuns, pgSandbox, proxy, sql } from '../pg-helpers.js';
+import { advisoryLocksOf, pgRuns, pgSandbox, proxy, sql } from '../pg-helpers.js';
 import { hasPgbouncer, PGBOUNCER, type Pgbouncer, startPgbouncer } from '../pgbouncer.js';
 
 // -l lease (issue 20): a lease row per lock key, taken inside the admission statement,
@@ -165,7 +165,6 @@ describe.skipIf(!hasPgbouncer)(title, () => {
     expect((await first.done).code).toBe(0);
     expect(lines(log).filter((l) => l.startsWith('start'))).toHaveLength(1);
     expect(await leases(box.schema)).toEqual([]);
-    const advisory = await sql(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory'`);
-    expect(advisory).toEqual([]);
+    expect(await advisoryLocksOf(job, box.schema)).toEqual([]);
   });
 });

@@ -29,10 +29,7 @@ function spawnHolds(file: string): Promise<boolean> {
   return new Promise((resolve) => spawn('flock', ['-n', '-s', file, 'true']).on('exit', (code) => resolve(code !== 0)));
 }
 
-// On request only (CRONGUARD_SCALE_TESTS=1): on two cores, 150 starting wrappers starve the
-// first holders' renewals, and some fence (75) before all have started (issue 20, open).
-const missing =
-  process.env.CRONGUARD_SCALE_TESTS !== '1' ? 'CRONGUARD_SCALE_TESTS=1 runs it' : !hasPgbouncer ? `${PGBOUNCER} is missing` : clusterToolsMissing();
+const missing = !hasPgbouncer ? `${PGBOUNCER} is missing` : clusterToolsMissing();
 const title = missing === null ? `-l lease: ${JOBS} jobs at once through PgBouncer, 5 server connections, max_connections = 20` : `-l lease, ${JOBS} jobs: skipped, ${missing}`;
 describe.skipIf(missing !== null)(title, () => {
   beforeAll(async () => {
