@@ -9,6 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { type Pgbouncer, startPgbouncer } from '../pgbouncer.js';
+import { leasePickup } from './lease-pickup.js';
 import { clusterToolsMissing, makeCluster, type SmallCluster } from '../small-cluster.js';
 
 const JOBS = Number(process.env.BENCH_LEASE_JOBS ?? 500);
@@ -151,6 +152,9 @@ async function main(): Promise<void> {
     rows.push([`${SAME} invocations of one job, -l postgres (direct)`, await phase('advisory-one', SAME, () => 'advisory-one', ['-l', 'postgres'], cluster.url, server, schema)]);
     console.log(`\nlease bench: a server with max_connections = 30; PgBouncer in transaction pooling, default_pool_size = 10; each command waits until all that will run are running, then ${HOLD_MS / 1000} s more`);
     for (const line of table(rows)) console.log(line);
+    const pickup = await leasePickup(bundle, work, pooler.url, cluster.url, schema, { ...process.env, CRONGUARD_STATE_DIR: join(work, 'state'), CRONGUARD_LOCK_DIR: join(work, 'locks') });
+    const met = pickup.median <= 1000 ? 'met' : 'MISSED';
+    console.log(`\nrequest to command start, a -l lease --on-request --for loop via PgBouncer (polling, no LISTEN; ${pickup.samples} requests): median ${pickup.median} ms, p95 ${pickup.p95} ms (goal: median <= 1000: ${met})`);
   } finally {
     await server.end().catch(() => {});
     await pooler?.stop();
