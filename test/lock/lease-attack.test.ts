@@ -28,7 +28,7 @@ describe('-l lease attacked: --lease-ttl at the edges', () => {
     ['4999ms', /shorter than the minimum, 5s/],
     ['-5s', /invalid duration/],
     ['soon', /invalid duration/],
-    // Past what the lease row (integer milliseconds) and Node's timers can hold.
+    // Past what Node's timers, which renew and fence the lease, can hold.
     ['25d', /longer than the maximum, 24d/],
     ['2147483648ms', /longer than the maximum, 24d/],
   ] as const) {
