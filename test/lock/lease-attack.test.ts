@@ -1,7 +1,7 @@
 import { existsSync, rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { migrationKey } from '../../src/lock/postgres.js';
-import { cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
+import { besides, cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
 import { cuttingProxy } from '../pg-faults.js';
 import { holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
@@ -12,15 +12,6 @@ import { holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 function marks(file: string): string[][] {
   return lines(file).map((l) => l.split(' '));
 }
-
-// A command that notes whether process `pid` still runs beside it (a zombie does not).
-const besides = (pid: number, file: string) => [
-  'sh',
-  '-c',
-  'state=$(sed "s/.*) \\(.\\).*/\\1/" /proc/$0/stat 2>/dev/null); case "$state" in ""|Z|X) echo alone;; *) echo beside;; esac >> "$1"',
-  String(pid),
-  file,
-];
 
 describe('-l lease attacked: --lease-ttl at the edges', () => {
   for (const [ttl, message] of [
