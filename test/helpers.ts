@@ -153,6 +153,18 @@ export function serialRuns(file: string, skip = 0): number {
   return starts.length;
 }
 
+// A command (argv) that appends to `file` whether process `pid` still runs beside it:
+// `beside`, or `alone` when it is gone or a zombie (as isAlive tells, from within the command).
+export function besides(pid: number, file: string): string[] {
+  return [
+    'sh',
+    '-c',
+    'state=$(sed "s/.*) \\(.\\).*/\\1/" /proc/$0/stat 2>/dev/null); case "$state" in ""|Z|X) echo alone;; *) echo beside;; esac >> "$1"',
+    String(pid),
+    file,
+  ];
+}
+
 // Alive and not a zombie: orphans linger as zombies when this machine's init is slow to reap.
 export function isAlive(pid: number): boolean {
   try {

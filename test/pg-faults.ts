@@ -34,13 +34,16 @@ export interface CuttingProxy {
   readonly reached: Promise<void>;
   // Closes every connection (the client sees its connection lost).
   cut(): void;
+  // 'delay': sends the statement held back on to the server, and all that follows it.
+  pass(): void;
 }
 
 // A proxy in front of the test server that stops the first statement whose text holds
-// `marker`: at the request (held unanswered until cut()), or at the reply (the server ran
-// and committed it, and the connection is cut before the client hears). Every other
+// `marker`: at the request (held unanswered until cut()), at the reply (the server ran and
+// committed it, and the connection is cut before the client hears), or delayed (held back,
+// the connection open, until pass(): as a slow network or server would). Every other
 // statement, and every connection after the cut, passes.
-export async function cuttingProxy(marker: string, at: 'request' | 'reply'): Promise<CuttingProxy> {
+export async function cuttingProxy(marker: string, at: 'request' | 'reply' | 'delay'): Promise<CuttingProxy> {
   const target = new URL(databaseUrl());
   let reach: () => void = () => {};
   const reached = new Promise<void>((resolve) => (reach = resolve));
@@ -49,17 +52,28 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply'): Pro
   const cut = () => {
     for (const socket of own) socket.destroy();
   };
+  // What a delayed connection holds back, sent on by pass().
+  let pass = () => {};
   const url = await listen(own, (client) => {
     const upstream = track(connect(Number(target.port || 5432), target.hostname), own);
-    let stage: 'before' | 'sent' | 'stopped' = 'before';
+    let stage: 'before' | 'sent' | 'stopped' | 'delayed' = 'before';
     let seen = '';
+    const delayed: (string | Buffer)[] = [];
     client.on('data', (data) => {
       if (stage === 'stopped') return;
+      if (stage === 'delayed') return void delayed.push(data);
       seen = (seen + data.toString('latin1')).slice(-4096);
       if (armed && stage === 'before' && seen.includes(marker)) {
         armed = false;
-        stage = at === 'request' ? 'stopped' : 'sent';
-        if (at === 'request') return reach();
+        stage = at === 'request' ? 'stopped' : at === 'reply' ? 'sent' : 'delayed';
+        if (at === 'delay') {
+          delayed.push(data);
+          pass = () => {
+            stage = 'before';
+            for (const held of delayed.splice(0)) upstream.write(held);
+          };
+        }
+        if (at !== 'reply') return reach();
       }
       upstream.write(data);
     });
@@ -76,7 +90,7 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply'): Pro
     client.on('end', () => upstream.end());
     upstream.on('end', () => client.end());
   });
-  return { url, reached, cut };
+  return { url, reached, cut, pass: () => pass() };
 }
 
 export interface FakeServer {

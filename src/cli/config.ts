@@ -175,8 +175,8 @@ function parseLock(value: string, db: DbConfig | null): LockBackendName {
 // The shortest lease: its holder renews every third of it and must be able to stop its
 // command (signal, grace, SIGKILL) well before it could expire.
 export const MIN_LEASE_TTL_MS = 5000;
-// The longest: the lease row keeps its ttl in milliseconds as an integer (2^31 - 1 ms is
-// 24.8 days), and Node's timers that renew and fence it fire at once past that delay.
+// The longest: Node's timers that renew and fence a lease fire at once past 2^31 - 1 ms
+// (24.8 days). (A DBA's take_lease has no such bound: nothing renews it.)
 const MAX_LEASE_TTL_MS = 24 * 86_400_000;
 const DEFAULT_LEASE_TTL_MS = 30_000;
 

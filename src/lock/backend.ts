@@ -1,4 +1,5 @@
 import { sleep } from '../util/io.js';
+import { monotonicMs } from '../util/time.js';
 
 // A held lock. The supervisor never knows which backend it came from.
 export interface Lock {
@@ -71,15 +72,16 @@ const FIRST_DELAY_MS = 25;
 const MAX_DELAY_MS = 250;
 
 // Retries a non-blocking acquisition until it succeeds or `waitMs` runs out. Polling (rather
-// than a blocking call on a worker thread) keeps the deadline exact and the process killable.
+// than a blocking call on a worker thread) keeps the deadline exact and the process killable;
+// the monotonic clock keeps it a duration when the wall clock is stepped (NTP).
 export async function retryUntil<T>(attempt: () => Promise<T | null> | T | null, waitMs: number, abort?: AbortSignal): Promise<T | null> {
-  const deadline = Date.now() + waitMs;
+  const deadline = monotonicMs() + waitMs;
   let delay = FIRST_DELAY_MS;
   for (;;) {
     abort?.throwIfAborted();
     const held = await attempt();
     if (held !== null) return held;
-    const left = deadline - Date.now();
+    const left = deadline - monotonicMs();
     if (left <= 0) return null;
     await sleep(Math.min(delay, left), abort);
     delay = Math.min(delay * 2, MAX_DELAY_MS);

@@ -1,5 +1,6 @@
 import { CronguardError, UnavailableError } from '../errors.js';
 import { sleep } from '../util/io.js';
+import { monotonicMs } from '../util/time.js';
 import { pgpassWarnings } from './client-config.js';
 import { atServer, type DbConfig, pgError, type Server } from './config.js';
 
@@ -40,7 +41,7 @@ interface Passed {
 // list again after a jittered, growing delay, up to retryForMs. Every failure ends as one of
 // the contract's errors (69, 77).
 export async function connect(db: DbConfig, applicationName: string, options: ConnectOptions): Promise<PgSession> {
-  const deadline = Date.now() + options.retryForMs;
+  const deadline = monotonicMs() + options.retryForMs;
   const { abort } = options;
   for (let retry = 1; ; retry++) {
     abort?.throwIfAborted();
@@ -51,7 +52,7 @@ export async function connect(db: DbConfig, applicationName: string, options: Co
     }
     const busy = reached.find((p) => BUSY.has(codeOf(p.error)));
     const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (retry - 1)) * (0.5 + Math.random() / 2);
-    if (!busy || Date.now() + delay > deadline) {
+    if (!busy || monotonicMs() + delay > deadline) {
       // A single server out of slots: the line names which limit it reached.
       if (busy && codeOf(busy.error) === '53300' && reached.length === 1) {
         throw noFreeSlot((busy.error as Error).message, busy.server.display, retry - 1);

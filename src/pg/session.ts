@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import Client from 'pg/lib/client.js';
 import type { DbConfig } from './config.js';
+import { monotonicMs } from '../util/time.js';
 import { clientConfig } from './client-config.js';
 
 // Asks, over the session, whether its lock is still held; returns why not, or null.
@@ -39,7 +40,7 @@ export class PgSession {
   private answerMs: number | null = null;
   // When the server last sent anything: a statement waiting behind others that are being
   // answered is waiting its turn, not facing a server that stopped answering.
-  private lastHeard = Date.now();
+  private lastHeard = monotonicMs();
 
   private constructor(
     private readonly client: pg.Client,
@@ -51,7 +52,7 @@ export class PgSession {
     client.on('error', (error) => this.markLost(`connection error: ${error.message}`));
     client.on('end', () => this.markLost('the server closed the connection'));
     (client as unknown as { connection?: { stream?: NodeJS.EventEmitter } }).connection?.stream?.on('data', () => {
-      this.lastHeard = Date.now();
+      this.lastHeard = monotonicMs();
     });
   }
 
@@ -114,13 +115,13 @@ export class PgSession {
   // waits. The check runs after input already received has been read (setImmediate), so a
   // busy event loop is not taken for a silent server.
   private deadline(ms: number): () => void {
-    const since = Date.now();
+    const since = monotonicMs();
     let done = false;
     let timer: NodeJS.Timeout;
     const check = () =>
       setImmediate(() => {
         if (done) return;
-        const quiet = Date.now() - Math.max(since, this.lastHeard);
+        const quiet = monotonicMs() - Math.max(since, this.lastHeard);
         if (quiet >= ms) this.markLost(`the server did not answer within ${ms / 1000} s`);
         else timer = setTimeout(check, ms - quiet);
       });
@@ -168,13 +169,13 @@ export class PgSession {
         // the answer may be waiting in the socket, and a busy loop is not a silent server.
         const since = pendingSince;
         setImmediate(() => {
-          if (pendingSince === since && Date.now() - Math.max(since, this.lastHeard) > HEARTBEAT_TIMEOUT_MS) {
+          if (pendingSince === since && monotonicMs() - Math.max(since, this.lastHeard) > HEARTBEAT_TIMEOUT_MS) {
             this.markLost('the server stopped answering');
           }
         });
         return;
       }
-      pendingSince = Date.now();
+      pendingSince = monotonicMs();
       this.heartbeats++;
       const ask = <R extends pg.QueryResultRow>(text: string, values: unknown[]) => this.client.query<R>(text, values).then((r) => r.rows);
       (this.probe ? this.probe(ask) : this.client.query('SELECT 1').then(() => null)).then(

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { setLongTimeout, sleep } from '../util/io.js';
+import { monotonicMs } from '../util/time.js';
 
 const POLL_MS = 20;
 // After SIGKILL, members normally vanish at once; this bounds the wait for zombies that an
@@ -47,8 +48,8 @@ export class ProcessGroup {
     let killedAt: number | null = null;
     while (this.hasLiveMembers()) {
       if (this.escalated) {
-        killedAt ??= Date.now();
-        if (Date.now() - killedAt > AFTER_KILL_MS) break;
+        killedAt ??= monotonicMs();
+        if (monotonicMs() - killedAt > AFTER_KILL_MS) break;
       }
       await sleep(POLL_MS);
     }

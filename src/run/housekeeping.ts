@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
 import type { Messages } from '../util/io.js';
 import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
+import { monotonicMs } from '../util/time.js';
 import { describe } from '../errors.js';
 import type { RunRecorder } from './recorder.js';
 
@@ -27,7 +28,7 @@ export async function housekeep(recorder: RunRecorder, config: RunConfig, say: M
   // A failure (a role without DELETE, a lost connection) is a note for -v, never the run's.
   try {
     if (!(await store.claimTask('prune', PRUNE_EVERY_MS))) return;
-    const result = await store.prune({ before, keep: KEEP, deadline: Date.now() + BUDGET_MS });
+    const result = await store.prune({ before, keep: KEEP, deadline: monotonicMs() + BUDGET_MS });
     say.verbose(`${config.name}: pruned ${result.runs} runs and ${result.requests} requests older than ${before.toISOString()}`);
     if (result.complete) return;
     // Unfinished: the next run carries on rather than waiting a day.

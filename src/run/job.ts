@@ -5,6 +5,7 @@ import type { RunConfig } from '../cli/config.js';
 import type { AdmitOptions, NewRun, RunningRow } from '../store/types.js';
 import { type Messages, sleep } from '../util/io.js';
 import { isSameProcess, newRunKey, processStart } from '../util/process-id.js';
+import { monotonicMs } from '../util/time.js';
 import { userName } from '../util/user.js';
 import { type Attempts, LockGuard, runAttempts } from './attempts.js';
 import { startable } from './command.js';
@@ -24,6 +25,9 @@ import { type Admission, type Gate, openGate } from './wiring.js';
 export async function runJob(config: RunConfig, say: Messages): Promise<number> {
   const manual = isatty(0);
   const run = newRun(config, manual);
+  // A loop's window and period are durations: counted on the monotonic clock, which a step
+  // of the wall clock (NTP) neither shortens nor lengthens.
+  const invokedMs = monotonicMs();
   // Imported on demand: a run without --ping-url loads none of its code.
   const pinger = config.ping ? new (await import('./ping.js')).Pinger(config.ping, config.name, say) : null;
   const file = await startable(config, run, say, pinger);
@@ -48,19 +52,19 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     const early = config.sharedLock ? await notDue(gate.recorder, config, options, run) : null;
     admission = early ?? (await gate.admit(stop.signal).catch(notRun));
     // Runs of a loop are spaced from here: at or after the first run's recorded start.
-    const admittedAt = Date.now();
+    const admittedAt = monotonicMs();
     const lock = admission.admitted ? admission.lock : admission.held;
     if (!lock) return await skipped(config, admission as Refused, gate.description, say, manual);
     say.verbose(`${config.name}: holding ${gate.description}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
     const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, stop: stop.signal, metrics };
-    if (!admission.admitted) return await repeat(ctx, gate, run, admittedAt, 0);
+    if (!admission.admitted) return await repeat(ctx, gate, run, { invokedMs, admittedAt }, 0);
     if (stop.signal.aborted) {
       await gate.recorder.finish(notStarted(stop.signal.reason), true);
       throw interrupted('before the command started; nothing ran');
     }
     const code = await runAttempts(ctx, run, admission.requests);
-    return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, admittedAt, code);
+    return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt }, code);
   } finally {
     for (const signal of FORWARDED) process.off(signal, onSignal);
     const ran = admission?.admitted || admission?.held;
@@ -76,19 +80,25 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   }
 }
 
+// When a loop's invocation began and its first admission came (monotonicMs).
+interface LoopStart {
+  readonly invokedMs: number;
+  readonly admittedAt: number;
+}
+
 // --every D --for W: holding the lock, start the command every D (start to start; a run
 // longer than D delays the next, never overlaps) until W has passed, at once when a request
 // comes; --on-request --for W: only for requests. The exit code is that of the last run
 // that failed, if any did.
-async function repeat(ctx: Attempts, gate: Gate, first: NewRun, since: number, firstCode: number): Promise<number> {
+async function repeat(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, firstCode: number): Promise<number> {
   const { config, say, stop } = ctx;
   // The window counts from the invocation: --for 1m ends as the next minute's invocation,
   // waiting for the lock (lockWaitMs), takes over.
-  const deadline = first.invokedAt.getTime() + (config.forMs as number);
+  const deadline = at.invokedMs + (config.forMs as number);
   const watch = await RequestWatch.open(gate.recorder, config.name);
   const every = config.everyMs ?? Number.POSITIVE_INFINITY;
   let code = firstCode;
-  let next = since + every;
+  let next = at.admittedAt + every;
   for (;;) {
     await watch.until(Math.min(next, deadline), stop);
     if (stop.aborted) throw new Interrupted(config.name, stop.reason as NodeJS.Signals, 'while waiting for the next run');
@@ -96,12 +106,12 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, since: number, f
       say.warn(`${config.name}: lock lost (${ctx.guard.lost}) while waiting for the next run; no further runs`);
       return code;
     }
-    if (Date.now() >= deadline) return code;
+    if (monotonicMs() >= deadline) return code;
     const now = new Date();
     const run: NewRun = { ...first, trigger: first.trigger === 'manual' ? 'manual' : 'cron', tick: null, runKey: newRunKey(), invokedAt: now, startedAt: now };
     const verdict = await gate.readmit(run);
     // The run's recorded start lies before this moment: the next starts a period after it.
-    if (verdict.admitted || Date.now() >= next) next = Date.now() + every;
+    if (verdict.admitted || monotonicMs() >= next) next = monotonicMs() + every;
     if (verdict.admitted) {
       const result = await runAttempts(ctx, run, verdict.requests);
       if (endsLoop(stop, result)) return result;

@@ -8,6 +8,7 @@ import { describe } from '../errors.js';
 import { formatDuration } from '../util/duration.js';
 import { withExtraCa } from '../util/extra-ca.js';
 import { type Messages, sleep } from '../util/io.js';
+import { monotonicMs } from '../util/time.js';
 
 // Monitoring pings in the Healthchecks protocol. This module is imported only when
 // --ping-url is given, and loads node:http or node:https only when the first ping goes
@@ -63,15 +64,16 @@ export class Pinger {
     return { signal, body: tail(output, this.config.bodyBytes) };
   }
 
-  // Sends one signal, retrying network errors, timeouts, 408, 429 and 5xx until `deadline`.
+  // Sends one signal, retrying network errors, timeouts, 408, 429 and 5xx until `deadline`
+  // (monotonicMs).
   // Resolves to what went wrong, or null; never rejects.
   async send(signal: string, rid: string, body: Buffer, deadline: number, stop?: AbortSignal): Promise<string | null> {
     const target = signalUrl(this.config.url, signal, rid);
     let failure: Failure = { why: 'no time left', retry: false };
     let tries = 0;
-    while (tries < TRIES && Date.now() < deadline) {
+    while (tries < TRIES && monotonicMs() < deadline) {
       tries += 1;
-      const result = await this.request(target, body, Math.min(TRY_TIMEOUT_MS, deadline - Date.now()));
+      const result = await this.request(target, body, Math.min(TRY_TIMEOUT_MS, deadline - monotonicMs()));
       if (result === null) {
         this.say.verbose(`${this.job}: ping ${signal} delivered: ${target.href}`);
         return null;
@@ -79,7 +81,7 @@ export class Pinger {
       failure = result;
       this.say.verbose(`${this.job}: ping ${signal}, try ${tries} of ${TRIES}: ${failure.why} (${target.href})`);
       if (!failure.retry || tries === TRIES || stop?.aborted) break;
-      await sleep(Math.min(BACKOFF_MS * 2 ** (tries - 1), deadline - Date.now()), stop);
+      await sleep(Math.min(BACKOFF_MS * 2 ** (tries - 1), deadline - monotonicMs()), stop);
       if (stop?.aborted) break;
     }
     return `${signal}: ${failure.why}${tries > 1 ? ` after ${tries} tries` : ''}`;
@@ -147,13 +149,13 @@ export class PingRun {
   ) {}
 
   start(): void {
-    this.starting = this.pinger.send('start', this.rid, Buffer.alloc(0), Date.now() + START_BOUND_MS, this.ended.signal);
+    this.starting = this.pinger.send('start', this.rid, Buffer.alloc(0), monotonicMs() + START_BOUND_MS, this.ended.signal);
   }
 
   // Reports the run's end: its exit code and the tail of its output. Returns the warning
   // line to print, if this is the invocation's first failed ping.
   async finish(exitCode: number, output: string | null): Promise<string | null> {
-    const deadline = Date.now() + END_BOUND_MS;
+    const deadline = monotonicMs() + END_BOUND_MS;
     // A start still being tried gets no further tries, only the one in flight.
     this.ended.abort();
     const start = await this.starting;

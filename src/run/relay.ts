@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { describe } from '../errors.js';
 import { abandon, handedOn, type Messages, setStderrMidLine, sleep } from '../util/io.js';
+import { monotonicMs } from '../util/time.js';
 import { YoungCollector } from '../util/young-gc.js';
 import type { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
@@ -76,7 +77,7 @@ export class Relay {
     stream.on('end', () => (source.ended = true));
     stream.on('close', () => (source.ended = true));
     stream.on('data', (chunk: Buffer) => {
-      this.lastData = Date.now();
+      this.lastData = monotonicMs();
       this.bytesRead += chunk.length;
       this.collector.passed(chunk.length);
       this.tail.push(chunk);
@@ -87,7 +88,7 @@ export class Relay {
       const flowing = out.write(chunk);
       // Node writes to a pipe synchronously on Linux: a slow reader holds us inside write(),
       // and that time is not silence from the command.
-      this.lastData = Date.now();
+      this.lastData = monotonicMs();
       if (!flowing) {
         this.holdUps++;
         source.blocked = true;
@@ -140,13 +141,13 @@ export class Relay {
   // Not bounded by --timeout: that stops the command, and the output it left in the pipes
   // is delivered however slow the reader, as it is for a command that ends by itself.
   private async readToEnd(group: ProcessGroup): Promise<string | null> {
-    const exit = { at: Date.now(), bytes: this.bytesRead, holdUps: this.holdUps, held: this.sources.some((s) => s.blocked) };
+    const exit = { at: monotonicMs(), bytes: this.bytesRead, holdUps: this.holdUps, held: this.sources.some((s) => s.blocked) };
     // ...never, behind a reader slower than the command, its own last output.
     const survivorsWriting = () =>
-      this.bytesRead - exit.bytes > BACKLOG_BYTES || (!exit.held && this.holdUps === exit.holdUps && Date.now() - exit.at >= WRITING_ON_MS);
+      this.bytesRead - exit.bytes > BACKLOG_BYTES || (!exit.held && this.holdUps === exit.holdUps && monotonicMs() - exit.at >= WRITING_ON_MS);
     while (this.interruptedBy === null && !this.sources.every((s) => s.ended)) {
       await sleep(POLL_MS);
-      const idle = Date.now() - this.lastData;
+      const idle = monotonicMs() - this.lastData;
       if (this.sources.some((s) => s.blocked) || (idle < IDLE_MS && !survivorsWriting())) continue;
       const members = group.liveMembers();
       if (members !== null) return this.cut(`${members.join(', ') || 'its process group'} kept its output open after the command exited; not waited for`);

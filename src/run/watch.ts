@@ -1,4 +1,5 @@
 import { sleep } from '../util/io.js';
+import { monotonicMs } from '../util/time.js';
 import type { RunRecorder } from './recorder.js';
 
 // How often a waiting loop asks whether a request is due: often where asking is a local
@@ -28,18 +29,18 @@ export class RequestWatch {
     return watch;
   }
 
-  // Resolves at `when` (a Date.now() value), as soon as a request is due, or when `stop` is
+  // Resolves at `when` (a monotonicMs() value), as soon as a request is due, or when `stop` is
   // aborted, whichever comes first.
   async until(when: number, stop: AbortSignal): Promise<void> {
     const woken = new AbortController();
     this.wake = () => woken.abort();
     const either = AbortSignal.any([stop, woken.signal]);
     try {
-      while (!either.aborted && Date.now() < when) {
+      while (!either.aborted && monotonicMs() < when) {
         if (!this.recorder.writable) await this.reconnect(when, either);
         if (await this.recorder.hasDueRequest(this.job)) return;
         const poll = !this.recorder.writable ? RECONNECT_MS : this.notified ? POLL_NOTIFIED_MS : POLL_MS;
-        await sleep(Math.min(poll, when - Date.now()), either);
+        await sleep(Math.min(poll, when - monotonicMs()), either);
       }
     } finally {
       this.wake = null;
@@ -50,7 +51,8 @@ export class RequestWatch {
   // lost is reached again, and listened to again, as soon as it answers; trying gives up at
   // `when`, so the next run of the loop is not held up by a server that does not answer.
   private async reconnect(when: number, stop: AbortSignal): Promise<void> {
-    const until = AbortSignal.any([stop, AbortSignal.timeout(Math.max(0, when - Date.now()))]);
+    // AbortSignal.timeout takes whole milliseconds only.
+    const until = AbortSignal.any([stop, AbortSignal.timeout(Math.max(0, Math.ceil(when - monotonicMs())))]);
     if (await this.recorder.reconnect(until)) await this.listen();
   }
 

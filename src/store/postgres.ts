@@ -250,17 +250,17 @@ export class PostgresStore extends PostgresBase implements RunStore {
     let runs = 0;
     let after = '0';
     for (;;) {
-      if (Date.now() >= deadline) return { runs, requests: 0, complete: false };
+      if (monotonicMs() >= deadline) return { runs, requests: 0, complete: false };
       const gone = await this.run<{ id: string }>(this.sql.pruneRuns, { ...values, after });
       if (gone.length === 0) break;
       runs += gone.length;
       after = gone.reduce((max, g) => (BigInt(g.id) > BigInt(max) ? g.id : max), after);
     }
     let requests = 0;
-    for (let n = -1; n !== 0 && Date.now() < deadline; requests += n) {
+    for (let n = -1; n !== 0 && monotonicMs() < deadline; requests += n) {
       n = (await this.run(this.sql.pruneRequests, { cutoff: before, batch: PRUNE_BATCH })).length;
     }
-    return { runs, requests, complete: Date.now() < deadline };
+    return { runs, requests, complete: monotonicMs() < deadline };
   }
 
   async claimTask(task: string, everyMs: number): Promise<boolean> {

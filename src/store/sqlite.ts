@@ -3,6 +3,7 @@ import Database from 'better-sqlite3';
 import { loadAddon } from '../util/addon.js';
 import { SQLITE_FILE } from '../util/paths.js';
 import { preparePrivateDirectory } from '../util/safe-path.js';
+import { monotonicMs } from '../util/time.js';
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
@@ -194,17 +195,17 @@ export class SqliteStore implements RunStore {
     let runs = 0;
     let after = 0;
     for (;;) {
-      if (Date.now() >= deadline) return { runs, requests: 0, complete: false };
+      if (monotonicMs() >= deadline) return { runs, requests: 0, complete: false };
       const gone = deleteRuns.all({ after, bound, cutoff, keep, batch: PRUNE_BATCH }) as { id: number }[];
       if (gone.length === 0) break;
       runs += gone.length;
       after = Math.max(...gone.map((g) => g.id));
     }
     let requests = 0;
-    for (let n = -1; n !== 0 && Date.now() < deadline; requests += n) {
+    for (let n = -1; n !== 0 && monotonicMs() < deadline; requests += n) {
       n = this.db.prepare(SQL.pruneRequests).run({ cutoff, batch: PRUNE_BATCH }).changes;
     }
-    return { runs, requests, complete: Date.now() < deadline };
+    return { runs, requests, complete: monotonicMs() < deadline };
   }
 
   async claimTask(task: string, everyMs: number): Promise<boolean> {

@@ -167,7 +167,7 @@ export interface PruneOptions {
   readonly before: Date;
   // Each job keeps its latest `keep` runs whatever their age (and its latest success).
   readonly keep: number;
-  // Stop after this moment (epoch ms), leaving the rest for next time.
+  // Stop after this moment (monotonicMs), leaving the rest for next time.
   readonly deadline: number;
 }
 

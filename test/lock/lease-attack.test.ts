@@ -1,7 +1,7 @@
 import { existsSync, rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { migrationKey } from '../../src/lock/postgres.js';
-import { cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
+import { besides, cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
 import { cuttingProxy } from '../pg-faults.js';
 import { holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
@@ -13,22 +13,13 @@ function marks(file: string): string[][] {
   return lines(file).map((l) => l.split(' '));
 }
 
-// A command that notes whether process `pid` still runs beside it (a zombie does not).
-const besides = (pid: number, file: string) => [
-  'sh',
-  '-c',
-  'state=$(sed "s/.*) \\(.\\).*/\\1/" /proc/$0/stat 2>/dev/null); case "$state" in ""|Z|X) echo alone;; *) echo beside;; esac >> "$1"',
-  String(pid),
-  file,
-];
-
 describe('-l lease attacked: --lease-ttl at the edges', () => {
   for (const [ttl, message] of [
     ['0', /shorter than the minimum, 5s/],
     ['4999ms', /shorter than the minimum, 5s/],
     ['-5s', /invalid duration/],
     ['soon', /invalid duration/],
-    // Past what the lease row (integer milliseconds) and Node's timers can hold.
+    // Past what Node's timers, which renew and fence the lease, can hold.
     ['25d', /longer than the maximum, 24d/],
     ['2147483648ms', /longer than the maximum, 24d/],
   ] as const) {
@@ -65,16 +56,20 @@ describe('-l lease attacked', () => {
     await waitFor(() => lines(second).length > 0, 'the second command to start');
     const ended = await holder.done;
     expect(ended.code).toBe(75);
-    // cronguard's one line (the shell of the command may say it was Terminated).
-    expect(ended.stderr.split('\n').filter((l) => l.startsWith('cronguard'))).toHaveLength(1);
-    expect(ended.stderr).toMatch(/lock lost.*no longer this holder/);
+    // cronguard's one line, as the README quotes it (the shell of the command may say it was
+    // Terminated).
+    const said = new RegExp(`^cronguard: ${job}: lock lost: lease of -?\\d+ \\(epoch \\d+\\): taken over or broken \\(no longer this holder's\\); command terminated after \\S+ \\(run 1; cronguard logs 1\\)$`);
+    expect(ended.stderr.split('\n').filter((l) => l.startsWith('cronguard'))).toEqual([expect.stringMatching(said)]);
     // The old holder's renewals never touched the new lease.
     const [row] = await sql<{ epoch: string; pid: number }>(`SELECT epoch::text, pid FROM ${box.schema}.leases`);
     expect(row?.pid).toBe(next.child.pid);
     expect(BigInt(row?.epoch ?? 0)).toBeGreaterThan(BigInt(marks(first)[0]?.[2] ?? Number.MAX_SAFE_INTEGER));
     release(barrier);
     expect(await next.done).toMatchObject({ code: 0, stderr: '' });
-    expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['lock_lost', 'succeeded']);
+    expect((await pgRuns(box.schema)).map((r) => [r.status, r.error])).toEqual([
+      ['lock_lost', expect.stringMatching(/^lock lost: lease of .*no longer this holder's\); command terminated$/)],
+      ['succeeded', null],
+    ]);
     expect(await sql(`SELECT 1 FROM ${box.schema}.leases`)).toEqual([]);
   });
 

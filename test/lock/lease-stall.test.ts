@@ -3,18 +3,9 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, lines, runs, type Sandbox, sandbox, start, waitFor } from '../helpers.js';
+import { besides, cronguard, fixture, lines, runs, type Sandbox, sandbox, start, waitFor } from '../helpers.js';
 
 const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
-
-// A command that notes whether process `pid` still runs beside it (a zombie does not).
-const besides = (pid: number, file: string) => [
-  'sh',
-  '-c',
-  'state=$(sed "s/.*) \\(.\\).*/\\1/" /proc/$0/stat 2>/dev/null); case "$state" in ""|Z|X) echo alone;; *) echo beside;; esac >> "$1"',
-  String(pid),
-  file,
-];
 
 // The lockfile lease lives as long as cronguard refreshes it; a cronguard that is stopped
 // (SIGSTOP, a frozen VM) cannot, and its command must not outlive the lease.
