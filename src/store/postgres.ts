@@ -1,18 +1,14 @@
 import { PermissionError } from '../errors.js';
 import { sharedBackend } from '../lock/postgres.js';
 import { monotonicMs } from '../util/time.js';
-import { PostgresBase } from './postgres-base.js';
-import { listRunsStatement } from './postgres-sql.js';
+import { PostgresReads } from './postgres-reads.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
-import type { JobStatus, Paused } from './jobs.js';
-import {
-  type AdmitResult, type AdvisoryLock, type HolderRow, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues,
-  toHolder, toJobStatus, toRequestRow, toRunRow,
-} from './postgres-rows.js';
+import type { Paused } from './jobs.js';
+import { type AdmitResult, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toRequestRow } from './postgres-rows.js';
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
-  type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
-  type LeaseRow, type LockRelease, type LockRequest, type RunningRow, type RunRow, type RunStore, type RunTail, type UnsettledRun,
+  type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome,
+  type LeaseRow, type LockRelease, type LockRequest, type RunningRow, type RunStore,
 } from './types.js';
 
 export type { AdvisoryLock } from './postgres-rows.js';
@@ -33,12 +29,11 @@ export interface LockedAdmission {
   readonly sentAt: number;
 }
 
-
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
 export type { LeaseRow };
 
-export class PostgresStore extends PostgresBase implements RunStore {
+export class PostgresStore extends PostgresReads implements RunStore {
   private identity: string | null = null;
   // Told the server's identity once it is known (the spool keys records by it).
   onIdentity: ((systemIdentifier: string) => void) | null = null;
@@ -142,14 +137,6 @@ export class PostgresStore extends PostgresBase implements RunStore {
     await this.run(this.sql.releaseLease, { key: key.toString(), epoch: epoch.toString() });
   }
 
-  // Leases held now; none in a schema from before leases (migration 0014).
-  async leases(): Promise<LeaseRow[]> {
-    return this.run<LeaseRow>(this.sql.leases, {}).catch((error) => {
-      if ((error as { code?: string }).code === '42P01') return [];
-      throw error;
-    });
-  }
-
   async returnRequests(runId: number, u: Unserved): Promise<void> {
     await this.run(this.sql.giveBack, { run_id: runId, later: u.later, refused: u.refused, reason: u.reason, schema: this.schema });
   }
@@ -184,30 +171,8 @@ export class PostgresStore extends PostgresBase implements RunStore {
     return this.session.isLost;
   }
 
-  async listRequests(job: string | null, limit: number): Promise<RequestRow[]> {
-    return (await this.withSchema(() => this.run<PgRequest>(this.sql.listRequests, { job, limit }))).map(toRequestRow);
-  }
-
-  async hasDueRequest(job: string): Promise<boolean> {
-    return (await this.run(this.sql.hasDueRequest, { job })).length > 0;
-  }
-
-  async unsettledRuns(job: string): Promise<UnsettledRun[]> { return (await this.run<UnsettledRun>(this.sql.unsettledRuns, { job })).map((r) => ({ ...r, id: Number(r.id) })); }
-
   async setPaused(job: string, paused: Paused | null): Promise<void> {
     await this.withSchema(() => this.run(paused ? this.sql.pause : this.sql.resume, { job, ...paused }));
-  }
-
-  async jobStatus(job: string | null): Promise<JobStatus[]> {
-    const rows = await this.withSchema(() => this.run<PgJobStatus>(this.sql.jobStatus, { job }));
-    return rows.map(toJobStatus);
-  }
-
-  // pg_stat_activity hides other roles' session details (backend_start among them) from a
-  // role without pg_read_all_stats, so `since` may be unknown.
-  async advisoryLocks(): Promise<AdvisoryLock[]> {
-    const rows = await this.run<Omit<AdvisoryLock, 'since'> & { backend_start: Date | null }>(this.sql.advisoryLocks, {});
-    return rows.map(({ backend_start, ...r }) => ({ ...r, since: backend_start?.toISOString() ?? null }));
   }
 
   // Under the record's run key, or, when that names another run's row, the key made from it.
@@ -234,11 +199,6 @@ export class PostgresStore extends PostgresBase implements RunStore {
 
   async recordBlocked(job: string, by: string): Promise<void> {
     await this.withSchema(() => this.run(this.sql.blocked, { job, by }));
-  }
-
-  async listRuns(filter: RunFilter): Promise<RunRow[]> {
-    const values = { ...filter, before_id: filter.beforeId };
-    return (await this.withSchema(() => this.run<PgRow>(listRunsStatement(this.S, filter), values))).map(toRunRow);
   }
 
   async prune({ before, keep, deadline }: PruneOptions): Promise<PruneResult> {
@@ -270,18 +230,4 @@ export class PostgresStore extends PostgresBase implements RunStore {
   async releaseTask(task: string): Promise<void> {
     await this.run(this.sql.releaseTask, { task });
   }
-
-  async getRun(id: number): Promise<RunRow | null> {
-    return (await this.withSchema(() => this.run<PgRow>(this.sql.get, { id }))).map(toRunRow)[0] ?? null;
-  }
-
-  async runTail(id: number, chars: number): Promise<RunTail | null> {
-    return (await this.withSchema(() => this.run<PgRow & { output_cut: boolean }>(this.sql.tail, { id, chars }))).map((r) => toRunRow(r) as RunTail)[0] ?? null;
-  }
-
-  async latestRun(job: string): Promise<RunRow | null> {
-    return (await this.withSchema(() => this.run<PgRow>(this.sql.latest, { job }))).map(toRunRow)[0] ?? null;
-  }
-
-
 }
