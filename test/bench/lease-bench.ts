@@ -26,6 +26,8 @@ interface Figures {
   renewalP99: number | null;
   privateKiBPerJob: number | null;
   seconds: number;
+  // How the invocations ended: exit code and how many, e.g. `0: 85, 75: 415`.
+  exits: string;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -68,10 +70,19 @@ async function phase(label: string, count: number, name: (i: number) => string, 
   const began = Date.now();
   let exited = 0;
   const children: ChildProcess[] = [];
+  // One line each exit code other than 0 came with, for the reader of the table.
+  const why = new Map<string, string>();
   const done = Array.from({ length: count }, (_, i) => {
-    const child = spawn(process.execPath, [bundle, ...lockArgs, '-n', name(i), '--every-tick', '--', ...command], { env, stdio: 'ignore' });
+    const child = spawn(process.execPath, [bundle, ...lockArgs, '-n', name(i), '--every-tick', '--', ...command], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     children.push(child);
-    return new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code))).finally(() => exited++);
+    let said = '';
+    child.stderr?.on('data', (chunk: Buffer) => (said += chunk.toString()));
+    return new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+      .then((code) => {
+        if (code !== 0 && !why.has(String(code))) why.set(String(code), said.trim().split('\n')[0] ?? '');
+        return code;
+      })
+      .finally(() => exited++);
   });
   let peak = 0;
   const sampling = setInterval(async () => {
@@ -88,13 +99,17 @@ async function phase(label: string, count: number, name: (i: number) => string, 
   const latencies = lockArgs.includes('lease') ? await probeRenewals(url, schema, HOLD_MS) : (await sleep(HOLD_MS), []);
   const statementsPerSecond = ((await xacts()) - before) / ((Date.now() - t0) / 1000);
   door.release();
-  await Promise.all(done);
+  const codes = await Promise.all(done);
+  for (const [code, line] of why) console.log(`${label}: exit ${code}, e.g. ${line}`);
+  const tally = new Map<string, number>();
+  for (const code of codes) tally.set(String(code), (tally.get(String(code)) ?? 0) + 1);
+  const exits = [...tally].sort(([a], [b]) => Number(a) - Number(b)).map(([code, n]) => `${code}: ${n}`).join(', ');
   clearInterval(sampling);
   const [ran] = (await server.query(`SELECT count(*) AS n FROM "${schema}".runs WHERE status = 'succeeded' AND job LIKE $1`, [`${label}%`])).rows;
   return {
     ran: Number(ran?.n), startedAtOnce: atOnce, peakServerConnections: peak, statementsPerSecond,
     renewalP50: pct(latencies, 0.5), renewalP99: pct(latencies, 0.99),
-    privateKiBPerJob: memory.length === 0 ? null : memory.reduce((a, b) => a + b, 0) / memory.length, seconds: (Date.now() - began) / 1000,
+    privateKiBPerJob: memory.length === 0 ? null : memory.reduce((a, b) => a + b, 0) / memory.length, seconds: (Date.now() - began) / 1000, exits,
   };
 }
 
@@ -126,9 +141,9 @@ async function probeRenewals(url: string, schema: string, forMs: number): Promis
 const ms = (x: number | null) => (x === null ? '-' : x.toFixed(1));
 function table(rows: [string, Figures][]): string[] {
   return [
-    '| case | ran | running at once | peak server connections | statements/s at the server | renewal p50 ms | renewal p99 ms | wrapper private MiB/job | seconds |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map(([label, f]) => `| ${label} | ${f.ran} | ${f.startedAtOnce} | ${f.peakServerConnections} | ${f.statementsPerSecond?.toFixed(0) ?? '-'} | ${ms(f.renewalP50)} | ${ms(f.renewalP99)} | ${f.privateKiBPerJob === null ? '-' : (f.privateKiBPerJob / 1024).toFixed(1)} | ${f.seconds.toFixed(0)} |`),
+    '| case | ran | running at once | peak server connections | statements/s at the server | renewal p50 ms | renewal p99 ms | wrapper private MiB/job | seconds | exit codes |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+    ...rows.map(([label, f]) => `| ${label} | ${f.ran} | ${f.startedAtOnce} | ${f.peakServerConnections} | ${f.statementsPerSecond?.toFixed(0) ?? '-'} | ${ms(f.renewalP50)} | ${ms(f.renewalP99)} | ${f.privateKiBPerJob === null ? '-' : (f.privateKiBPerJob / 1024).toFixed(1)} | ${f.seconds.toFixed(0)} | ${f.exits} |`),
   ];
 }
 
