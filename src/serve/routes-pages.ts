@@ -45,8 +45,11 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
       if (!job) return null;
       const filter = { jobs: [name], status: query.status ?? undefined, host: query.host ?? undefined, beforeId: query.before ?? undefined, limit: RUNS_PER_PAGE + 1 };
       const requested = idOf(c.req.query('requested'));
-      const request = requested === null ? null : await s.getRequest(requested);
-      return { job, runs: await s.listRuns(filter), requests: await s.listRequests(name, REQUESTS_SHOWN), requested: request?.job === name ? request : null };
+      const requests = await s.listRequests(name, REQUESTS_SHOWN);
+      // From the same read as the table where it is in it, so the notice and the table
+      // never disagree (a run finishing between two statements).
+      const request = requested === null ? null : (requests.find((q) => q.id === requested) ?? (await s.getRequest(requested)));
+      return { job, runs: await s.listRuns(filter), requests, requested: request?.job === name ? request : null };
     }, null);
     if (!found) return notFound(c, `No job ${name} in the run log.`);
     const view = { ...found, runs: found.runs.slice(0, RUNS_PER_PAGE), more: found.runs.length > RUNS_PER_PAGE, query, csrf: ctx.store.readOnly ? null : ctx.csrf.token(c) };

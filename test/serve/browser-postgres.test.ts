@@ -64,7 +64,7 @@ describe.skipIf(!chromiumPresent)(title, () => {
     expect(await page.evaluate(() => (globalThis as { notReloaded?: boolean }).notReloaded)).toBe(true);
     await expect.poll(() => page.locator('#requests tbody tr').first().locator('.status').textContent()).toBe('succeeded');
     expect(await page.locator('#requests tbody tr').first().locator('code.arg').allTextContents()).toEqual(['<script>alert(1)</script>', 'second arg']);
-    expect(await page.locator('#notice').textContent()).toMatch(/^Request \d+ succeeded by run \d+\.$/);
+    await expect.poll(() => page.locator('#notice').textContent()).toMatch(/^Request \d+ succeeded by run \d+\.$/);
     await page.screenshot({ path: shot('job-run-now'), fullPage: true });
     console.log(`Run now (${kind}): the new run showed as succeeded ${shownAfter} ms after the click`);
 
