@@ -34,16 +34,18 @@ export interface CuttingProxy {
   readonly reached: Promise<void>;
   // Closes every connection (the client sees its connection lost).
   cut(): void;
-  // 'delay': sends the statement held back on to the server, and all that follows it.
+  // 'delay': sends the statement held back on to the server, and all that follows it;
+  // 'delay-reply': sends the client the reply held back, and all that follows it.
   pass(): void;
 }
 
 // A proxy in front of the test server that stops the first statement whose text holds
 // `marker`: at the request (held unanswered until cut()), at the reply (the server ran and
 // committed it, and the connection is cut before the client hears), or delayed (held back,
-// the connection open, until pass(): as a slow network or server would). Every other
+// the connection open, until pass(): as a slow network or server would), or its reply
+// delayed so (the server ran it; the client hears late, as a starved client would). Every other
 // statement, and every connection after the cut, passes.
-export async function cuttingProxy(marker: string, at: 'request' | 'reply' | 'delay'): Promise<CuttingProxy> {
+export async function cuttingProxy(marker: string, at: 'request' | 'reply' | 'delay' | 'delay-reply'): Promise<CuttingProxy> {
   const target = new URL(databaseUrl());
   let reach: () => void = () => {};
   const reached = new Promise<void>((resolve) => (reach = resolve));
@@ -56,7 +58,7 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply' | 'de
   let pass = () => {};
   const url = await listen(own, (client) => {
     const upstream = track(connect(Number(target.port || 5432), target.hostname), own);
-    let stage: 'before' | 'sent' | 'stopped' | 'delayed' = 'before';
+    let stage: 'before' | 'sent' | 'stopped' | 'delayed' | 'replying' | 'reply-held' = 'before';
     let seen = '';
     const delayed: (string | Buffer)[] = [];
     client.on('data', (data) => {
@@ -65,7 +67,7 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply' | 'de
       seen = (seen + data.toString('latin1')).slice(-4096);
       if (armed && stage === 'before' && seen.includes(marker)) {
         armed = false;
-        stage = at === 'request' ? 'stopped' : at === 'reply' ? 'sent' : 'delayed';
+        stage = at === 'request' ? 'stopped' : at === 'reply' ? 'sent' : at === 'delay' ? 'delayed' : 'replying';
         if (at === 'delay') {
           delayed.push(data);
           pass = () => {
@@ -73,7 +75,7 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply' | 'de
             for (const held of delayed.splice(0)) upstream.write(held);
           };
         }
-        if (at !== 'reply') return reach();
+        if (at === 'request' || at === 'delay') return reach();
       }
       upstream.write(data);
     });
@@ -85,6 +87,15 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply' | 'de
         upstream.destroy();
         return reach();
       }
+      if (stage === 'replying') {
+        stage = 'reply-held';
+        pass = () => {
+          stage = 'before';
+          for (const held of delayed.splice(0)) client.write(held);
+        };
+        reach();
+      }
+      if (stage === 'reply-held') return void delayed.push(data);
       client.write(data);
     });
     client.on('end', () => upstream.end());

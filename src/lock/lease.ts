@@ -23,6 +23,8 @@ const RETRY = 1 / 15;
 // late, giving up on it would only add connections to the crowd; on a path that went dead,
 // the other connection may get through.
 const MIN_TRY_MS = 1000;
+// How long a late holder waits for its database to say the lease is still its own.
+const ASK_MS = 5000;
 
 // How long the command's watchdog lets a lease go without a renewal: it kills the command
 // between limit + 1 and limit + 2 s after the last renewal's reply (see Watchdog).
@@ -127,8 +129,32 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
     say.verbose(`lease of ${key}: renewal failed (${error.message}); retrying`);
     if (sent === latest) schedule(Math.min(ttlMs * RETRY, (lastSent + lossMs(ttlMs) - monotonicMs()) / 4));
   }
-  armLoss();
-  schedule(ttlMs * RENEW - (monotonicMs() - lastSent));
+  const overdue = () => !lost && !done && monotonicMs() - lastSent >= lossMs(ttlMs);
+  // Past the loss time with nothing running under the lease (an admission answered late
+  // by a starved machine or pooler, a retry's delay that overran): the database says
+  // whether it is still this holder's. The epoch unchanged means nobody took it meanwhile
+  // (taking draws a new one), so nobody else can have run: a renewal then holds it on.
+  let asking: Promise<void> | null = null;
+  const ask = (): Promise<void> => {
+    asking ??= (async () => {
+      // The answer decides, not a timer that fires meanwhile.
+      if (renewTimer) clearTimeout(renewTimer);
+      if (lossTimer) clearTimeout(lossTimer);
+      const sent = monotonicMs();
+      let timer: NodeJS.Timeout | undefined;
+      const silence = new Promise<null>((resolve) => (timer = setTimeout(resolve, ASK_MS, null)));
+      const ours = await Promise.race([line.renew(key, epoch, ttlMs, ASK_MS).catch(() => null), silence]).finally(() => clearTimeout(timer));
+      if (ours === null) lose(`${unrenewed()}, and its database did not answer within ${ASK_MS / 1000}s`);
+      else answered(sent, ours);
+    })().finally(() => (asking = null));
+    return asking;
+  };
+  // Taken already overdue: no timer may count it lost before the database is asked.
+  if (overdue()) void ask();
+  else {
+    armLoss();
+    schedule(ttlMs * RENEW - (monotonicMs() - lastSent));
+  }
 
   return {
     inheritFd: null,
@@ -139,9 +165,12 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
       lostHandler = handler;
       if (lost) handler(lost);
     },
-    // A stopped cronguard's timers fire late: the time since the last renewal tells.
-    verify() {
-      if (!lost && !done && monotonicMs() - lastSent >= lossMs(ttlMs)) lose(unrenewed());
+    // A stopped cronguard's timers fire late: the time since the last renewal tells, or,
+    // with nothing running, the database (see ask).
+    verify(mayAsk) {
+      if (asking) return asking;
+      if (!overdue()) return;
+      return mayAsk ? ask() : lose(unrenewed());
     },
     heartbeat: {
       limitMs: watchdogLimitMs(ttlMs),

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Setting } from '../cli/settings.js';
-import { type CronguardError, PermissionError, UnavailableError, UsageError } from '../errors.js';
+import { CronguardError, PermissionError, UnavailableError, UsageError } from '../errors.js';
 import { userName } from '../util/user.js';
 import { parseConnectionString, type UriParts } from './url.js';
 
@@ -186,6 +186,8 @@ export function isPrivilegeError(error: unknown): boolean {
 // Maps a failure to reach or use PostgreSQL onto the contract's exit codes: refused logins
 // and missing privileges are 77, everything that makes the server unreachable 69.
 export function pgError(error: unknown, where: string): CronguardError {
+  // Already said in the contract's terms (a failed connect names its server itself).
+  if (error instanceof CronguardError) return error;
   const e = error as { code?: string; message?: string };
   const code = e?.code ?? '';
   const message = e?.message ?? String(error);
@@ -194,5 +196,7 @@ export function pgError(error: unknown, where: string): CronguardError {
   if (code === '25006') return new UnavailableError(`PostgreSQL at ${where} is read-only (a standby?): ${message}; point the URL at the primary, or add target_session_attrs=read-write`);
   if (isPrivilegeError(error)) return new PermissionError(`PostgreSQL at ${where} refused the login: ${message}`);
   if (NETWORK.has(code)) return new UnavailableError(`cannot reach PostgreSQL at ${where}: ${code}`);
+  // pg's own words when connect_timeout (10 s unless the URL says) ran out.
+  if (message === 'timeout expired') return new UnavailableError(`cannot reach PostgreSQL at ${where}: no answer within its connect_timeout`);
   return new UnavailableError(`PostgreSQL at ${where}: ${message}`);
 }

@@ -76,8 +76,9 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
   for (let attempt = 1; ; attempt++) {
     const verdictOf = (result: ChildResult) => judge(endedBy(result, guard.lost, config), { ...config, lockLostWhileRunning: guard.lost }, new Date());
     const mayRetry = (verdict: Verdict) => attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
-    // A lease may have lapsed while cronguard was stopped, since it was last refreshed.
-    lock.verify();
+    // A lease may have lapsed while cronguard was stopped, since it was last refreshed;
+    // nothing runs yet, so its database may say it has not.
+    await lock.verify(true);
     if (guard.lost !== null) {
       await endHolding(ctx, held, true);
       return lostBeforeStart(ctx, guard.lost);
@@ -104,7 +105,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     // goes only after: a follower that sees the run end has everything left to read.
     await live?.drained();
     // Or while the command ran: its watchdog then stopped the command, for the lease.
-    lock.verify();
+    await lock.verify(false);
     const verdict = verdictOf(result);
     const again = mayRetry(verdict);
     if (!again) await endHolding(ctx, held, failed(verdict));

@@ -1,8 +1,8 @@
-import { existsSync, } from 'node:fs';
+import { existsSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cronguard, fixture, isAlive, lines, spooled, start, waitFor } from '../helpers.js';
 import { type PgProxy, pgRuns, pgSandbox, proxy } from '../pg-helpers.js';
-
 
 let current: PgProxy | null = null;
 afterEach(async () => {
@@ -39,6 +39,27 @@ describe('postgres outages', () => {
       ['succeeded', 'while down\n'],
       ['succeeded', 'back up\n'],
     ]);
+  });
+
+  it('a server that takes the connection and never answers: one line naming connect_timeout, 69, nothing run, whichever database lock', async () => {
+    const box = pgSandbox();
+    const held: Socket[] = [];
+    const silent = createServer((socket) => held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    try {
+      const env = { ...box.env, CRONGUARD_DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/test?connect_timeout=2` };
+      for (const lock of ['postgres', 'lease']) {
+        const ran = box.path(`ran-${lock}`);
+        const result = await cronguard(['-l', lock, '-n', box.job(lock), '--', 'touch', ran], env);
+        expect(result.code).toBe(69);
+        expect(result.stderr).toBe(`cronguard: cannot reach PostgreSQL at postgres@127.0.0.1:${port}/test: no answer within its connect_timeout\n`);
+        expect(existsSync(ran)).toBe(false);
+      }
+    } finally {
+      for (const socket of held) socket.destroy();
+      silent.close();
+    }
   });
 
   it('network cut mid-run: the heartbeat notices, the command is terminated, exit 75', async () => {
