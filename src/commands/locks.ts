@@ -1,7 +1,8 @@
 import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
 import { advisoryKey } from '../lock/postgres.js';
-import type { AdvisoryLock, LeaseRow, PostgresStore } from '../store/postgres.js';
+import type { LeaseRow } from '../store/leases.js';
+import type { AdvisoryLock, PostgresStore } from '../store/postgres.js';
 import type { RunRow } from '../store/types.js';
 import { isRoot, resolveLockDir } from '../util/paths.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';

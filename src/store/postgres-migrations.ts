@@ -1,5 +1,5 @@
 import { migrationKey } from '../lock/postgres.js';
-import { SCHEMA_STATE } from './postgres-sql.js';
+import { SCHEMA_STATE } from './postgres-sql-schema.js';
 import type { PgSession } from '../pg/session.js';
 import m0001 from './migrations/postgres/0001_initial.sql';
 import m0002 from './migrations/postgres/0002_ticks_and_locks.sql';

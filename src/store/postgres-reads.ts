@@ -3,7 +3,8 @@ import { type AdvisoryLock, type PgJobStatus, type PgRequest, type PgRow, toJobS
 import { listRunsStatement } from './postgres-sql.js';
 import type { JobStatus } from './jobs.js';
 import type { RequestRow } from './requests.js';
-import type { LeaseRow, RunFilter, RunRow, RunTail, UnsettledRun } from './types.js';
+import type { LeaseRow } from './leases.js';
+import type { RunFilter, RunRow, RunTail, UnsettledRun } from './types.js';
 
 // What the run log in PostgreSQL answers without changing anything: runs, jobs, requests,
 // locks and leases, for the subcommands, the web page and a run deciding what to do.

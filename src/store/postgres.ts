@@ -8,7 +8,7 @@ import { type AdmitResult, type HolderRow, minuteNow, outcomeValues, type PgRequ
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome,
-  type LeaseRow, type LockRelease, type LockRequest, type RunningRow, type RunStore,
+  type LockRelease, type LockRequest, type RunningRow, type RunStore,
 } from './types.js';
 
 export type { AdvisoryLock } from './postgres-rows.js';
@@ -31,8 +31,6 @@ export interface LockedAdmission {
 
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
-export type { LeaseRow };
-
 export class PostgresStore extends PostgresReads implements RunStore {
   private identity: string | null = null;
   // Told the server's identity once it is known (the spool keys records by it).

@@ -1,5 +1,6 @@
 import type { JobStatus, Paused } from './jobs.js';
 import type { Cancellation, ClaimedRequest, NewRequest, RequestRow, Unserved } from './requests.js';
+import type { LeaseRow } from './leases.js';
 import type { SpooledRun } from './spool.js';
 
 // The run log, as the supervisor and the subcommands see it, whatever database is behind it.
@@ -176,19 +177,6 @@ export interface PruneResult {
   readonly requests: number;
   // Everything old enough went; false when the deadline came first.
   readonly complete: boolean;
-}
-
-// A lease held now (see migration 0014), for `locks`, `status` and the web page.
-export interface LeaseRow {
-  readonly job: string;
-  readonly host: string;
-  readonly pid: number;
-  readonly run_id: string | null;
-  readonly epoch: string;
-  readonly key: string;
-  readonly acquired_at: Date;
-  readonly expires_at: Date;
-  readonly expires_in_ms: string;
 }
 
 // A lock in the store's database that the outcome statement releases: an advisory lock of

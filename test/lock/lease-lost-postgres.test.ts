@@ -11,7 +11,7 @@ import { pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 // (nothing ran)").
 describe('-l lease, an admission answered late', () => {
   // The admission's reply held 6.5 s (more on a busy machine, which changes nothing); `meanwhile` runs then.
-  async function late(job: string, env: Record<string, string>, ran: string, meanwhile: () => Promise<unknown>) {
+  async function late(job: string, env: NodeJS.ProcessEnv, ran: string, meanwhile: () => Promise<unknown>) {
     const slow = await cuttingProxy('true) AS a', 'delay-reply');
     const run = start(['-l', 'lease', '--lease-ttl', '10s', '-n', job, '--every-tick', '--', 'touch', ran], { ...env, CRONGUARD_DATABASE_URL: slow.url });
     await slow.reached;
