@@ -14,8 +14,8 @@ import type { Lock } from './backend.js';
 //   no sooner than cronguard's own SIGKILL, so that a live cronguard always stops its
 //   command itself, with its signal first.
 const RENEW = 1 / 3;
-// After a renewal that failed, the next try comes this much of the ttl later (sooner when
-// less is left before the lease counts as lost).
+// After a renewal that failed, or whose answer came too late to beat the watchdog, the
+// next try comes this much of the ttl later (sooner when less is left before the loss).
 const RETRY = 1 / 15;
 // A renewal still unanswered after half the time left before the loss (but not under this)
 // gets another beside it, over a connection of its own; the first keeps waiting, and its
@@ -119,8 +119,10 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
     // The watchdog counts from the beat, when the reply came; the lease's expiry counts
     // from the renewal's start. A slow reply would move the watchdog's limit past the
     // expiry: no beat then (the watchdog keeps counting from the last one that fits), and
-    // the next renewal at once, for a beat before the watchdog's limit.
-    if (monotonicMs() + watchdogLimitMs(ttlMs) + 2000 > sent + ttlMs) return schedule(0);
+    // the next renewal soon, for a beat before the watchdog's limit. Not at once: replies
+    // are slow because the machine or the pooler is overloaded, and every holder renewing
+    // without pause would keep it so (measured: 500 holders on two cores never recovered).
+    if (monotonicMs() + watchdogLimitMs(ttlMs) + 2000 > sent + ttlMs) return schedule(ttlMs * RETRY);
     for (const beat of beats) beat();
     schedule(sent + ttlMs * RENEW - monotonicMs());
   }

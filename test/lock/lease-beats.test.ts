@@ -29,6 +29,15 @@ async function beatsWith(ttlMs: number, delays: number[], waitMs: number): Promi
   return beats;
 }
 
+// How many renewals a holder sends in waitMs when every reply takes lateMs.
+async function renewalsWith(ttlMs: number, lateMs: number, waitMs: number): Promise<number> {
+  let sent = 0;
+  const held = holdLease({ key: 1n, epoch: 1n, ttlMs, sentAt: monotonicMs() }, line(() => (sent++, lateMs)), {}, messages(false));
+  await new Promise((r) => setTimeout(r, waitMs));
+  await held.release();
+  return sent;
+}
+
 describe('a lease holder beats its watchdog', () => {
   it('after renewals answered at once (one, before the second is due)', async () => {
     expect(await beatsWith(9000, [], 5000)).toBe(1);
@@ -42,10 +51,19 @@ describe('a lease holder beats its watchdog', () => {
     expect(await beatsWith(ttlMs, [late, late, late], ttlMs / 3 + late + 200)).toBe(0);
   });
 
-  it('renewing again at once after such a reply, and beating when that one is answered in time', async () => {
+  it('renewing again soon after such a reply (a fifteenth of the ttl), and beating when that one is answered in time', async () => {
     const ttlMs = 9000;
     const late = ttlMs - watchdogLimitMs(ttlMs) - 2000 + 100;
     // Before the renewal that was due next (a third of the ttl after the late one).
     expect(await beatsWith(ttlMs, [late], ttlMs / 3 + late + 1400)).toBe(1);
+  });
+
+  it('pauses between renewals whose replies all come too late (an overloaded machine or pooler), never renewing without a break', async () => {
+    const ttlMs = 9000;
+    const late = ttlMs - watchdogLimitMs(ttlMs) - 2000 + 100;
+    // The first at a third of the ttl; then each a reply plus a fifteenth of the ttl apart.
+    const count = await renewalsWith(ttlMs, late, ttlMs / 3 + 4 * (late + ttlMs / 15) - 100);
+    expect(count).toBeGreaterThanOrEqual(3);
+    expect(count).toBeLessThanOrEqual(4);
   });
 });
