@@ -27,6 +27,11 @@ describe('a lockfile holder that stalls', () => {
     const holder = start(['-l', 'lockfile', '-n', 'stall', '--', fixture('hold.sh'), log, box.path('never')], env);
     await waitFor(() => lines(log).length > 0, 'the command to start');
     const command = Number(lines(log)[0]?.split(' ')[1]);
+    // Stopped once it has recorded the command's pid, not in the middle of that write: a
+    // holder stopped inside an SQLite write keeps the log locked, and the waiter's record of
+    // its start then waits out the busy timeout, longer than its own lease may go unrefreshed
+    // (it then starts nothing, 75; seen once on Node.js 24 in CI).
+    await waitFor(() => runs(box.stateDir)[0]?.child_pid != null, 'the command\'s pid to be recorded');
     holder.child.kill('SIGSTOP');
     try {
       // A waiter takes the lease once it is stale, and looks whether the first command runs.
