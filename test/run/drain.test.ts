@@ -29,8 +29,10 @@ describe('output after the command exits', () => {
     const [done, out] = [box.path('done'), box.path('out')];
     // The reader takes 100 KB, then nothing until the command is done and the timeout has
     // passed: the rest of the output, some of it still in the command's pipe, comes after.
-    const reader = `dd bs=100000 count=1 iflag=fullblock status=none > ${out}; while [ ! -e ${done} ] && [ -d ${box.dir} ]; do sleep 0.05; done; sleep 1.5; cat >> ${out}`;
-    const command = `${process.execPath} ${BINARY} -n intime -t 1s -- sh -c "head -c 300000 /dev/zero | tr '\\0' a; touch ${done}" | sh -c '${reader}'`;
+    // A timeout of 5 s, not 1: on a busy machine the command itself once took longer than
+    // 1 s, was timed out, never got to `done`, and the reader waited for good.
+    const reader = `dd bs=100000 count=1 iflag=fullblock status=none > ${out}; while [ ! -e ${done} ] && [ -d ${box.dir} ]; do sleep 0.05; done; sleep 5.5; cat >> ${out}`;
+    const command = `${process.execPath} ${BINARY} -n intime -t 5s -- sh -c "head -c 300000 /dev/zero | tr '\\0' a; touch ${done}" | sh -c '${reader}'`;
     const child = spawn('bash', ['-o', 'pipefail', '-c', command], { env: box.env, stdio: 'ignore' });
     expect(await new Promise((resolve) => child.on('close', resolve))).toBe(0);
     expect(readFileSync(out, 'utf8')).toBe('a'.repeat(300000));
