@@ -21,6 +21,11 @@ describe('bad input', () => {
     ['a timeout that rounds to no time', ['-t', '0.4ms'], 64, /--timeout: '0.4ms' is shorter than the smallest duration, 1ms/],
     ['a duration beyond ten years', ['-w', '4000d'], 64, /--wait: '4000d' is longer than 3650d/],
     ['a port that is not a number', ['--db', 'postgres://u@127.0.0.1:abc/d'], 64, /the port in --db is not a number/],
+    // The other form of a libpq connection string, keyword=value pairs, refused as surely.
+    ['keyword=value pairs with a bare word', ['--db', 'host=127.0.0.1 dbname'], 64, /--db: expected keyword=value pairs \(a value with spaces must be in single quotes/],
+    ['keyword=value pairs with an unclosed quote', ['--db', "host=127.0.0.1 password='a b"], 64, /--db: a quoted value is not closed/],
+    ['keyword=value pairs naming an unsupported keyword', ['--db', 'service=ops dbname=test'], 64, /--db: unsupported connection parameter 'service'/],
+    ['keyword=value pairs with a port that is not one', ['--db', 'host=127.0.0.1 port=abc dbname=test'], 64, /port in --db is not a number/],
   ];
 
   it.each(cases)('%s', async (_what, options, code, message) => {
