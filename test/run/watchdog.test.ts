@@ -55,10 +55,11 @@ function watchdogOf(cg: number, limit: number, env: NodeJS.ProcessEnv): ChildPro
 
 // A command in a group of its own, as cronguard starts one, its environment marked with
 // CRONGUARD_PID=`mark` (or not marked), with a child in its group that lost the mark: the
-// pids of both, once both run.
+// pids of both, once both run, the group's leader first (its pid is the group's): it notes
+// itself before it starts the child, which would otherwise race it to the file.
 async function command(box: Sandbox, name: string, mark: string | null): Promise<number[]> {
   const pids = box.path(name);
-  const script = `env -u CRONGUARD_PID sh -c 'echo $$ >> ${pids}; exec sleep 600' & echo $$ >> ${pids}; exec sleep 600`;
+  const script = `echo $$ >> ${pids}; env -u CRONGUARD_PID sh -c 'echo $$ >> ${pids}; exec sleep 600' & exec sleep 600`;
   const env = mark === null ? box.env : { ...box.env, CRONGUARD_PID: mark };
   spawn('sh', ['-c', script], { detached: true, stdio: 'ignore', env }).unref();
   await waitFor(() => lines(pids).length === 2, `${name} to start`);
