@@ -14,6 +14,12 @@ import { optionalDuration, parseBytes, parseExitCode, parseSignal } from './valu
 
 export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'lease' | 'none';
 
+// The locks that live in the fleet's database (taken by its admission statement, keyed by
+// --lock-key), as against those of this machine.
+export function inDatabase(lock: LockBackendName): boolean {
+  return lock === 'postgres' || lock === 'lease';
+}
+
 // Everything one `run` invocation needs, resolved once (flag over environment over default)
 // and frozen; nothing below the CLI reads argv or the environment again.
 export interface RunConfig {
@@ -28,7 +34,8 @@ export interface RunConfig {
   readonly lockDirDefault: boolean;
   // The embedded run log's directory, also where the spool of the shared log lives.
   readonly stateDir: string;
-  readonly log: 'sqlite' | 'postgres' | null;
+  // The embedded run log, the fleet's database's (--db), or none (--no-log).
+  readonly log: 'sqlite' | 'shared' | null;
   readonly db: DbConfig | null;
   readonly lockKey: bigint | null;
   // The lock was named by hand (--lock-file, --lock-key), so other jobs may share it.
@@ -97,8 +104,8 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const setting = (key: SettingKey, option: string) => ctx.settings.get(key, { value: str(option), name: `--${flagName(option)}` });
   const db = resolveDb(setting('database_url', 'db'), setting('schema', 'schema'), ctx.env);
   const lock = parseLock(str('lock') ?? (db ? 'postgres' : 'flock'), db);
-  if (db && (lock === 'postgres' || lock === 'lease' || !options.noLog)) refuseStandbyOnly(db);
-  if (str('lockKey') !== undefined && lock !== 'postgres' && lock !== 'lease') {
+  if (db && (inDatabase(lock) || !options.noLog)) refuseStandbyOnly(db);
+  if (str('lockKey') !== undefined && !inDatabase(lock)) {
     throw new UsageError('--lock-key applies to the postgres and lease lock backends only');
   }
   const leaseTtlMs = parseLeaseTtl(str('leaseTtl'), lock);
@@ -115,7 +122,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const lockDir = absolute(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
   const lockKey =
-    lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
+    !inDatabase(lock) ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
   return Object.freeze({
     name,
@@ -126,7 +133,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     lockDir: explicitFile === undefined ? lockDir.dir : null,
     lockDirDefault: lockDir.isDefault,
     stateDir: stateDir.dir,
-    log: options.noLog ? null : db ? 'postgres' : 'sqlite',
+    log: options.noLog ? null : db ? 'shared' : 'sqlite',
     db,
     lockKey,
     sharedLock: explicitFile !== undefined || str('lockKey') !== undefined,
@@ -165,7 +172,7 @@ function absolute(resolved: ResolvedDir, what: string): ResolvedDir {
 }
 
 function parseLock(value: string, db: DbConfig | null): LockBackendName {
-  if ((value === 'postgres' || value === 'lease') && !db) {
+  if (inDatabase(value as LockBackendName) && !db) {
     throw new UsageError(`lock backend ${value} needs a database: give --db URL or set CRONGUARD_DATABASE_URL`);
   }
   if (value === 'flock' || value === 'lockfile' || value === 'postgres' || value === 'lease' || value === 'none') return value;

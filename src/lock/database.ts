@@ -1,4 +1,4 @@
-import type { LockedAdmission } from '../store/postgres.js';
+import type { LockedAdmission } from '../store/shared.js';
 import type { LockRelease, LockRequest } from '../store/types.js';
 import type { Lock, LockBackend } from './backend.js';
 

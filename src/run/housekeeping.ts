@@ -41,7 +41,7 @@ export async function housekeep(recorder: RunRecorder, config: RunConfig, say: M
 
 // Which run log a stamp stands for: each database and schema has its own.
 export function logTarget(config: RunConfig): string {
-  if (config.log !== 'postgres' || !config.db) return 'local';
+  if (config.log !== 'shared' || !config.db) return 'local';
   const c = config.db.connection;
   return `${c.host}-${c.port}-${c.database}-${config.db.schema}`.replace(/[^A-Za-z0-9_.-]/g, '_');
 }

@@ -1,22 +1,9 @@
 import { hostname } from 'node:os';
 import { describe } from '../errors.js';
 import { isPrivilegeError } from '../pg/config.js';
-import type { Spool } from '../store/spool.js';
+import type { RecorderParts } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
-
-// What a LogLink is made of (see wiring.ts).
-export interface RecorderParts {
-  readonly store: RunStore | null;
-  // Where records go when the store fails; null: they are dropped (embedded store).
-  readonly spool: Spool | null;
-  // Opens a fresh store after the first one failed (e.g. its connection was lost); an aborted
-  // `abort` gives up connecting.
-  readonly reopen: ((abort?: AbortSignal) => Promise<RunStore>) | null;
-  // Why the store could not be opened at all, if it could not.
-  readonly openError: unknown;
-  readonly where: string;
-}
 
 // The run path's link to its run log, whatever it records. A run log that cannot be written
 // must never stop or change the job: the first failure prints one warning, then records go

@@ -1,19 +1,16 @@
-import type { RunConfig } from '../cli/config.js';
+import { inDatabase, type RunConfig } from '../cli/config.js';
 import { CronguardError } from '../errors.js';
 import type { Lock, LockBackend } from '../lock/backend.js';
 import { retryUntil } from '../lock/backend.js';
 import { openLockBackend } from '../lock/index.js';
-import { isServerError, pgError } from '../pg/config.js';
-import type { PgSession } from '../pg/session.js';
-import { connectPostgres } from '../store/index.js';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { DatabaseLock } from '../lock/database.js';
-import type { LockedAdmission } from '../store/postgres.js';
+import { type LockedAdmission, type SharedDatabase, type SharedSession, sharedDatabase } from '../store/shared.js';
 import type { AdmitOptions, NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 import { type Refused, RunRecorder, type Verdict } from './recorder.js';
-import { connectOptions, postgresLog, sqliteLog } from './log-open.js';
+import { type OpenedLog, sharedLog, sqliteLog } from './log-open.js';
 import { prestartWatchdog } from './watchdog.js';
 
 // Whether an invocation may run, and if so the lock it holds and the requests it serves. A
@@ -31,14 +28,14 @@ export interface Gate {
   admit(abort: AbortSignal): Promise<Admission>;
   // The next run (--every, --for) while the lock is still held: the log's admission alone.
   readmit(run: NewRun): Promise<Verdict>;
-  // Round trips to PostgreSQL so far, for --verbose (0 without a database).
+  // Round trips to the fleet's database so far, for --verbose (0 without one).
   roundTrips(): RoundTrips;
   close(): Promise<void>;
 }
 
 export type GateOptions = AdmitOptions;
 
-// The statements of the run, and apart from them, those of the heartbeat (PgSession.watch).
+// The statements of the run, and apart from them, those of the lock's heartbeat.
 export interface RoundTrips {
   readonly statements: number;
   readonly heartbeats: number;
@@ -47,59 +44,33 @@ const NONE: RoundTrips = { statements: 0, heartbeats: 0 };
 
 // The run log alone, for an attempt that never takes a lock (126/127).
 export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
-  if (config.log === 'postgres') return (await postgresLog(config, say, null)).recorder;
+  if (config.log === 'shared') return (await sharedLog(config, say, await sharedDatabase(config, say), null)).recorder;
   return sqliteLog(config, say);
 }
 
 // Puts together the lock and the run log the configuration asks for. An aborted `abort` (a
-// signal) ends connecting to PostgreSQL by throwing its reason.
+// signal) ends connecting to the database by throwing its reason.
 export async function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
-  if (config.lock !== 'postgres' && config.lock !== 'lease' && config.log !== 'postgres') {
+  if (!inDatabase(config.lock) && config.log !== 'shared') {
     const backend = await openLockBackend(config, say);
     return localGate(backend, await sqliteLog(config, say), run, config, options, say, () => NONE);
   }
-  const db = config.db as NonNullable<RunConfig['db']>;
-  // The advisory lock needs its connection: without it nothing runs (69). The log alone can wait.
-  const connecting = config.lock === 'postgres' ? connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, abort)) : null;
-  // The code that will use the session loads while the connection is made (its failure is
-  // the await's below; this catch only keeps it from counting as unhandled meanwhile).
-  connecting?.catch(() => {});
-  const logged = config.log === 'postgres';
-  await Promise.all([connecting && import('../lock/postgres.js'), logged && import('../store/postgres.js'), logged && import('../store/spool.js')]);
-  const lockSession = connecting && (await connecting);
-  const log = logged ? await postgresLog(config, say, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
-  const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as PgSession[];
+  const database = await sharedDatabase(config, say);
+  // A lock on a session of its own needs it: without it nothing runs (69). The log alone can wait.
+  const lockSession = await database.connectLock(abort);
+  const log: OpenedLog = config.log === 'shared' ? await sharedLog(config, say, database, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
+  const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as SharedSession[];
   const roundTrips = () =>
     sessions().reduce((n, s) => ({ statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), NONE);
-  const dbLock = await openDatabaseLock(config, lockSession, log, say);
+  const dbLock = await database.databaseLock(lockSession, log.store, log.recorder.openFailure);
   if (!dbLock) return localGate(await openLockBackend(config, say), log.recorder, run, config, options, say, roundTrips);
-  return databaseGate(dbLock, log, run, config, options, say, roundTrips);
+  return databaseGate(dbLock, database, log, run, config, options, say, roundTrips);
 }
-
-// The database lock the configuration asks for, on the log's store; null: the lock is taken
-// first, then the log asked (a local lock, or the advisory lock on a session of its own when
-// the log is elsewhere).
-async function openDatabaseLock(config: RunConfig, lockSession: PgSession | null, log: OpenedLog, say: Messages): Promise<DatabaseLock | null> {
-  const db = config.db as NonNullable<RunConfig['db']>;
-  if (config.lock === 'lease') {
-    if (!log.store) throw pgError(log.recorder.openFailure ?? new Error('the run log is out of reach'), db.display);
-    const store = log.store;
-    store.sessionless = true;
-    const { leaseLock } = await import('../store/postgres-lease.js');
-    return leaseLock(config, store, say);
-  }
-  if (!lockSession) return null;
-  const { advisoryLock } = await import('../lock/postgres.js');
-  return advisoryLock(lockSession, config.lockKey as bigint, say);
-}
-
-type OpenedLog = Awaited<ReturnType<typeof postgresLog>>;
 
 // One statement takes the lock, applies the fleet rule and records the run. If the log
 // fails inside it (no privilege, a timeout), a lock that can be taken alone is, and the
 // record spooled.
-function databaseGate(dbLock: DatabaseLock, log: OpenedLog, run: NewRun, config: RunConfig, options: GateOptions, say: Messages, roundTrips: () => RoundTrips): Gate {
-  const db = config.db as NonNullable<RunConfig['db']>;
+function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log: OpenedLog, run: NewRun, config: RunConfig, options: GateOptions, say: Messages, roundTrips: () => RoundTrips): Gate {
   const fallback = dbLock.alone?.backend ?? { description: dbLock.description, acquire: async () => null };
   const gate = localGate(fallback, log.recorder, run, config, options, say, roundTrips);
   const close = async () => {
@@ -134,14 +105,14 @@ function databaseGate(dbLock: DatabaseLock, log: OpenedLog, run: NewRun, config:
         if (error instanceof CronguardError) throw error;
         // Only an error the server sent is the log's; anything else is the connection, and
         // without it there is no lock (69), though the statement may have committed.
-        if (combined.connectionLost || !isServerError(error) || !dbLock.alone) {
+        if (combined.connectionLost || !database.isServerError(error) || !dbLock.alone) {
           log.recorder.lostAdmission(stamped);
-          throw pgError(error, db.display);
+          throw database.error(error);
         }
         log.recorder.unavailable('record the start', error);
       }
     }
-    if (!dbLock.alone) throw pgError(log.recorder.openFailure ?? new Error('the run log is out of reach'), db.display);
+    if (!dbLock.alone) throw database.error(log.recorder.openFailure ?? new Error('the run log is out of reach'));
     const lock = await dbLock.alone.tryOnce();
     return lock && gate.admitHeld(lock);
   };

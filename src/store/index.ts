@@ -2,7 +2,7 @@ import type { DbConfig } from '../pg/config.js';
 import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import type { PostgresStore } from './postgres.js';
-import type { SchemaMemory } from './postgres-base.js';
+import type { SchemaMemory } from './shared.js';
 import type { RunStore } from './types.js';
 
 // Opens the run logs. Each store's code, and its driver, loads on first use: a run never

@@ -3,18 +3,11 @@ import { NotFoundError } from '../errors.js';
 import type { PgSession } from '../pg/session.js';
 import { appliedVersion, migratePostgres, POSTGRES_MIGRATIONS, schemaState } from './postgres-migrations.js';
 import { type Statement, statements } from './postgres-sql.js';
+import type { SchemaMemory } from './shared.js';
 
 // Errors that mean the schema is missing or older than this code (a table, a schema, a
 // column, a function): migrate and try again.
 const SCHEMA_MISSING = new Set(['42P01', '3F000', '42703', '42883']);
-
-// A host's memory that the schema was found current (a stamp file in the state dir, see
-// wiring.ts): with it, a run sends no statement to ask.
-export interface SchemaMemory {
-  readonly current: boolean;
-  remember(): void;
-  forget(): void;
-}
 
 // What every PostgreSQL store statement goes through: the dialect's statements for its
 // schema, and a schema created or upgraded when the session finds it missing or behind.

@@ -4,34 +4,19 @@ import { monotonicMs } from '../util/time.js';
 import { PostgresReads } from './postgres-reads.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import type { Paused } from './jobs.js';
+import type { LockedAdmission, LockingStore } from './shared.js';
 import { type AdmitResult, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toRequestRow } from './postgres-rows.js';
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome,
-  type LockRelease, type LockRequest, type RunningRow, type RunStore,
+  type LockRelease, type LockRequest, type RunningRow,
 } from './types.js';
 
 export type { AdvisoryLock } from './postgres-rows.js';
 
-// An admission under the postgres lock, and the server backend that took the lock (holding:
-// the lock is held once the admission has decided).
-export interface LockedAdmission {
-  readonly admission: Admission;
-  readonly backend: number;
-  // When that backend started (see lock/postgres.ts's BACKEND_START).
-  readonly backendStart: string | null;
-  readonly holding: boolean;
-  // The lease's epoch (its fencing token) when the admission took a lease and holds it.
-  readonly epoch: bigint | null;
-  // When (monotonicMs) the admission statement that decided was sent: a lease it took
-  // expires a ttl after that at the earliest. Not before: creating or upgrading the schema
-  // first (withSchema) may take seconds, and a lease counted from before would look lost.
-  readonly sentAt: number;
-}
-
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
-export class PostgresStore extends PostgresReads implements RunStore {
+export class PostgresStore extends PostgresReads implements LockingStore {
   private identity: string | null = null;
   // Told the server's identity once it is known (the spool keys records by it).
   onIdentity: ((systemIdentifier: string) => void) | null = null;

@@ -1,0 +1,113 @@
+import type { RunConfig } from '../cli/config.js';
+import { BUSY_RETRY_MS, type Connection, isServerError, pgError } from '../pg/config.js';
+import type { ConnectOptions } from '../pg/connect.js';
+import type { PgSession } from '../pg/session.js';
+import type { Messages } from '../util/io.js';
+import { connectPostgres, openPostgresStore } from './index.js';
+import type { PostgresStore } from './postgres.js';
+import { POSTGRES_MIGRATIONS } from './postgres-migrations.js';
+import type { SchemaMemory, SharedDatabase, SharedLog } from './shared.js';
+import { Spool } from './spool.js';
+
+// PostgreSQL as the fleet's database (see shared.ts): the run log in a schema, with its
+// spool, its reconnection to record and the schema stamp; the advisory lock on a session
+// of its own, or a lease in the log.
+
+// How long a reconnection made to record (after the first session was lost) may take, and
+// then leave a statement unanswered, before the record goes to the spool. Longer than the
+// server's lock_timeout on the log's writes (5 s, migration 0013): a write waiting behind a
+// locked table is cancelled by the server first, so it cannot commit after it was spooled.
+const RECORD_GIVE_UP_MS = 8000;
+
+// A busy server (no free connection slot) is retried for a few seconds, or for as long as
+// -w lets the run wait. A run locks and records on the primary: a standby is refused.
+function connectOptions(config: RunConfig, say: Messages, abort?: AbortSignal): ConnectOptions {
+  return {
+    retryForMs: Math.max(BUSY_RETRY_MS, config.waitMs),
+    onRetry: (retry, delayMs, reason) => say.verbose(`${config.name}: PostgreSQL is busy (${reason}); retry ${retry} in ${delayMs}ms`),
+    abort,
+    primary: true,
+  };
+}
+
+// A server as older versions keyed its spool: host:port, the host as written.
+function serverKey(conn: Connection): string {
+  return `${conn.host}:${conn.port}`;
+}
+
+export function postgresDatabase(config: RunConfig, say: Messages): SharedDatabase {
+  const db = config.db as NonNullable<RunConfig['db']>;
+  const connect = (signal?: AbortSignal) => connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, signal));
+  return {
+    connectLock(abort) {
+      if (config.lock !== 'postgres') return null;
+      const connecting = connect(abort);
+      // The code that will use the session loads while the connection is made (its failure
+      // is the caller's await; this catch only keeps it from counting as unhandled meanwhile).
+      connecting.catch(() => {});
+      return import('../lock/postgres.js').then(() => connecting);
+    },
+    openLog: (lockSession, memory, abort) => openLog(config, connect, lockSession as PgSession | null, memory(POSTGRES_MIGRATIONS.length), abort),
+    async databaseLock(lockSession, store, openError) {
+      if (config.lock === 'lease') {
+        if (!store) throw pgError(openError ?? new Error('the run log is out of reach'), db.display);
+        const log = store as PostgresStore;
+        log.sessionless = true;
+        const { leaseLock } = await import('./postgres-lease.js');
+        return leaseLock(config, log, say);
+      }
+      if (!lockSession) return null;
+      const { advisoryLock } = await import('../lock/postgres.js');
+      return advisoryLock(lockSession as PgSession, config.lockKey as bigint, say);
+    },
+    error: (error) => pgError(error, db.display),
+    isServerError,
+  };
+}
+
+// The shared log, on the lock's session when there is one. Records that cannot reach it
+// go to the spool in the state dir.
+async function openLog(
+  config: RunConfig,
+  connect: (signal?: AbortSignal) => Promise<PgSession>,
+  session: PgSession | null,
+  memory: SchemaMemory,
+  abort?: AbortSignal,
+): Promise<SharedLog> {
+  const db = config.db as NonNullable<RunConfig['db']>;
+  // The database and schema, whoever connects to them: a record one role spooled is
+  // delivered by the next run that may write. See Spool for the keys.
+  const scope = `${db.connection.database}/${db.schema}`;
+  const spool = new Spool(config.stateDir, `${db.servers.map((s) => serverKey(s.connection)).join(',')}/${scope}`, scope);
+  // A store on the server a session reached: its directory (and, once known, its
+  // identity's) is the spool's too.
+  const opened = async (reached: PgSession): Promise<PostgresStore> => {
+    const store = await openPostgresStore(reached, db.schema, true, memory);
+    spool.reached(`${serverKey(reached.db.connection)}/${scope}`);
+    store.onIdentity = (identity) => spool.identify(identity);
+    return store;
+  };
+  let store: PostgresStore | null = null;
+  let openError: unknown = null;
+  try {
+    // The store's code loads while the connection is made.
+    const [reached] = await Promise.all([session ?? connect(abort), import('./postgres.js')]);
+    store = await opened(reached);
+  } catch (error) {
+    if (abort?.aborted) throw error;
+    openError = error;
+  }
+  // After the first session was lost, a record gives up within seconds and goes to the
+  // spool, rather than waiting out a connect timeout or the 30 s a statement may take (a
+  // pooler that accepted the connection but has no server behind it answers nothing).
+  const reopen = async (signal?: AbortSignal) => {
+    const limit = AbortSignal.timeout(RECORD_GIVE_UP_MS);
+    const reopened = await connect(signal ? AbortSignal.any([signal, limit]) : limit).catch((error) => {
+      throw limit.aborted && !signal?.aborted ? new Error(`no session within ${RECORD_GIVE_UP_MS / 1000} s`) : error;
+    });
+    reopened.answerWithin(RECORD_GIVE_UP_MS);
+    return opened(reopened);
+  };
+  const where = `${store?.session.db.display ?? db.display} (schema ${db.schema})`;
+  return { store, parts: { store, spool, reopen, openError, where } };
+}

@@ -1,0 +1,90 @@
+import type { RunConfig } from '../cli/config.js';
+import type { CronguardError } from '../errors.js';
+import type { DatabaseLock } from '../lock/database.js';
+import type { Messages } from '../util/io.js';
+import type { Spool } from './spool.js';
+import type { Admission, AdmitOptions, LockRequest, NewRun, RunStore } from './types.js';
+
+// The fleet's database (--db) as the run path sees it: a run log with its spool, and the
+// locks its admission statement can take. A dialect implements it in a file of its own
+// (PostgreSQL: postgres-shared.ts), loaded with its driver only when a run uses it, so that
+// run/ connects, records and locks without learning which database it is.
+
+// A connection to the database, counted for --verbose.
+export interface SharedSession {
+  readonly roundTrips: number;
+  readonly heartbeats: number;
+}
+
+// What the run log of an invocation is made of (see run/log-link.ts).
+export interface RecorderParts {
+  readonly store: RunStore | null;
+  // Where records go when the store fails; null: they are dropped (embedded store).
+  readonly spool: Spool | null;
+  // Opens a fresh store after the first one failed (e.g. its connection was lost); an aborted
+  // `abort` gives up connecting.
+  readonly reopen: ((abort?: AbortSignal) => Promise<RunStore>) | null;
+  // Why the store could not be opened at all, if it could not.
+  readonly openError: unknown;
+  readonly where: string;
+}
+
+// An admission under a database lock, and the server session that took it (holding: the
+// lock is held once the admission has decided).
+export interface LockedAdmission {
+  readonly admission: Admission;
+  readonly backend: number;
+  // When that session's server process started (PostgreSQL's BACKEND_START), if known.
+  readonly backendStart: string | null;
+  readonly holding: boolean;
+  // The lease's epoch (its fencing token) when the admission took a lease and holds it.
+  readonly epoch: bigint | null;
+  // When (monotonicMs) the admission statement that decided was sent: a lease it took
+  // expires a ttl after that at the earliest. Not before: creating or upgrading the schema
+  // first may take seconds, and a lease counted from before would look lost.
+  readonly sentAt: number;
+}
+
+// The shared run log's store: it can also take a database lock in its admission statement.
+export interface LockingStore extends RunStore {
+  readonly session: SharedSession;
+  // Its session is gone: a statement's failure is the connection's, not the log's.
+  readonly connectionLost: boolean;
+  lockAndAdmit(run: NewRun, lock: LockRequest, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission>;
+}
+
+export interface SharedLog {
+  readonly parts: RecorderParts;
+  readonly store: LockingStore | null;
+}
+
+// A host's memory that the log's schema was found current (a stamp file in the state dir,
+// run/log-open.ts): with it, a run sends no statement to ask.
+export interface SchemaMemory {
+  readonly current: boolean;
+  remember(): void;
+  forget(): void;
+}
+
+export interface SharedDatabase {
+  // A session of its own for the configured lock, connecting now (the advisory lock lives
+  // in one); null when the lock needs none. Without it nothing runs.
+  connectLock(abort: AbortSignal): Promise<SharedSession> | null;
+  // The run log, on the lock's session when there is one. `memory` makes the schema stamp
+  // for the dialect's schema version. A signal stops its first connection, never a
+  // reconnection to record an outcome.
+  openLog(lockSession: SharedSession | null, memory: (version: number) => SchemaMemory, abort?: AbortSignal): Promise<SharedLog>;
+  // The lock the admission statement of `store` (the shared log, when it opened) takes;
+  // null: a lock taken first, then the log asked. `openError`: why the log did not open.
+  databaseLock(lockSession: SharedSession | null, store: LockingStore | null, openError: unknown): Promise<DatabaseLock | null>;
+  // The one line, and exit code, a failure of this database ends in.
+  error(error: unknown): CronguardError;
+  // The server answered with an error (the log's); anything else is the connection.
+  isServerError(error: unknown): boolean;
+}
+
+// The configured database's dialect. PostgreSQL is the only one yet.
+export async function sharedDatabase(config: RunConfig, say: Messages): Promise<SharedDatabase> {
+  const { postgresDatabase } = await import('./postgres-shared.js');
+  return postgresDatabase(config, say);
+}
