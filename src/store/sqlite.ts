@@ -11,6 +11,7 @@ import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
 import { withClaimsSettled } from './sqlite-claims.js';
 import { prepareSqliteFiles } from './sqlite-files.js';
 import { outcomeParams, type RequestRecord, type Row, runParams, toRequestRow, toRunRow } from './sqlite-rows.js';
+import { patiently, patientStore, SYNC_WAIT_MS } from './sqlite-busy.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import { listRunsSql, SQL } from './sqlite-sql.js';
 import {
@@ -26,19 +27,28 @@ const sqliteAddon = (): object => loadAddon('better-sqlite3', 'build/Release/bet
 export class SqliteStore implements RunStore {
   private constructor(private readonly db: Database.Database) {}
 
-  static open(stateDir: string): SqliteStore {
+  // Opened, and every statement retried while another writer holds the file, without
+  // stopping the process (see sqlite-busy.ts).
+  static async open(stateDir: string): Promise<SqliteStore> {
     const gid = preparePrivateDirectory(stateDir, 'state directory');
     prepareSqliteFiles(stateDir, gid);
     const file = join(stateDir, SQLITE_FILE);
     const db = new Database(file, {
-      timeout: 10_000,
+      timeout: SYNC_WAIT_MS,
       // Its types say a path; it takes the loaded addon too (lib/database.js).
       nativeBinding: sqliteAddon() as unknown as string,
     });
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
-    migrateSqlite(db);
-    return new SqliteStore(db);
+    try {
+      await patiently(() => {
+        db.pragma('journal_mode = WAL');
+        db.pragma('synchronous = NORMAL');
+        migrateSqlite(db);
+      });
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+    return patientStore(new SqliteStore(db));
   }
 
   // For `serve --read-only`: an existing log, opened without a single write (no file

@@ -68,8 +68,8 @@ async function measure(label: string, store: RunStore): Promise<string[]> {
   return rows.map(([what, ms]) => `| ${label} | ${what} | ${ms.toFixed(1)} | ${ms < 100 ? '' : 'MISSED (goal < 100 ms)'} |`);
 }
 
-function seedSqlite(dir: string): void {
-  SqliteStore.open(dir).close();
+async function seedSqlite(dir: string): Promise<void> {
+  await (await SqliteStore.open(dir)).close();
   const db = new Database(join(dir, 'cronguard.db'));
   // Triggers off while seeding (their work is done in bulk after), as a restore would.
   const triggers = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger'`).all() as { name: string; sql: string }[];
@@ -165,9 +165,9 @@ async function main(): Promise<void> {
   const notes: string[] = [];
   const sqliteDir = join(work, 'scale-sqlite');
   let started = performance.now();
-  seedSqlite(sqliteDir);
+  await seedSqlite(sqliteDir);
   notes.push(`sqlite: seeded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  const lite = SqliteStore.open(sqliteDir);
+  const lite = await SqliteStore.open(sqliteDir);
   out.push(...(await measure('sqlite', lite)));
   await lite.close();
   plans.push(...sqlitePlans(sqliteDir).map((p) => `sqlite ${p}`));

@@ -36,7 +36,7 @@ const admit = async (store: SqliteStore, run: NewRun, isGone: (row: RunningRow) 
 describe('SqliteStore', () => {
   it('creates the schema by migration, in a private 0600 file', async () => {
     const box = sandbox();
-    const store = SqliteStore.open(box.stateDir);
+    const store = await SqliteStore.open(box.stateDir);
     expect(await store.migrate()).toBe(SQLITE_MIGRATIONS.length);
     await admit(store, newRun());
     await store.close();
@@ -46,7 +46,7 @@ describe('SqliteStore', () => {
 
   it('marks running rows of dead wrappers on this host abandoned, and only those', async () => {
     const box = sandbox();
-    const store = SqliteStore.open(box.stateDir);
+    const store = await SqliteStore.open(box.stateDir);
     const dead = await admit(store, newRun({ pid: 1001 }));
     const alive = await admit(store, newRun({ pid: 1002 }));
     const otherHost = await admit(store, newRun({ pid: 1003, host: 'elsewhere' }));
@@ -62,7 +62,7 @@ describe('SqliteStore', () => {
 
   it('counts overlaps on the running row, or keeps them for the run about to insert it', async () => {
     const box = sandbox();
-    const store = SqliteStore.open(box.stateDir);
+    const store = await SqliteStore.open(box.stateDir);
     await store.recordOverlap('j', 'h', null);
     await store.recordOverlap('j', 'h', null);
     const id = await admit(store, newRun());
@@ -89,7 +89,7 @@ describe('SqliteStore', () => {
 
   it('writes a record delivered twice, or after its start got through, as one row', async () => {
     const box = sandbox();
-    const store = SqliteStore.open(box.stateDir);
+    const store = await SqliteStore.open(box.stateDir);
     const run = newRun();
     const started = await admit(store, run);
     const record = {
@@ -106,7 +106,7 @@ describe('SqliteStore', () => {
 
   it('lists runs newest first with job, status and limit filters', async () => {
     const box = sandbox();
-    const store = SqliteStore.open(box.stateDir);
+    const store = await SqliteStore.open(box.stateDir);
     for (const job of ['a', 'b', 'a', 'a']) await admit(store, newRun({ job }));
     expect((await store.listRuns({ limit: 10 })).map((r) => r.id)).toEqual([4, 3, 2, 1]);
     expect((await store.listRuns({ jobs: ['a'], limit: 2 })).map((r) => r.id)).toEqual([4, 3]);
