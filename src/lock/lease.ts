@@ -105,14 +105,20 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
   function renew(): void {
     const sent = monotonicMs();
     const left = lastSent + lossMs(ttlMs) - sent;
-    if (left <= 0) return lose(unrenewed());
+    if (left <= 0) {
+      lose(unrenewed());
+      return;
+    }
     latest = sent;
     line.renew(key, epoch, ttlMs, left).then((ours) => answered(sent, ours), (error: Error) => failed(sent, error));
     schedule(Math.max(left / 2, MIN_TRY_MS));
   }
   function answered(sent: number, ours: boolean): void {
     if (done) return;
-    if (!ours) return lose('taken over or broken (no longer this holder\'s)');
+    if (!ours) {
+      lose('taken over or broken (no longer this holder\'s)');
+      return;
+    }
     if (sent <= lastSent) return;
     lastSent = sent;
     armLoss();
@@ -122,7 +128,10 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
     // the next renewal soon, for a beat before the watchdog's limit. Not at once: replies
     // are slow because the machine or the pooler is overloaded, and every holder renewing
     // without pause would keep it so (measured: 500 holders on two cores never recovered).
-    if (monotonicMs() + watchdogLimitMs(ttlMs) + 2000 > sent + ttlMs) return schedule(ttlMs * RETRY);
+    if (monotonicMs() + watchdogLimitMs(ttlMs) + 2000 > sent + ttlMs) {
+      schedule(ttlMs * RETRY);
+      return;
+    }
     for (const beat of beats) beat();
     schedule(sent + ttlMs * RENEW - monotonicMs());
   }

@@ -9,7 +9,7 @@ import { type LockedAdmission, type SharedDatabase, type SharedSession, sharedDa
 import type { AdmitOptions, NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
-import { type Refused, RunRecorder, type Verdict } from './recorder.js';
+import type { Refused, RunRecorder, Verdict } from './recorder.js';
 import { type OpenedLog, sharedLog, sqliteLog } from './log-open.js';
 import { prestartWatchdog } from './watchdog.js';
 

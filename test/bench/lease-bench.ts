@@ -98,7 +98,7 @@ async function phase(label: string, count: number, name: (i: number) => string, 
   const xacts = async () => Number((await server.query(`SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = 'test'`)).rows[0]?.n);
   const before = await xacts();
   const t0 = Date.now();
-  const latencies = lockArgs.includes('lease') ? await probeRenewals(url, schema, HOLD_MS) : (await sleep(HOLD_MS), []);
+  const latencies = lockArgs.includes('lease') ? await probeRenewals(url, schema, HOLD_MS) : await sleep(HOLD_MS).then((): number[] => []);
   const statementsPerSecond = ((await xacts()) - before) / ((Date.now() - t0) / 1000);
   door.release();
   const codes = await Promise.all(done);

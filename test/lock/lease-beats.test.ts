@@ -32,7 +32,10 @@ async function beatsWith(ttlMs: number, delays: number[], waitMs: number): Promi
 // How many renewals a holder sends in waitMs when every reply takes lateMs.
 async function renewalsWith(ttlMs: number, lateMs: number, waitMs: number): Promise<number> {
   let sent = 0;
-  const held = holdLease({ key: 1n, epoch: 1n, ttlMs, sentAt: monotonicMs() }, line(() => (sent++, lateMs)), {}, messages(false));
+  const held = holdLease({ key: 1n, epoch: 1n, ttlMs, sentAt: monotonicMs() }, line(() => {
+    sent++;
+    return lateMs;
+  }), {}, messages(false));
   await new Promise((r) => setTimeout(r, waitMs));
   await held.release();
   return sent;
