@@ -12,11 +12,13 @@ export interface Lock {
   // Registers what to do if the lock is taken away while held (e.g. a stale lockfile).
   onLost(handler: (reason: string) => void): void;
   // Checks, now, that the lock is still held (a lease may have lapsed while cronguard was
-  // stopped); a loss goes to onLost's handler, as any other. `ask`: no command runs under
-  // the lock, so a lease whose timers fired late (a starved cronguard) may ask its database
-  // whether it is still its holder's before it counts itself lost; with a command running,
-  // its watchdog may have acted on the lateness already, and the lateness decides.
-  verify(ask?: boolean): void | Promise<void>;
+  // stopped); a loss goes to onLost's handler, as any other. Called right before a command
+  // starts under the lock and right after it ended: between the two a command runs, and a
+  // lease late to renew counts itself lost (its watchdog may have acted on the lateness
+  // already). Outside them, nothing runs under it, so a lease whose timers fired late (a
+  // starved cronguard, a retry's delay, a loop's wait) asks its database whether it is still
+  // its holder's before it counts itself lost.
+  verify(moment: 'start' | 'end'): void | Promise<void>;
   // A lease that lapses unless cronguard keeps refreshing it; null for other locks.
   readonly heartbeat: Heartbeat | null;
   // What the command's environment gets from the lock (a lease's fencing token).

@@ -77,6 +77,8 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
   const beats = new Set<() => void>();
   let renewTimer: NodeJS.Timeout | null = null;
   let lossTimer: NodeJS.Timeout | null = null;
+  // A command runs under the lease (between verify's start and end).
+  let running = false;
 
   const stop = () => {
     done = true;
@@ -93,7 +95,7 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
   const unrenewed = () => `not renewed for ${((monotonicMs() - lastSent) / 1000).toFixed(1)}s of its ${ttlMs / 1000}s`;
   const armLoss = () => {
     if (lossTimer) clearTimeout(lossTimer);
-    lossTimer = setTimeout(() => lose(unrenewed()), Math.max(0, lastSent + lossMs(ttlMs) - monotonicMs()));
+    lossTimer = setTimeout(late, Math.max(0, lastSent + lossMs(ttlMs) - monotonicMs()));
   };
   const schedule = (delayMs: number) => {
     if (done) return;
@@ -106,7 +108,7 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
     const sent = monotonicMs();
     const left = lastSent + lossMs(ttlMs) - sent;
     if (left <= 0) {
-      lose(unrenewed());
+      late();
       return;
     }
     latest = sent;
@@ -142,9 +144,10 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
   }
   const overdue = () => !lost && !done && monotonicMs() - lastSent >= lossMs(ttlMs);
   // Past the loss time with nothing running under the lease (an admission answered late
-  // by a starved machine or pooler, a retry's delay that overran): the database says
-  // whether it is still this holder's. The epoch unchanged means nobody took it meanwhile
-  // (taking draws a new one), so nobody else can have run: a renewal then holds it on.
+  // by a starved machine or pooler, a retry's delay or a loop's wait in which cronguard was
+  // starved or stopped): the database says whether it is still this holder's. The epoch
+  // unchanged means nobody took it meanwhile (taking draws a new one), so nobody else can
+  // have run: a renewal then holds it on.
   let asking: Promise<void> | null = null;
   const ask = (): Promise<void> => {
     asking ??= (async () => {
@@ -160,6 +163,11 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
     })().finally(() => (asking = null));
     return asking;
   };
+  // No renewal succeeded for the loss time: lost if a command runs, else asked (see ask).
+  function late(): void {
+    if (running) lose(unrenewed());
+    else void ask();
+  }
   // Taken already overdue: no timer may count it lost before the database is asked.
   if (overdue()) void ask();
   else {
@@ -177,11 +185,16 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
       if (lost) handler(lost);
     },
     // A stopped cronguard's timers fire late: the time since the last renewal tells, or,
-    // with nothing running, the database (see ask).
-    verify(mayAsk) {
-      if (asking) return asking;
-      if (!overdue()) return;
-      return mayAsk ? ask() : lose(unrenewed());
+    // before a command starts, the database (see ask).
+    async verify(moment) {
+      if (moment === 'end') {
+        running = false;
+        if (overdue()) lose(unrenewed());
+        return;
+      }
+      if (asking) await asking;
+      else if (overdue()) await ask();
+      running = !lost && !done;
     },
     heartbeat: {
       limitMs: watchdogLimitMs(ttlMs),

@@ -78,7 +78,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const mayRetry = (verdict: Verdict) => attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
     // A lease may have lapsed while cronguard was stopped, since it was last refreshed;
     // nothing runs yet, so its database may say it has not.
-    await lock.verify(true);
+    await lock.verify('start');
     if (guard.lost !== null) {
       await endHolding(ctx, held, true);
       return lostBeforeStart(ctx, guard.lost);
@@ -105,7 +105,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     // goes only after: a follower that sees the run end has everything left to read.
     await live?.drained();
     // Or while the command ran: its watchdog then stopped the command, for the lease.
-    await lock.verify(false);
+    await lock.verify('end');
     const verdict = verdictOf(result);
     const again = mayRetry(verdict);
     if (!again) await endHolding(ctx, held, failed(verdict));

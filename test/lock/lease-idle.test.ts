@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { holdLease, type LeaseLine, lossMs } from '../../src/lock/lease.js';
+import { messages } from '../../src/util/io.js';
+import { monotonicMs } from '../../src/util/time.js';
+
+// A holder whose timers fire late (cronguard starved or stopped, here its thread blocked)
+// counts its lease lost while a command runs under it, as fencing requires. With nothing
+// running (a retry's delay, a loop's wait for its next run), it asks its database first: a
+// lease still its own, unexpired, holds on. A real holder over a line that answers at once.
+const TTL_MS = 5000;
+
+function line(): LeaseLine & { renewals: number } {
+  const counted = {
+    renewals: 0,
+    renew: async () => {
+      counted.renewals++;
+      return true;
+    },
+    release: async () => {},
+    close: async () => {},
+  };
+  return counted;
+}
+
+// Blocks this thread as a stopped process is: no timer fires meanwhile.
+const stall = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+const turn = () => new Promise((r) => setTimeout(r, 50));
+
+describe('a lease whose timers fired late', () => {
+  it('with no command running, asks its database and, still its own, holds on', async () => {
+    const database = line();
+    const held = holdLease({ key: 1n, epoch: 1n, ttlMs: TTL_MS, sentAt: monotonicMs() }, database, {}, messages(false));
+    const lost: string[] = [];
+    held.onLost((reason) => lost.push(reason));
+    stall(lossMs(TTL_MS) + 500);
+    while (database.renewals === 0) await turn();
+    await held.verify('start');
+    expect(lost).toEqual([]);
+    await held.verify('end');
+    expect(lost).toEqual([]);
+    await held.release();
+  });
+
+  it('with a command running, counts itself lost without asking', async () => {
+    const database = line();
+    const held = holdLease({ key: 1n, epoch: 1n, ttlMs: TTL_MS, sentAt: monotonicMs() }, database, {}, messages(false));
+    const lost: string[] = [];
+    held.onLost((reason) => lost.push(reason));
+    await held.verify('start');
+    stall(lossMs(TTL_MS) + 500);
+    while (lost.length === 0) await turn();
+    expect(lost).toEqual([expect.stringMatching(/^lease of 1 \(epoch 1\): not renewed for [\d.]+s of its 5s$/)]);
+    expect(database.renewals).toBe(0);
+    await held.release();
+  });
+});
