@@ -3,8 +3,9 @@ import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, PermissionError, UnavailableError, UsageError } from '../errors.js';
-import { BUSY_RETRY_MS, type DbConfig, resolveDb } from '../pg/config.js';
-import { connectPostgres, openPostgresStore, openSqliteStore } from '../store/index.js';
+import { type DbConfig, resolveDb } from '../pg/config.js';
+import { openSqliteStore } from '../store/index.js';
+import { openSharedStore } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 import { isRoot, resolveStateDir, SQLITE_FILE } from '../util/paths.js';
 
@@ -79,10 +80,7 @@ export class StoreChoice {
   // opens the embedded log without writing to it; the shared one then must not be created.
   // `abort` ends connecting to the shared log at once (serve bounds how long a page waits).
   async open(create = true, readOnly = false, applicationName = 'cronguard', abort?: AbortSignal): Promise<RunStore> {
-    if (this.db) {
-      const session = await connectPostgres(this.db, applicationName, { retryForMs: BUSY_RETRY_MS, abort });
-      return openPostgresStore(session, this.db.schema, create && !readOnly);
-    }
+    if (this.db) return openSharedStore(this.db, applicationName, create && !readOnly, abort);
     try {
       return await openSqliteStore(this.stateDir, readOnly);
     } catch (error) {

@@ -1,6 +1,6 @@
 import type { Settings } from '../cli/settings.js';
 import { UsageError } from '../errors.js';
-import { connectPostgres, openPostgresStore } from '../store/index.js';
+import { openSharedStore } from '../store/shared.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 
 // `cronguard migrate [--group G]`: create or upgrade the run-log schema (runs also do it on
@@ -15,10 +15,10 @@ export async function migrate(args: readonly string[], settings: Settings): Prom
   if (group === '') throw new UsageError('--group needs a group name');
   const choice = new StoreChoice(program.opts(), settings);
   if (group !== undefined && choice.db) {
-    const store = await openPostgresStore(await connectPostgres(choice.db, 'cronguard'), choice.db.schema);
+    const store = await openSharedStore(choice.db, 'cronguard', true);
     try {
       report(await store.migrate());
-      await (await import('../store/postgres-grants.js')).allowRequests(store.session, choice.db.schema, group);
+      await store.allowRequests(group);
     } finally {
       await store.close();
     }

@@ -1,6 +1,6 @@
 import type { StoreChoice } from '../commands/common.js';
 import { CronguardError, describe, NotFoundError, storeError } from '../errors.js';
-import type { PgSession } from '../pg/session.js';
+import type { SharedStore } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 
 // How long a page waits for the shared log to answer (a statement, or a new connection)
@@ -92,7 +92,7 @@ export class StoreAccess {
     this.opening ??= this.choice
       .open(false, this.readOnly, 'cronguard:serve', deadline)
       .then((store) => {
-        (store as { session?: PgSession }).session?.answerWithin(ANSWER_MS);
+        if (this.choice.db) (store as SharedStore).answerWithin(ANSWER_MS);
         this.store = store;
         return store;
       })

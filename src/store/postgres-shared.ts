@@ -1,5 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
-import { BUSY_RETRY_MS, type Connection, isServerError, pgError } from '../pg/config.js';
+import { BUSY_RETRY_MS, type Connection, type DbConfig, isServerError, pgError } from '../pg/config.js';
 import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import type { Messages } from '../util/io.js';
@@ -33,6 +33,10 @@ function connectOptions(config: RunConfig, say: Messages, abort?: AbortSignal): 
 // A server as older versions keyed its spool: host:port, the host as written.
 function serverKey(conn: Connection): string {
   return `${conn.host}:${conn.port}`;
+}
+
+export async function openPostgresShared(db: DbConfig, applicationName: string, create: boolean, abort?: AbortSignal): Promise<PostgresStore> {
+  return openPostgresStore(await connectPostgres(db, applicationName, { retryForMs: BUSY_RETRY_MS, abort }), db.schema, create);
 }
 
 export function postgresDatabase(config: RunConfig, say: Messages): SharedDatabase {

@@ -4,7 +4,7 @@ import { monotonicMs } from '../util/time.js';
 import { PostgresReads } from './postgres-reads.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import type { Paused } from './jobs.js';
-import type { LockedAdmission, LockingStore } from './shared.js';
+import type { LockedAdmission, SharedStore } from './shared.js';
 import { type AdmitResult, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toRequestRow } from './postgres-rows.js';
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
@@ -16,7 +16,7 @@ export type { AdvisoryLock } from './postgres-rows.js';
 
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
-export class PostgresStore extends PostgresReads implements LockingStore {
+export class PostgresStore extends PostgresReads implements SharedStore {
   private identity: string | null = null;
   // Told the server's identity once it is known (the spool keys records by it).
   onIdentity: ((systemIdentifier: string) => void) | null = null;
@@ -152,6 +152,14 @@ export class PostgresStore extends PostgresReads implements LockingStore {
 
   get connectionLost(): boolean {
     return this.session.isLost;
+  }
+
+  answerWithin(ms: number): void {
+    this.session.answerWithin(ms);
+  }
+
+  async allowRequests(role: string): Promise<void> {
+    await (await import('./postgres-grants.js')).allowRequests(this.session, this.schema, role);
   }
 
   async setPaused(job: string, paused: Paused | null): Promise<void> {

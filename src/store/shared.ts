@@ -1,4 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
+import type { DbConfig } from '../pg/config.js';
 import type { CronguardError } from '../errors.js';
 import type { DatabaseLock } from '../lock/database.js';
 import type { Messages } from '../util/io.js';
@@ -46,16 +47,21 @@ export interface LockedAdmission {
 }
 
 // The shared run log's store: it can also take a database lock in its admission statement.
-export interface LockingStore extends RunStore {
+export interface SharedStore extends RunStore {
   readonly session: SharedSession;
   // Its session is gone: a statement's failure is the connection's, not the log's.
   readonly connectionLost: boolean;
   lockAndAdmit(run: NewRun, lock: LockRequest, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission>;
+  // From now on, a statement left unanswered this long ends the session (the web page's
+  // bound on a database that stopped answering).
+  answerWithin(ms: number): void;
+  // Lets a role of the database write requests and read the log (`migrate --group`).
+  allowRequests(role: string): Promise<void>;
 }
 
 export interface SharedLog {
   readonly parts: RecorderParts;
-  readonly store: LockingStore | null;
+  readonly store: SharedStore | null;
 }
 
 // A host's memory that the log's schema was found current (a stamp file in the state dir,
@@ -76,15 +82,22 @@ export interface SharedDatabase {
   openLog(lockSession: SharedSession | null, memory: (version: number) => SchemaMemory, abort?: AbortSignal): Promise<SharedLog>;
   // The lock the admission statement of `store` (the shared log, when it opened) takes;
   // null: a lock taken first, then the log asked. `openError`: why the log did not open.
-  databaseLock(lockSession: SharedSession | null, store: LockingStore | null, openError: unknown): Promise<DatabaseLock | null>;
+  databaseLock(lockSession: SharedSession | null, store: SharedStore | null, openError: unknown): Promise<DatabaseLock | null>;
   // The one line, and exit code, a failure of this database ends in.
   error(error: unknown): CronguardError;
   // The server answered with an error (the log's); anything else is the connection.
   isServerError(error: unknown): boolean;
 }
 
-// The configured database's dialect. PostgreSQL is the only one yet.
+// The configured database's dialect, for a run. PostgreSQL is the only one yet.
 export async function sharedDatabase(config: RunConfig, say: Messages): Promise<SharedDatabase> {
   const { postgresDatabase } = await import('./postgres-shared.js');
   return postgresDatabase(config, say);
+}
+
+// The shared log for a subcommand or the web page, as application `applicationName`;
+// `create`: its schema is made if missing. An aborted `abort` ends connecting.
+export async function openSharedStore(db: DbConfig, applicationName: string, create: boolean, abort?: AbortSignal): Promise<SharedStore> {
+  const { openPostgresShared } = await import('./postgres-shared.js');
+  return openPostgresShared(db, applicationName, create, abort);
 }
