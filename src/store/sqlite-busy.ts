@@ -1,3 +1,5 @@
+import { monotonicMs } from '../util/time.js';
+
 // The embedded log's file is written by every cronguard of its user, and a writer can be
 // stopped or stalled in the middle of a write (SIGSTOP, a frozen container, a starved
 // machine), the file locked meanwhile. SQLite waits for a locked file by sleeping inside
@@ -17,12 +19,12 @@ function isBusy(error: unknown): boolean {
 
 // fn again, after a growing pause, while the file is busy and BUSY_WAIT_MS have not passed.
 export async function patiently<T>(fn: () => T | Promise<T>): Promise<T> {
-  const giveUp = performance.now() + BUSY_WAIT_MS;
+  const giveUp = monotonicMs() + BUSY_WAIT_MS;
   for (let pause = FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, LAST_PAUSE_MS)) {
     try {
       return await fn();
     } catch (error) {
-      if (!isBusy(error) || performance.now() >= giveUp) throw error;
+      if (!isBusy(error) || monotonicMs() >= giveUp) throw error;
     }
     // Jittered, so that writers that found it busy together do not come back together.
     await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
