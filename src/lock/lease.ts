@@ -194,6 +194,9 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
       }
       if (asking) await asking;
       else if (overdue()) await ask();
+      // An answer that came late may leave the lease past its loss time all the same: then
+      // no command may start under it.
+      if (overdue()) lose(unrenewed());
       running = !lost && !done;
     },
     heartbeat: {

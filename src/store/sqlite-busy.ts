@@ -31,14 +31,15 @@ export async function patiently<T>(fn: () => T | Promise<T>): Promise<T> {
   }
 }
 
-// Every method of `store` retried while the file is busy. A statement that finds the file
-// busy has written nothing (it could not take the write lock), and what a method wrote
-// before it (a batch a prune deleted, a migration's transaction) stands when it runs again.
-export function patientStore<T extends object>(store: T): T {
+// Every method of `store` retried while the file is busy, but those in `own`, which retry
+// their statements themselves. A statement that finds the file busy has written nothing (it
+// could not take the write lock), and what a method wrote before it (an import's row, found
+// again by its run key) stands when it runs again.
+export function patientStore<T extends object>(store: T, own: readonly (keyof T)[]): T {
   return new Proxy(store, {
     get(target, key, receiver) {
       const value: unknown = Reflect.get(target, key, receiver);
-      if (typeof value !== 'function') return value;
+      if (typeof value !== 'function' || own.includes(key as keyof T)) return value;
       return (...args: unknown[]) => patiently(() => (value as (...a: unknown[]) => unknown).apply(target, args));
     },
   });

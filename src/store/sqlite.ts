@@ -48,7 +48,7 @@ export class SqliteStore implements RunStore {
       db.close();
       throw error;
     }
-    return patientStore(new SqliteStore(db));
+    return patientStore(new SqliteStore(db), ['prune']);
   }
 
   // For `serve --read-only`: an existing log, opened without a single write (no file
@@ -198,6 +198,8 @@ export class SqliteStore implements RunStore {
     );
   }
 
+  // Batch by batch, each tried again on its own while the file is busy: a batch deleted is
+  // counted once, however often a later one is tried (patientStore leaves prune to this).
   async prune({ before, keep, deadline }: PruneOptions): Promise<PruneResult> {
     const cutoff = before.toISOString();
     const bound = (this.db.prepare(SQL.pruneBound).get(cutoff) as { id: number | null }).id ?? 0;
@@ -206,14 +208,14 @@ export class SqliteStore implements RunStore {
     let after = 0;
     for (;;) {
       if (monotonicMs() >= deadline) return { runs, requests: 0, complete: false };
-      const gone = deleteRuns.all({ after, bound, cutoff, keep, batch: PRUNE_BATCH }) as { id: number }[];
+      const gone = (await patiently(() => deleteRuns.all({ after, bound, cutoff, keep, batch: PRUNE_BATCH }))) as { id: number }[];
       if (gone.length === 0) break;
       runs += gone.length;
       after = Math.max(...gone.map((g) => g.id));
     }
     let requests = 0;
     for (let n = -1; n !== 0 && monotonicMs() < deadline; requests += n) {
-      n = this.db.prepare(SQL.pruneRequests).run({ cutoff, batch: PRUNE_BATCH }).changes;
+      n = (await patiently(() => this.db.prepare(SQL.pruneRequests).run({ cutoff, batch: PRUNE_BATCH }))).changes;
     }
     return { runs, requests, complete: monotonicMs() < deadline };
   }

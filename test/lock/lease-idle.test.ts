@@ -9,11 +9,12 @@ import { monotonicMs } from '../../src/util/time.js';
 // lease still its own, unexpired, holds on. A real holder over a line that answers at once.
 const TTL_MS = 5000;
 
-function line(): LeaseLine & { renewals: number } {
+function line(answerMs = 0): LeaseLine & { renewals: number } {
   const counted = {
     renewals: 0,
     renew: async () => {
       counted.renewals++;
+      await new Promise((r) => setTimeout(r, answerMs));
       return true;
     },
     release: async () => {},
@@ -51,6 +52,21 @@ describe('a lease whose timers fired late', () => {
     while (lost.length === 0) await turn();
     expect(lost).toEqual([expect.stringMatching(/^lease of 1 \(epoch 1\): not renewed for [\d.]+s of its 5s$/)]);
     expect(database.renewals).toBe(0);
+    await held.release();
+  });
+
+  it('asked, and told it is still its own too late to start a command in time, starts none: it is lost', async () => {
+    // Answered within the question's time (5 s), but later than the loss time (2.5 s at a
+    // 5 s ttl) after the question was sent: the lease may expire before a command could be
+    // stopped.
+    const database = line(lossMs(TTL_MS) + 500);
+    const held = holdLease({ key: 1n, epoch: 1n, ttlMs: TTL_MS, sentAt: monotonicMs() }, database, {}, messages(false));
+    const lost: string[] = [];
+    held.onLost((reason) => lost.push(reason));
+    stall(lossMs(TTL_MS) + 500);
+    while (database.renewals === 0) await turn();
+    await held.verify('start');
+    expect(lost).toEqual([expect.stringMatching(/^lease of 1 \(epoch 1\): not renewed for [\d.]+s of its 5s$/)]);
     await held.release();
   });
 });

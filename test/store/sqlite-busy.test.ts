@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../../src/store/sqlite.js';
 import { cronguard, runs, sandbox, start, waitFor } from '../helpers.js';
 
 const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
@@ -35,6 +36,51 @@ describe('the embedded log locked by another writer', () => {
     } finally {
       if (!released) db.prepare('ROLLBACK').run();
       db.close();
+    }
+  });
+});
+
+// A prune deletes in batches, each committed: one that finds the log busy is tried again on
+// its own, and what the earlier batches deleted is still counted, once.
+describe('a prune that finds the log busy between its batches', () => {
+  it('waits, goes on, and counts every run it deleted', async () => {
+    const box = sandbox();
+    expect((await cronguard(['-n', 'seed', '--', 'true'], box.env)).code).toBe(0);
+    const other = new Database(join(box.stateDir, 'cronguard.db'));
+    other
+      .prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2500)
+         INSERT INTO runs (job, status, trigger, attempt, host, pid, command, started_at, finished_at, run_key)
+         SELECT 'old', 'failed', 'cron', 1, 'h', 1, 'c', '2020-01-01T00:00:00.000Z', '2020-01-01T00:00:01.000Z', 'old-' || i FROM n`,
+      )
+      .run();
+    const store = await SqliteStore.open(box.stateDir);
+    // The second batch finds another writer holding the file, for longer than SQLite's own
+    // wait; the writer lets go a little later.
+    const db = (store as unknown as { db: BetterSqlite3.Database }).db;
+    const prepare = db.prepare.bind(db);
+    let batches = 0;
+    db.prepare = ((sql: string) => {
+      const statement = prepare(sql);
+      if (!sql.startsWith('DELETE FROM runs')) return statement;
+      const all = statement.all.bind(statement);
+      statement.all = ((...args: unknown[]) => {
+        if (++batches === 2) {
+          other.prepare('BEGIN IMMEDIATE').run();
+          setTimeout(() => other.prepare('COMMIT').run(), 300);
+        }
+        return all(...(args as []));
+      }) as typeof statement.all;
+      return statement;
+    }) as typeof db.prepare;
+    try {
+      const result = await store.prune({ before: new Date('2021-01-01T00:00:00Z'), keep: 0, deadline: Number.POSITIVE_INFINITY });
+      expect(batches).toBeGreaterThan(3);
+      expect(result).toMatchObject({ runs: 2500, complete: true });
+      expect(runs(box.stateDir).map((r) => r.job)).toEqual(['seed']);
+    } finally {
+      await store.close();
+      other.close();
     }
   });
 });
