@@ -26,15 +26,27 @@ function line(answerMs = 0): LeaseLine & { renewals: number } {
 // Blocks this thread as a stopped process is: no timer fires meanwhile.
 const stall = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 const turn = () => new Promise((r) => setTimeout(r, 50));
+const LOST = /^lease of 1 \(epoch 1\): not renewed for [\d.]+s of its 5s$/;
+
+// A holder of a lease just taken over `database`, and the reasons it was told it lost it.
+function holder(database: LeaseLine) {
+  const held = holdLease({ key: 1n, epoch: 1n, ttlMs: TTL_MS, sentAt: monotonicMs() }, database, {}, messages(false));
+  const lost: string[] = [];
+  held.onLost((reason) => lost.push(reason));
+  return { held, lost };
+}
+
+// Stalled past the loss time with no command running: the holder asks its database.
+async function stalledIdle(database: LeaseLine & { renewals: number }): Promise<void> {
+  stall(lossMs(TTL_MS) + 500);
+  while (database.renewals === 0) await turn();
+}
 
 describe('a lease whose timers fired late', () => {
   it('with no command running, asks its database and, still its own, holds on', async () => {
     const database = line();
-    const held = holdLease({ key: 1n, epoch: 1n, ttlMs: TTL_MS, sentAt: monotonicMs() }, database, {}, messages(false));
-    const lost: string[] = [];
-    held.onLost((reason) => lost.push(reason));
-    stall(lossMs(TTL_MS) + 500);
-    while (database.renewals === 0) await turn();
+    const { held, lost } = holder(database);
+    await stalledIdle(database);
     await held.verify('start');
     expect(lost).toEqual([]);
     await held.verify('end');
@@ -44,13 +56,11 @@ describe('a lease whose timers fired late', () => {
 
   it('with a command running, counts itself lost without asking', async () => {
     const database = line();
-    const held = holdLease({ key: 1n, epoch: 1n, ttlMs: TTL_MS, sentAt: monotonicMs() }, database, {}, messages(false));
-    const lost: string[] = [];
-    held.onLost((reason) => lost.push(reason));
+    const { held, lost } = holder(database);
     await held.verify('start');
     stall(lossMs(TTL_MS) + 500);
     while (lost.length === 0) await turn();
-    expect(lost).toEqual([expect.stringMatching(/^lease of 1 \(epoch 1\): not renewed for [\d.]+s of its 5s$/)]);
+    expect(lost).toEqual([expect.stringMatching(LOST)]);
     expect(database.renewals).toBe(0);
     await held.release();
   });
@@ -60,13 +70,10 @@ describe('a lease whose timers fired late', () => {
     // 5 s ttl) after the question was sent: the lease may expire before a command could be
     // stopped.
     const database = line(lossMs(TTL_MS) + 500);
-    const held = holdLease({ key: 1n, epoch: 1n, ttlMs: TTL_MS, sentAt: monotonicMs() }, database, {}, messages(false));
-    const lost: string[] = [];
-    held.onLost((reason) => lost.push(reason));
-    stall(lossMs(TTL_MS) + 500);
-    while (database.renewals === 0) await turn();
+    const { held, lost } = holder(database);
+    await stalledIdle(database);
     await held.verify('start');
-    expect(lost).toEqual([expect.stringMatching(/^lease of 1 \(epoch 1\): not renewed for [\d.]+s of its 5s$/)]);
+    expect(lost).toEqual([expect.stringMatching(LOST)]);
     await held.release();
   });
 });
