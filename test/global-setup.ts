@@ -4,14 +4,17 @@ import type { TestProject } from 'vitest/node';
 declare module 'vitest' {
   export interface ProvidedContext {
     databaseUrl: string;
+    mysqlUrl: string;
   }
 }
 
 // End-to-end tests spawn the built binary, so build it from the current source first. The
 // PostgreSQL tests get a throwaway server of their own (test/embedded-pg.mjs) unless
-// CRONGUARD_TEST_DATABASE_URL names one.
+// CRONGUARD_TEST_DATABASE_URL names one. The MySQL tests use the machine's MariaDB (.ci/run
+// starts it), or CRONGUARD_TEST_MYSQL_URL's server; each makes a database of its own.
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   execFileSync(process.execPath, ['scripts/build.mjs'], { stdio: 'inherit' });
+  project.provide('mysqlUrl', process.env.CRONGUARD_TEST_MYSQL_URL || 'mysql://root@127.0.0.1:3306/test');
   const given = process.env.CRONGUARD_TEST_DATABASE_URL;
   if (given) {
     project.provide('databaseUrl', given);
