@@ -1,0 +1,90 @@
+import { CronguardError, PermissionError, UnavailableError } from '../../errors.js';
+
+// MySQL's and MariaDB's error numbers that cronguard answers differently (the two servers
+// share them); see the server error reference of either.
+export const ER = {
+  // Access denied: the login (1045, 1698: no password given), a database (1044), a
+  // table (1142), a column (1143), a privilege such as PROCESS or SUPER (1227), a routine (1370).
+  accessDenied: [1045, 1044, 1142, 1143, 1227, 1370, 1698],
+  // Too many connections, for the server (1040) or this user (1203): a fleet connecting at
+  // the top of the minute; retried while a run may wait, as PostgreSQL's 53300.
+  busy: [1040, 1203],
+  // The server runs read_only (a replica) or the transaction is read-only (MariaDB 1792).
+  readOnly: [1290, 1792],
+  // The transaction was rolled back and may simply be tried again.
+  deadlock: 1213,
+  lockWaitTimeout: 1205,
+  // Connecting to a database (the URL's) that does not exist.
+  badDatabase: 1049,
+} as const;
+
+// The driver's codes for a connection that failed or ended, beside the system's.
+const NETWORK = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNRESET',
+  'EPIPE',
+  'ENOENT',
+  'PROTOCOL_CONNECTION_LOST',
+  'PROTOCOL_SEQUENCE_TIMEOUT',
+]);
+
+interface DriverError {
+  readonly code?: string;
+  readonly errno?: number;
+  readonly sqlState?: string;
+  readonly sqlMessage?: string;
+  readonly message?: string;
+}
+
+// The server's error number, when the server sent the error.
+export function serverErrno(error: unknown): number | null {
+  const e = error as DriverError | null;
+  return typeof e?.errno === 'number' && e.errno > 0 && typeof e.sqlState === 'string' ? e.errno : null;
+}
+
+// An error the server reported (it carries an error number and SQLSTATE), as opposed to a
+// lost or refused connection.
+export function isServerError(error: unknown): boolean {
+  return serverErrno(error) !== null;
+}
+
+export function isPrivilegeError(error: unknown): boolean {
+  return (ER.accessDenied as readonly number[]).includes(serverErrno(error) ?? 0);
+}
+
+export function isBusyError(error: unknown): boolean {
+  return (ER.busy as readonly number[]).includes(serverErrno(error) ?? 0);
+}
+
+// A deadlock or lock wait timeout: the transaction is gone and can be run again.
+export function isRetryableTransaction(error: unknown): boolean {
+  const errno = serverErrno(error);
+  return errno === ER.deadlock || errno === ER.lockWaitTimeout;
+}
+
+// Maps a failure to reach or use MySQL onto the contract's exit codes: refused logins and
+// missing privileges are 77, everything that makes the server unreachable or unusable 69.
+// `where` is the server's display (user@host:port/database), never the password.
+export function mysqlError(error: unknown, where: string): CronguardError {
+  if (error instanceof CronguardError) return error;
+  const e = error as DriverError | null;
+  const code = e?.code ?? '';
+  const message = e?.sqlMessage ?? e?.message ?? String(error);
+  const errno = serverErrno(error);
+  if (errno !== null) {
+    if (errno === 1045 || errno === 1698) return new PermissionError(`MySQL at ${where} refused the login: ${message}`);
+    if (isPrivilegeError(error)) return new PermissionError(`MySQL at ${where}: ${message}; see the README's grants`);
+    if ((ER.readOnly as readonly number[]).includes(errno)) {
+      return new UnavailableError(`MySQL at ${where} is read-only (a replica?): ${message}; point the URL at the primary`);
+    }
+    if (errno === ER.badDatabase) return new UnavailableError(`MySQL at ${where}: ${message}; the URL's database must exist (or leave it out)`);
+    return new UnavailableError(`MySQL at ${where}: ${message} (error ${errno})`);
+  }
+  if (NETWORK.has(code)) return new UnavailableError(`cannot reach MySQL at ${where}: ${code}`);
+  return new UnavailableError(`MySQL at ${where}: ${message}`);
+}
