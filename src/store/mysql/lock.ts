@@ -1,0 +1,85 @@
+import type { Lock, LockBackend } from '../../lock/backend.js';
+import { retryUntil } from '../../lock/backend.js';
+import type { DatabaseLock } from '../../lock/database.js';
+import type { Messages } from '../../util/io.js';
+import type { LockRelease, LockRequest } from '../types.js';
+import { mysqlError } from './errors.js';
+import type { MysqlSession } from './session.js';
+
+// GET_LOCK on a dedicated connection: held as long as the connection lives, freed by the
+// server when it closes (a killed wrapper's too). All statements on it are short: the
+// heartbeat asks, every few seconds, whether the name is still this connection's.
+
+// GET_LOCK is 1 when taken, 0 when another session holds the name, NULL on an error (the
+// statement killed). A name this session already holds is taken again (nested): a
+// connection of cronguard's only ever holds its own job's name, once.
+const TRY = 'SELECT GET_LOCK(?, 0) AS got';
+const RELEASE = 'SELECT RELEASE_LOCK(?) AS released';
+// The heartbeat: 1 while this connection holds the name, 0 if another does, NULL if nobody.
+const PROBE = 'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS held';
+
+// The lock as the admission statement asks for it and the outcome's releases it (see
+// MysqlStore.lockAndAdmit): a name, not PostgreSQL's bigint key.
+export function namedLock(name: string): LockRequest & LockRelease {
+  return { kind: 'named', name } as unknown as LockRequest & LockRelease;
+}
+
+// From now on the heartbeat of `session` checks that the name is still its own.
+export function heldOn(session: MysqlSession, name: string): void {
+  session.holdsLock(async (ask) => {
+    const [row] = await ask<{ held: number | null }>(PROBE, [name]);
+    if (row?.held === 1) return null;
+    return row?.held === 0 ? `MySQL lock ${name} is held by another connection` : `connection ${session.connectionId} no longer holds MySQL lock ${name}`;
+  });
+}
+
+// The lock held by `session`, as the run path sees it.
+function heldLock(session: MysqlSession, name: string, say?: Messages): { held: Lock; releasedElsewhere(): void } {
+  let released = false;
+  const held: Lock = {
+    inheritFd: null,
+    commandDiesWithWrapper: true,
+    onLost: (handler) => session.watch(handler),
+    // The heartbeat tells, in its own time (MysqlSession.watch).
+    verify: () => {},
+    heartbeat: null,
+    release: async () => {
+      if (session.lost || released) return;
+      released = true;
+      // If this fails, closing the session frees the name all the same.
+      const [row] = await session.query<{ released: number | null }>(RELEASE, [name]).catch(() => []);
+      if (row && row.released !== 1) say?.verbose(`MySQL lock ${name} was no longer held by connection ${session.connectionId}`);
+    },
+  };
+  return { held, releasedElsewhere: () => void (released = true) };
+}
+
+// The MySQL lock as the admission statement takes it (see DatabaseLock): the log is on the
+// lock's session; when the log fails, the lock is taken alone.
+export function mysqlLock(session: MysqlSession, name: string, say?: Messages): DatabaseLock {
+  const description = `mysql lock ${name} on ${session.config.display}`;
+  const { held, releasedElsewhere } = heldLock(session, name, say);
+  const tryOnce = async (): Promise<Lock | null> => {
+    let row: { got: number | null } | undefined;
+    try {
+      [row] = await session.query<{ got: number | null }>(TRY, [name]);
+    } catch (error) {
+      throw mysqlError(error, session.config.display);
+    }
+    if (row?.got !== 1) return null;
+    heldOn(session, name);
+    return held;
+  };
+  const backend: LockBackend = { description, acquire: ({ waitMs, abort }) => retryUntil(tryOnce, waitMs, abort) };
+  return {
+    description,
+    request: namedLock(name),
+    alone: { tryOnce, backend },
+    spareWatchdog: true,
+    taken: () => {
+      heldOn(session, name);
+      return { lock: held, release: namedLock(name), releasedElsewhere };
+    },
+    close: () => session.close(),
+  };
+}
