@@ -1,7 +1,9 @@
 import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { advisoryKey, parseLockKey } from '../lock/postgres.js';
-import { type DbConfig, resolveDb } from '../pg/config.js';
+import type { DbConfig } from '../pg/config.js';
+import { mysqlLockName } from '../store/mysql/lock-name.js';
+import { type DatabaseConfig, resolveDatabase } from '../store/shared.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
@@ -12,12 +14,12 @@ import { scheduling } from './schedule.js';
 import type { SettingKey, Settings } from './settings.js';
 import { optionalDuration, parseBytes, parseExitCode, parseSignal } from './values.js';
 
-export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'lease' | 'none';
+export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'mysql' | 'lease' | 'none';
 
-// The locks that live in the fleet's database (taken by its admission statement, keyed by
-// --lock-key), as against those of this machine.
+// The locks that live in the fleet's database (taken by its admission statement), as
+// against those of this machine.
 export function inDatabase(lock: LockBackendName): boolean {
-  return lock === 'postgres' || lock === 'lease';
+  return lock === 'postgres' || lock === 'mysql' || lock === 'lease';
 }
 
 // Everything one `run` invocation needs, resolved once (flag over environment over default)
@@ -36,8 +38,11 @@ export interface RunConfig {
   readonly stateDir: string;
   // The embedded run log, the fleet's database's (--db), or none (--no-log).
   readonly log: 'sqlite' | 'shared' | null;
-  readonly db: DbConfig | null;
+  readonly db: DatabaseConfig | null;
+  // The postgres lock's and the lease's key (--lock-key, or hashed from the name).
   readonly lockKey: bigint | null;
+  // The mysql lock's GET_LOCK name (see store/mysql/lock-name.ts); null for other locks.
+  readonly lockName: string | null;
   // The lock was named by hand (--lock-file, --lock-key), so other jobs may share it.
   readonly sharedLock: boolean;
   readonly onLockLoss: 'terminate' | 'continue';
@@ -102,11 +107,11 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const name = str('name') !== undefined ? validateName(str('name') as string) : deriveName(argv);
 
   const setting = (key: SettingKey, option: string) => ctx.settings.get(key, { value: str(option), name: `--${flagName(option)}` });
-  const db = resolveDb(setting('database_url', 'db'), setting('schema', 'schema'), ctx.env);
-  const lock = parseLock(str('lock') ?? (db ? 'postgres' : 'flock'), db);
-  if (db && (inDatabase(lock) || !options.noLog)) refuseStandbyOnly(db);
-  if (str('lockKey') !== undefined && !inDatabase(lock)) {
-    throw new UsageError('--lock-key applies to the postgres and lease lock backends only');
+  const db = resolveDatabase(setting('database_url', 'db'), setting('schema', 'schema'), ctx.env);
+  const lock = parseLock(str('lock') ?? (db ? db.dialect : 'flock'), db);
+  if (db?.dialect === 'postgres' && (inDatabase(lock) || !options.noLog)) refuseStandbyOnly(db);
+  if (str('lockKey') !== undefined && (lock !== 'postgres' && lock !== 'lease')) {
+    throw new UsageError(`--lock-key applies to the postgres and lease lock backends only${lock === 'mysql' ? ' (the mysql lock is named after the job: give -n)' : ''}`);
   }
   const leaseTtlMs = parseLeaseTtl(str('leaseTtl'), lock);
   if (lock === 'lease' && options.noLog) throw new UsageError('-l lease keeps its lease in the run log; it cannot go with --no-log');
@@ -122,7 +127,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const lockDir = absolute(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
   const lockKey =
-    !inDatabase(lock) ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
+    lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
   return Object.freeze({
     name,
@@ -136,6 +141,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     log: options.noLog ? null : db ? 'shared' : 'sqlite',
     db,
     lockKey,
+    lockName: lock === 'mysql' ? mysqlLockName((db as DatabaseConfig).schema, name) : null,
     sharedLock: explicitFile !== undefined || str('lockKey') !== undefined,
     onLockLoss,
     leaseTtlMs,
@@ -171,12 +177,18 @@ function absolute(resolved: ResolvedDir, what: string): ResolvedDir {
   return { ...resolved, dir: resolve(resolved.dir) };
 }
 
-function parseLock(value: string, db: DbConfig | null): LockBackendName {
-  if (inDatabase(value as LockBackendName) && !db) {
+function parseLock(value: string, db: DatabaseConfig | null): LockBackendName {
+  if (value !== 'flock' && value !== 'lockfile' && value !== 'postgres' && value !== 'mysql' && value !== 'lease' && value !== 'none') {
+    throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres, mysql, lease or none)`);
+  }
+  if (inDatabase(value) && !db) {
     throw new UsageError(`lock backend ${value} needs a database: give --db URL or set CRONGUARD_DATABASE_URL`);
   }
-  if (value === 'flock' || value === 'lockfile' || value === 'postgres' || value === 'lease' || value === 'none') return value;
-  throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres, lease or none)`);
+  // A lock of one server's kind cannot be taken on the other's.
+  if (value === 'postgres' && db?.dialect === 'mysql') throw new UsageError('lock backend postgres needs a PostgreSQL database; with a MySQL URL use -l mysql (the default)');
+  if (value === 'mysql' && db?.dialect === 'postgres') throw new UsageError('lock backend mysql needs a mysql:// or mariadb:// URL; with PostgreSQL use -l postgres (the default)');
+  if (value === 'lease' && db?.dialect === 'mysql') throw new UsageError('-l lease is not yet available with MySQL; use -l mysql (the default)');
+  return value;
 }
 
 // The shortest lease: its holder renews every third of it and must be able to stop its

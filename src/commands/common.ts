@@ -3,9 +3,8 @@ import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, PermissionError, UnavailableError, UsageError } from '../errors.js';
-import { type DbConfig, resolveDb } from '../pg/config.js';
 import { openSqliteStore } from '../store/index.js';
-import { openSharedStore } from '../store/shared.js';
+import { type DatabaseConfig, openSharedStore, resolveDatabase } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 import { isRoot, resolveStateDir, SQLITE_FILE } from '../util/paths.js';
 
@@ -36,8 +35,8 @@ export function parse(program: Command, args: readonly string[]): void {
 // Options that choose the run log, shared by every subcommand that reads it.
 export function withStoreOptions(program: Command): Command {
   return program
-    .option('--db <url>', 'PostgreSQL run log ($CRONGUARD_DATABASE_URL): a URL or libpq keyword=value pairs')
-    .option('--schema <name>', 'its schema ($CRONGUARD_SCHEMA, default cronguard)')
+    .option('--db <url>', 'shared run log ($CRONGUARD_DATABASE_URL): a PostgreSQL URL or libpq keyword=value pairs, or mysql://USER@HOST[:PORT]')
+    .option('--schema <name>', 'its schema, MySQL: its database ($CRONGUARD_SCHEMA, default cronguard)')
     .option('--state-dir <dir>', 'where the embedded run log lives ($CRONGUARD_STATE_DIR)');
 }
 
@@ -58,14 +57,14 @@ export interface StoreFlags {
 
 // Where a subcommand finds the run log: its flags over the settings every invocation reads.
 export class StoreChoice {
-  readonly db: DbConfig | null;
+  readonly db: DatabaseConfig | null;
   readonly stateDir: string;
 
   constructor(
     flags: StoreFlags,
     readonly settings: Settings,
   ) {
-    this.db = resolveDb(
+    this.db = resolveDatabase(
       settings.get('database_url', { value: flags.db, name: '--db' }),
       settings.get('schema', { value: flags.schema, name: '--schema' }),
       process.env,

@@ -27,6 +27,7 @@ export async function openLockBackend(config: RunConfig, say: Messages): Promise
     case 'none':
       return noLock;
     case 'postgres':
+    case 'mysql':
     case 'lease':
       throw new Error(`the ${config.lock} lock is taken by the run log's admission; src/run/wiring.ts builds it`);
     case 'lockfile': {

@@ -28,6 +28,8 @@ export interface Connection {
 }
 
 export interface DbConfig {
+  // Tells the configs of the fleet's database apart (MySQL's is 'mysql', store/mysql/config.ts).
+  readonly dialect: 'postgres';
   // The first server to try; connect() tries each of `servers` in turn.
   readonly connection: Connection;
   // libpq's host list (host=a,b / postgresql://a,b), in order, each with its port and
@@ -99,6 +101,7 @@ export function resolveDb(url: Setting | undefined, schemaSetting: Setting | und
   });
   const first = servers[0] as Server;
   return Object.freeze({
+    dialect: 'postgres',
     connection: first.connection,
     servers: Object.freeze(servers),
     targetSessionAttrs: attrs,

@@ -35,11 +35,11 @@ export async function notDue(recorder: RunRecorder, config: RunConfig, options: 
 // Whether the admission under this invocation's lock may settle this run (abandon it, end or
 // give back its claims), as it does for a job of its own lock: a killed wrapper's requests
 // must not stay `running` until someone makes another. A run under the same lock (the
-// postgres lock anywhere, a local one on this host) costs the due jobs nothing to try: if
+// postgres or mysql lock anywhere, a local one on this host) costs the due jobs nothing to try: if
 // its wrapper lives, it holds the shared lock; a run of this host whose wrapper is gone is
 // settled too. Runs under another host's local lock are that host's to settle.
 function settledUnderLock(r: UnsettledRun, run: NewRun): boolean {
   const here = r.host === run.host;
-  const sameLock = r.lock_backend === run.lockBackend && r.lock_key === run.lockKey && (run.lockBackend === 'postgres' || here);
+  const sameLock = r.lock_backend === run.lockBackend && r.lock_key === run.lockKey && (run.lockBackend === 'postgres' || run.lockBackend === 'mysql' || here);
   return sameLock || (here && !isSameProcess(r.pid, r.wrapper_start));
 }

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
+import { databasePlace } from '../store/shared.js';
 import type { Messages } from '../util/io.js';
 import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
 import { monotonicMs } from '../util/time.js';
@@ -42,6 +43,5 @@ export async function housekeep(recorder: RunRecorder, config: RunConfig, say: M
 // Which run log a stamp stands for: each database and schema has its own.
 export function logTarget(config: RunConfig): string {
   if (config.log !== 'shared' || !config.db) return 'local';
-  const c = config.db.connection;
-  return `${c.host}-${c.port}-${c.database}-${config.db.schema}`.replace(/[^A-Za-z0-9_.-]/g, '_');
+  return databasePlace(config.db).replace(/[^A-Za-z0-9_.-]/g, '_');
 }

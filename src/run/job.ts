@@ -73,7 +73,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     const trips = gate?.roundTrips();
     if (trips && trips.statements + trips.heartbeats > 0) {
       const beats = trips.heartbeats > 0 ? ` + ${trips.heartbeats} heartbeat${trips.heartbeats === 1 ? '' : 's'}` : '';
-      say.verbose(`${config.name}: ${trips.statements} PostgreSQL round trip${trips.statements === 1 ? '' : 's'}${beats} after connecting`);
+      say.verbose(`${config.name}: ${trips.statements} ${trips.database} round trip${trips.statements === 1 ? '' : 's'}${beats} after connecting`);
     }
     discardSpareWatchdog();
     await gate?.close();
@@ -202,6 +202,8 @@ function lockKeyOf(config: RunConfig): string | null {
     case 'postgres':
     case 'lease':
       return String(config.lockKey);
+    case 'mysql':
+      return config.lockName;
     case 'none':
       return null;
   }

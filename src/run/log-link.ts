@@ -1,6 +1,5 @@
 import { hostname } from 'node:os';
 import { describe } from '../errors.js';
-import { isPrivilegeError } from '../pg/config.js';
 import type { RecorderParts } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
@@ -93,7 +92,7 @@ export class LogLink {
     this.spooling = this.parts.spool !== null;
     if (!this.spooling) void this.close();
     if (this.warned || this.failure !== null) return;
-    const why = isPrivilegeError(error) ? `permission denied: ${(error as Error).message}` : describe(error);
+    const why = this.parts.denied?.(error) ? `permission denied: ${(error as Error).message}` : describe(error);
     this.failure = `run log ${this.parts.where} unavailable (${what}: ${why})`;
     if (!this.spooling) this.sayFailure('the job runs unrecorded');
   }

@@ -37,10 +37,12 @@ export type GateOptions = AdmitOptions;
 
 // The statements of the run, and apart from them, those of the lock's heartbeat.
 export interface RoundTrips {
+  // The database's name (PostgreSQL, MySQL), for the -v line.
+  readonly database: string;
   readonly statements: number;
   readonly heartbeats: number;
 }
-const NONE: RoundTrips = { statements: 0, heartbeats: 0 };
+const NONE: RoundTrips = { database: '', statements: 0, heartbeats: 0 };
 
 // The run log alone, for an attempt that never takes a lock (126/127).
 export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
@@ -61,7 +63,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   const log: OpenedLog = config.log === 'shared' ? await sharedLog(config, say, database, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
   const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as SharedSession[];
   const roundTrips = () =>
-    sessions().reduce((n, s) => ({ statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), NONE);
+    sessions().reduce((n, s) => ({ ...n, statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), { ...NONE, database: database.name });
   const dbLock = await database.databaseLock(lockSession, log.store, log.recorder.openFailure);
   if (!dbLock) return localGate(await openLockBackend(config, say), log.recorder, run, config, options, say, roundTrips);
   return databaseGate(dbLock, database, log, run, config, options, say, roundTrips);

@@ -1,4 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
+import type { DbConfig } from '../pg/config.js';
 import type { DatabaseLock } from '../lock/database.js';
 import { holdLease, type LeaseLine } from '../lock/lease.js';
 import type { Messages } from '../util/io.js';
@@ -70,7 +71,7 @@ export function postgresLeaseLine(log: PostgresStore, open: (signal: AbortSignal
 // renewed over the log's connection or any other. The command learns the epoch (its fencing
 // token), the job and where the lease lives.
 export function leaseLock(config: RunConfig, log: PostgresStore, say: Messages): DatabaseLock {
-  const db = config.db as NonNullable<RunConfig['db']>;
+  const db = config.db as DbConfig;
   const key = config.lockKey as bigint;
   const ttlMs = config.leaseTtlMs as number;
   // A renewal's own connection: a few seconds at most, then the next try.

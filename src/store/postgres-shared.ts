@@ -1,5 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
-import { BUSY_RETRY_MS, type Connection, type DbConfig, isServerError, pgError } from '../pg/config.js';
+import { BUSY_RETRY_MS, type Connection, type DbConfig, isPrivilegeError, isServerError, pgError } from '../pg/config.js';
 import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import type { Messages } from '../util/io.js';
@@ -40,9 +40,10 @@ export async function openPostgresShared(db: DbConfig, applicationName: string, 
 }
 
 export function postgresDatabase(config: RunConfig, say: Messages): SharedDatabase {
-  const db = config.db as NonNullable<RunConfig['db']>;
+  const db = config.db as DbConfig;
   const connect = (signal?: AbortSignal) => connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, signal));
   return {
+    name: 'PostgreSQL',
     connectLock(abort) {
       if (config.lock !== 'postgres') return null;
       const connecting = connect(abort);
@@ -78,7 +79,7 @@ async function openLog(
   memory: SchemaMemory,
   abort?: AbortSignal,
 ): Promise<SharedLog> {
-  const db = config.db as NonNullable<RunConfig['db']>;
+  const db = config.db as DbConfig;
   // The database and schema, whoever connects to them: a record one role spooled is
   // delivered by the next run that may write. See Spool for the keys.
   const scope = `${db.connection.database}/${db.schema}`;
@@ -113,5 +114,5 @@ async function openLog(
     return opened(reopened);
   };
   const where = `${store?.session.db.display ?? db.display} (schema ${db.schema})`;
-  return { store, parts: { store, spool, reopen, openError, where } };
+  return { store, parts: { store, spool, reopen, openError, where, denied: isPrivilegeError } };
 }

@@ -1,9 +1,12 @@
 import type { RunConfig } from '../cli/config.js';
-import type { DbConfig } from '../pg/config.js';
+import type { Setting } from '../cli/settings.js';
+import { type DbConfig, resolveDb } from '../pg/config.js';
 import type { CronguardError } from '../errors.js';
 import type { DatabaseLock } from '../lock/database.js';
 import type { Messages } from '../util/io.js';
 import type { Spool } from './spool.js';
+import type { MysqlConfig } from './mysql/config.js';
+import { isMysqlUrl, resolveMysql } from './mysql/url.js';
 import type { Admission, AdmitOptions, LockRequest, NewRun, RunStore } from './types.js';
 
 // The fleet's database (--db) as the run path sees it: a run log with its spool, and the
@@ -28,6 +31,9 @@ export interface RecorderParts {
   // Why the store could not be opened at all, if it could not.
   readonly openError: unknown;
   readonly where: string;
+  // Whether a failure of the store is a missing privilege (its warning says so: that is
+  // what the operator must grant); the dialect's answer.
+  readonly denied?: (error: unknown) => boolean;
 }
 
 // An admission under a database lock, and the server session that took it (holding: the
@@ -73,6 +79,8 @@ export interface SchemaMemory {
 }
 
 export interface SharedDatabase {
+  // What the server is called in messages: PostgreSQL, MySQL.
+  readonly name: string;
   // A session of its own for the configured lock, connecting now (the advisory lock lives
   // in one); null when the lock needs none. Without it nothing runs.
   connectLock(abort: AbortSignal): Promise<SharedSession> | null;
@@ -89,15 +97,42 @@ export interface SharedDatabase {
   isServerError(error: unknown): boolean;
 }
 
-// The configured database's dialect, for a run. PostgreSQL is the only one yet.
+// The fleet's database as configured: its `dialect` tells which (no consumer needs instanceof).
+export type DatabaseConfig = DbConfig | MysqlConfig;
+
+// Only an explicit URL (--db, $CRONGUARD_DATABASE_URL or the configuration file) turns the
+// shared mode on. mysql:// and mariadb:// name MySQL; anything else is a libpq connection
+// string (a postgres:// URI or keyword=value pairs).
+export function resolveDatabase(url: Setting | undefined, schema: Setting | undefined, env: Readonly<Record<string, string | undefined>>): DatabaseConfig | null {
+  if (url === undefined) return null;
+  return isMysqlUrl(url.value) ? resolveMysql(url, schema, env) : resolveDb(url, schema, env);
+}
+
+// The server, database and schema a configuration's log lives in, as one string (the names
+// of the state dir's stamp files): the same log, the same string.
+export function databasePlace(db: DatabaseConfig): string {
+  if (db.dialect === 'mysql') return `mysql-${db.socket ?? `${db.host}-${db.port}`}-${db.schema}`;
+  const c = db.connection;
+  return `${c.host}-${c.port}-${c.database}-${db.schema}`;
+}
+
+// The configured database's dialect, for a run; its code and driver load only when used.
 export async function sharedDatabase(config: RunConfig, say: Messages): Promise<SharedDatabase> {
+  if (config.db?.dialect === 'mysql') {
+    const { mysqlDatabase } = await import('./mysql/shared.js');
+    return mysqlDatabase(config, config.db, say);
+  }
   const { postgresDatabase } = await import('./postgres-shared.js');
   return postgresDatabase(config, say);
 }
 
 // The shared log for a subcommand or the web page, as application `applicationName`;
 // `create`: its schema is made if missing. An aborted `abort` ends connecting.
-export async function openSharedStore(db: DbConfig, applicationName: string, create: boolean, abort?: AbortSignal): Promise<SharedStore> {
+export async function openSharedStore(db: DatabaseConfig, applicationName: string, create: boolean, abort?: AbortSignal): Promise<SharedStore> {
+  if (db.dialect === 'mysql') {
+    const { openMysqlShared } = await import('./mysql/shared.js');
+    return openMysqlShared(db, applicationName, create, abort);
+  }
   const { openPostgresShared } = await import('./postgres-shared.js');
   return openPostgresShared(db, applicationName, create, abort);
 }

@@ -58,7 +58,9 @@ const SESSION_SETUP = "SET time_zone = '+00:00', innodb_lock_wait_timeout = 5";
 // protocol with the driver's `?` escaping: a prepared statement costs a round trip more on
 // a connection that sends each statement once.
 export async function connectMysql(config: MysqlConfig, applicationName: string, abort?: AbortSignal): Promise<MysqlSession> {
-  const { createConnection } = await import('mysql2/promise');
+  const driver = await import('mysql2/promise');
+  // Bundled as CommonJS, the module's exports may come as its default export.
+  const { createConnection } = (driver as unknown as { default?: typeof driver }).default ?? driver;
   abort?.throwIfAborted();
   const options: ConnectionOptions = {
     ...(config.socket ? { socketPath: config.socket } : { host: config.host, port: config.port }),

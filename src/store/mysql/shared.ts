@@ -1,0 +1,103 @@
+import type { RunConfig } from '../../cli/config.js';
+import type { Messages } from '../../util/io.js';
+import type { SchemaMemory, SharedDatabase, SharedLog, SharedStore } from '../shared.js';
+import { Spool } from '../spool.js';
+import type { MysqlConfig } from './config.js';
+import { connectMysqlServer, type MysqlConnectOptions } from './connect.js';
+import { isPrivilegeError, isServerError, mysqlError } from './errors.js';
+import type { MysqlSession } from './session.js';
+
+// MySQL or MariaDB as the fleet's database (see ../shared.ts): the run log in a database of
+// its own, with its spool and its reconnection to record; GET_LOCK on a session of its own.
+// This file, the driver and the store load only when a MySQL URL is used.
+
+// A busy server (no free connection) is retried this long, or for as long as -w lets the
+// run wait, as PostgreSQL's.
+const BUSY_RETRY_MS = 5000;
+// How long a reconnection made to record (after the first session was lost) may take, and
+// then leave a statement unanswered, before the record goes to the spool: longer than the
+// session's innodb_lock_wait_timeout (5 s, see session.ts), so that a write waiting behind a
+// locked row is cancelled by the server first and cannot commit after it was spooled.
+const RECORD_GIVE_UP_MS = 8000;
+
+// The run log's code: MysqlStore and the schema version its migrations reach.
+async function storeModule(): Promise<{ open(session: MysqlSession, schema: string, create: boolean, memory: SchemaMemory | null): SharedStore; version: number }> {
+  // STUB until the store lands (helper "store"): the log is out of reach, the lock works alone.
+  throw new Error('the MySQL run log is not built yet');
+}
+
+// The shared log for a subcommand or the web page.
+export async function openMysqlShared(db: MysqlConfig, applicationName: string, create: boolean, abort?: AbortSignal): Promise<SharedStore> {
+  const [session, store] = await Promise.all([connectMysqlServer(db, applicationName, { retryForMs: BUSY_RETRY_MS, abort }), storeModule()]);
+  return store.open(session, db.schema, create, null);
+}
+
+export function mysqlDatabase(config: RunConfig, db: MysqlConfig, say: Messages): SharedDatabase {
+  const options = (abort?: AbortSignal): MysqlConnectOptions => ({
+    retryForMs: Math.max(BUSY_RETRY_MS, config.waitMs),
+    onRetry: (retry, delayMs, reason) => say.verbose(`${config.name}: MySQL is busy (${reason}); retry ${retry} in ${delayMs}ms`),
+    abort,
+  });
+  const connect = (abort?: AbortSignal) => connectMysqlServer(db, `cronguard:${config.name}`, options(abort));
+  return {
+    name: 'MySQL',
+    connectLock(abort) {
+      if (config.lock !== 'mysql') return null;
+      const connecting = connect(abort);
+      // The lock's code loads while the connection is made (the failure is the caller's await).
+      connecting.catch(() => {});
+      return import('./lock.js').then(() => connecting);
+    },
+    openLog: (lockSession, memory, abort) => openLog(config, db, connect, lockSession as MysqlSession | null, memory, abort),
+    async databaseLock(lockSession) {
+      if (!lockSession) return null;
+      const { mysqlLock } = await import('./lock.js');
+      return mysqlLock(lockSession as MysqlSession, config.lockName as string, say);
+    },
+    error: (error) => mysqlError(error, db.display),
+    isServerError,
+  };
+}
+
+// The shared log, on the lock's session when there is one. Records that cannot reach it go
+// to the spool in the state dir, under the server, port and database of the tables: a
+// record is delivered only into the log it was meant for.
+async function openLog(
+  config: RunConfig,
+  db: MysqlConfig,
+  connect: (abort?: AbortSignal) => Promise<MysqlSession>,
+  session: MysqlSession | null,
+  memory: (version: number) => SchemaMemory,
+  abort?: AbortSignal,
+): Promise<SharedLog> {
+  const scope = `mysql:${db.schema}`;
+  const spool = new Spool(config.stateDir, `mysql ${db.socket ?? `${db.host}:${db.port}`}/${db.schema}`, scope);
+  let store: SharedStore | null = null;
+  let openError: unknown = null;
+  const opened = async (reached: MysqlSession): Promise<SharedStore> => {
+    const code = await storeModule();
+    const log = code.open(reached, db.schema, true, memory(code.version));
+    const identified = log as SharedStore & { onIdentity?: ((identity: string) => void) | null };
+    if ('onIdentity' in identified) identified.onIdentity = (identity) => spool.identify(identity);
+    return log;
+  };
+  try {
+    // The store's code loads while the connection is made.
+    const [reached] = await Promise.all([session ?? connect(abort), storeModule()]);
+    store = await opened(reached);
+  } catch (error) {
+    if (abort?.aborted) throw error;
+    openError = error;
+  }
+  // After the first session was lost, a record gives up within seconds and goes to the spool.
+  const reopen = async (signal?: AbortSignal) => {
+    const limit = AbortSignal.timeout(RECORD_GIVE_UP_MS);
+    const reopened = await connect(signal ? AbortSignal.any([signal, limit]) : limit).catch((error) => {
+      throw limit.aborted && !signal?.aborted ? new Error(`no session within ${RECORD_GIVE_UP_MS / 1000} s`) : error;
+    });
+    reopened.answerWithin(RECORD_GIVE_UP_MS);
+    return opened(reopened);
+  };
+  const where = `${db.display} (database ${db.schema})`;
+  return { store, parts: { store, spool, reopen, openError, where, denied: isPrivilegeError } };
+}
