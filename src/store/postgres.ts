@@ -38,6 +38,7 @@ export class PostgresStore extends PostgresReads implements SharedStore {
   }
 
   private async admission(run: NewRun, options: AdmitOptions, lock: LockRequest | null, countSkip: boolean): Promise<LockedAdmission> {
+    if (lock?.kind === 'named') throw new Error('a GET_LOCK name is MySQL\'s; PostgreSQL locks by key');
     const taking =
       lock === null ? {}
       : lock.kind === 'advisory' ? { key: lock.key.toString(), count_skip: countSkip }
@@ -101,6 +102,7 @@ export class PostgresStore extends PostgresReads implements SharedStore {
   }
 
   async finishRun(id: number, o: RunOutcome, final: boolean, unlock: LockRelease | null = null): Promise<boolean> {
+    if (unlock?.kind === 'named') throw new Error('a GET_LOCK name is MySQL\'s; PostgreSQL locks by key');
     const p = JSON.stringify({ id, final, schema: this.schema, request_status: requestStatusOf(o.status), ...outcomeValues({ ...o, finishedAt: o.finishedAt.toISOString() }) });
     const [row] = await this.withSchema(() =>
       unlock?.kind === 'lease'
