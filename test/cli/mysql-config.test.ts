@@ -105,8 +105,8 @@ describe('MySQL configuration: a run', () => {
   it('a server nobody answers on: 69, one line naming it without the password, nothing run', async () => {
     const box = sandbox();
     const marker = box.path('ran');
-    const [{ port }] = await mysqlQuery<{ port: number }>('SELECT @@port AS port');
-    expect(port).toBe(3306);
+    // Port 1 is nobody's; the server itself is up (this is not a test of a server down).
+    expect(await mysqlQuery('SELECT 1')).toHaveLength(1);
     const result = await cronguard(['--db', 'mysql://root:secret@127.0.0.1:1/test', '--', 'touch', marker], box.env);
     expect(result).toMatchObject({ code: 69, stdout: '', stderr: 'cronguard: cannot reach MySQL at root@127.0.0.1:1/test: ECONNREFUSED\n' });
     expect(existsSync(marker)).toBe(false);

@@ -21,7 +21,7 @@ const PROBE = 'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS held';
 // The lock as the admission statement asks for it and the outcome's releases it (see
 // MysqlStore.lockAndAdmit): a name, not PostgreSQL's bigint key.
 export function namedLock(name: string): LockRequest & LockRelease {
-  return { kind: 'named', name } as unknown as LockRequest & LockRelease;
+  return { kind: 'named', name };
 }
 
 // From now on the heartbeat of `session` checks that the name is still its own.
