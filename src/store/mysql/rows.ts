@@ -1,0 +1,126 @@
+// The MySQL store's rows as cronguard's types have them, and the run and outcome as its
+// statements take them. The session gives DATETIME as Date (UTC), BIGINT as number, BOOLEAN
+// as 0/1 and JSON as its text (see session.ts).
+import { type JobStatus, type JobStatusRow, jobStatusOf, RECENT_RUNS, type RecentRun } from '../jobs.js';
+import type { RequestRow } from '../requests.js';
+import type { StoredOutcome } from '../spool.js';
+import type { Holder, NewRun, RunRow } from '../types.js';
+
+type Time = Date | string | null;
+
+// A time as the log keeps it (ISO, UTC), from a Date or the server's text.
+export function iso(value: Time): string | null {
+  if (value === null) return null;
+  if (value instanceof Date) return value.toISOString();
+  return new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(value) ? value : `${value.replace(' ', 'T')}Z`).toISOString();
+}
+
+// A new run's values, in the order of sql.ts's RUN_COLUMNS.
+export function runParams(run: NewRun): unknown[] {
+  return [
+    run.job, run.host, run.trigger, run.attempt, run.pid, run.username, run.command, run.startedAt, run.tick, run.lockBackend,
+    run.lockKey, run.runKey, run.invokedAt, run.wrapperStart,
+  ];
+}
+
+// An outcome's values, in the order of its columns (status ... error).
+export function outcomeParams(o: StoredOutcome): unknown[] {
+  return [o.status, new Date(o.finishedAt), o.durationMs, o.exitCode, o.signal, o.output, o.outputTruncated ? 1 : 0, o.error];
+}
+
+export type MysqlRunRow = Omit<RunRow, 'started_at' | 'finished_at' | 'tick' | 'invoked_at' | 'output_truncated'> & {
+  started_at: Time;
+  finished_at: Time;
+  tick: Time;
+  invoked_at: Time;
+  output_truncated: number;
+};
+
+export function toRunRow(row: MysqlRunRow): RunRow {
+  return {
+    ...row,
+    id: Number(row.id),
+    request_id: row.request_id === null ? null : Number(row.request_id),
+    started_at: iso(row.started_at) as string,
+    finished_at: iso(row.finished_at),
+    tick: iso(row.tick),
+    invoked_at: iso(row.invoked_at),
+    output_truncated: Number(row.output_truncated) === 1,
+  };
+}
+
+export type HolderRow = { id: number; host: string; pid: number; started_at: Time };
+
+export function toHolder(row: HolderRow | undefined): Holder | null {
+  return row ? { runId: Number(row.id), host: row.host, pid: row.pid, startedAt: iso(row.started_at) } : null;
+}
+
+export type MysqlRequest = Omit<RequestRow, 'args' | 'requested_at' | 'not_before' | 'claimed_at' | 'finished_at'> & {
+  args: string;
+  requested_at: Time;
+  not_before: Time;
+  claimed_at: Time;
+  finished_at: Time;
+};
+
+export function toRequestRow(r: MysqlRequest): RequestRow {
+  return {
+    ...r,
+    id: Number(r.id),
+    run_id: r.run_id === null ? null : Number(r.run_id),
+    args: parseJson(r.args) as string[],
+    requested_at: iso(r.requested_at) as string,
+    not_before: iso(r.not_before) as string,
+    claimed_at: iso(r.claimed_at),
+    finished_at: iso(r.finished_at),
+  };
+}
+
+// JSON text as the session returns it; what is not JSON (a row written around the CHECK) is null.
+export function parseJson(text: unknown): unknown {
+  if (typeof text !== 'string') return text ?? null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+export type MysqlJobStatus = Record<string, unknown> & { job: string; disabled: number; runs_total: string | null };
+
+export interface RecentRow {
+  job: string;
+  id: number;
+  status: string;
+  duration_ms: number | null;
+  trigger: string;
+  attempt: number;
+  host: string;
+  pid: number;
+}
+
+const TIMES = ['disabled_since', 'last_seen_at', 'blocked_at', 'running_since', 'last_started_at', 'last_finished_at', 'last_success_at'];
+
+// A job's row with its recent runs (RecentRow, oldest first: its finished runs and the rows
+// after them), as status, check, metrics and the web page take it.
+export function toJobStatus(row: MysqlJobStatus, runs: readonly RecentRow[]): JobStatus {
+  const out: Record<string, unknown> = { ...row, disabled: Number(row.disabled) === 1 };
+  for (const key of TIMES) out[key] = iso((row[key] ?? null) as Time);
+  const totals = (parseJson(row.runs_total) ?? {}) as Record<string, unknown>;
+  out.runs_total = Object.fromEntries(Object.entries(totals).map(([status, n]) => [status, Number(n)]));
+  out.pending_requests = Number(row.pending_requests);
+  out.recent = recentRuns(runs);
+  return jobStatusOf(out as unknown as JobStatusRow);
+}
+
+// The latest RECENT_RUNS finished runs, oldest first; one that did not succeed is `retried`
+// when the job's next row is its invocation's next attempt (see SQLite's jobStatus).
+function recentRuns(runs: readonly RecentRow[]): RecentRun[] {
+  const recent = runs.flatMap((y, i) => {
+    if (y.status === 'running') return [];
+    const z = runs[i + 1];
+    const retried = y.status !== 'succeeded' && z !== undefined && z.trigger === 'retry' && z.attempt === y.attempt + 1 && z.host === y.host && z.pid === y.pid;
+    return [{ id: Number(y.id), status: y.status, duration_ms: y.duration_ms === null ? null : Number(y.duration_ms), retried }];
+  });
+  return recent.slice(-RECENT_RUNS);
+}

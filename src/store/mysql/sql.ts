@@ -1,0 +1,119 @@
+// The MySQL/MariaDB statements of the run path (admission, outcome, requests' claims, skips,
+// spooled records), `?`-parameterised; D is the quoted database. What only reads the log
+// (history, status, prune) is in sql-reads.ts. Written for both servers: no RETURNING, no
+// LATERAL, no VALUES() in ON DUPLICATE KEY UPDATE (deprecated in MySQL 8), no
+// sequences; times are UTC (UTC_TIMESTAMP, never NOW(), whose zone is the session's).
+
+// `name` as an identifier.
+export function quoteName(name: string): string {
+  return `\`${name.replaceAll('`', '``')}\``;
+}
+
+// `n` placeholders for an IN list (callers never send an empty one).
+export function marks(n: number): string {
+  return Array.from({ length: n }, () => '?').join(', ');
+}
+
+// A new run's columns, in the order runParams (rows.ts) gives their values.
+export const RUN_COLUMNS = 'job, host, `trigger`, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start';
+const RUN_MARKS = marks(14);
+// An outcome's columns, in the order outcomeParams gives them.
+const OUTCOME_COLUMNS = 'status, finished_at, duration_ms, exit_code, `signal`, output, output_truncated, error';
+const HOLDER = 'id, host, pid, started_at';
+const ABANDONED = `CONCAT('wrapper (pid ', pid, ' on ', host, ') vanished without recording an outcome')`;
+const CUT = `CONCAT('run ', r.id, ' ended without its last attempt: its wrapper vanished before it could retry or record the end')`;
+
+export function runSql(D: string) {
+  return {
+    // The admission's first statement: the job's row, made if missing and locked (an upsert
+    // takes the row's exclusive lock at once; a plain SELECT ... FOR UPDATE after INSERT
+    // IGNORE would hold a shared lock first, and two admissions upgrading theirs deadlock).
+    // Everything the admission reads after it sees what the previous one committed.
+    lockJob: `INSERT INTO ${D}.jobs (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`,
+    jobRow: `SELECT disabled, disabled_reason AS reason, disabled_at AS since, disabled_by AS \`by\`, tick, tick_host
+             FROM ${D}.jobs WHERE name = ? FOR UPDATE`,
+    // The job's runs still `running`, and finished runs whose claims still are (job, job).
+    unsettled: `SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key FROM ${D}.runs WHERE job = ? AND status = 'running'
+                UNION SELECT r.id, r.status, r.host, r.pid, r.wrapper_start, r.lock_backend, r.lock_key
+                FROM ${D}.requests q JOIN ${D}.runs r ON r.id = q.run_id WHERE q.job = ? AND q.status = 'running'`,
+    abandon: (n: number) => `UPDATE ${D}.runs SET status = 'abandoned', finished_at = UTC_TIMESTAMP(6), error = ${ABANDONED}
+                             WHERE id IN (${marks(n)}) AND status = 'running'`,
+    failRequestsOf: (n: number) => `UPDATE ${D}.requests SET status = 'failed', finished_at = UTC_TIMESTAMP(6)
+                                    WHERE run_id IN (${marks(n)}) AND status = 'running'`,
+    // Claims of finished runs whose wrapper is gone: back to `pending` when the command never
+    // started (no child pid), else `failed` with the last exit code and why (as PostgreSQL's
+    // settle_claims_of()).
+    claimsUnstarted: (n: number) => `UPDATE ${D}.requests q JOIN ${D}.runs r ON r.id = q.run_id
+                                     SET q.status = 'pending', q.run_id = NULL, q.claimed_at = NULL, q.attempts = GREATEST(q.attempts - 1, 0)
+                                     WHERE q.run_id IN (${marks(n)}) AND q.status = 'running' AND r.child_pid IS NULL`,
+    claimsCut: (n: number) => `UPDATE ${D}.requests q JOIN ${D}.runs r ON r.id = q.run_id
+                               SET q.status = 'failed', q.finished_at = UTC_TIMESTAMP(6), q.exit_code = r.exit_code, q.error = ${CUT}
+                               WHERE q.run_id IN (${marks(n)}) AND q.status = 'running'`,
+    // Due requests, oldest first; SKIP LOCKED: a claimer never waits for another's.
+    dueRequests: `SELECT id, args FROM ${D}.requests WHERE job = ? AND status = 'pending' AND not_before <= UTC_TIMESTAMP(6)
+                  ORDER BY id FOR UPDATE SKIP LOCKED`,
+    // The latest run by id, not max(started_at): one index probe however long the log.
+    lastStart: `SELECT started_at AS at FROM ${D}.runs WHERE job = ? AND status <> 'abandoned' ORDER BY id DESC LIMIT 1`,
+    // Whether the job's claimed tick (job, tick, tick_host) was served: by a run that started
+    // its command or still may.
+    tickServed: `SELECT 1 AS served FROM ${D}.runs WHERE job = ? AND tick = ? AND host = ? AND (status = 'running' OR child_pid IS NOT NULL) LIMIT 1`,
+    // The run of another host that had this tick (job, tick, ahead, host).
+    tickHolder: `SELECT ${HOLDER} FROM ${D}.runs WHERE job = ? AND tick >= ? AND tick <= ? AND host <> ? ORDER BY id DESC LIMIT 1`,
+    insertRun: `INSERT INTO ${D}.runs (status, overlaps, request_id, ${RUN_COLUMNS}) VALUES ('running', 0, ?, ${RUN_MARKS})`,
+    claim: (n: number) => `UPDATE ${D}.requests SET status = 'running', claimed_at = UTC_TIMESTAMP(6), attempts = attempts + 1, run_id = ?
+                           WHERE id IN (${marks(n)}) AND status = 'pending'`,
+    // The job as its latest admitted run saw it, and the tick it claimed (null: unchanged).
+    register: `UPDATE ${D}.jobs SET command = ?, host = ?, min_interval_ms = ?, last_seen_at = ?,
+                 tick = COALESCE(?, tick), tick_host = COALESCE(?, tick_host)
+               WHERE name = ?`,
+    // Skips: the run holding the lock (running; on one host for a local lock), else the
+    // latest run of the wrapper that took a local lock (job, host, pid); else parked on the
+    // job, for its holder's outcome to fold in.
+    runningHolder: `SELECT ${HOLDER} FROM ${D}.runs WHERE job = ? AND status = 'running' ORDER BY id DESC LIMIT 1`,
+    runningHolderOn: `SELECT ${HOLDER} FROM ${D}.runs WHERE job = ? AND status = 'running' AND host = ? ORDER BY id DESC LIMIT 1`,
+    pidHolder: `SELECT ${HOLDER} FROM ${D}.runs WHERE job = ? AND host = ? AND pid = ? ORDER BY id DESC LIMIT 1`,
+    countSkip: `UPDATE ${D}.runs SET overlaps = overlaps + 1 WHERE id = ?`,
+    park: `INSERT INTO ${D}.jobs (name, pending_overlaps) VALUES (?, 1) ON DUPLICATE KEY UPDATE pending_overlaps = pending_overlaps + 1`,
+    blocked: `INSERT INTO ${D}.jobs (name, blocked_by, blocked_at) VALUES (?, ?, UTC_TIMESTAMP(6))
+              ON DUPLICATE KEY UPDATE blocked_by = ?, blocked_at = UTC_TIMESTAMP(6)`,
+    setChildPid: `UPDATE ${D}.runs SET child_pid = ?, command = ? WHERE id = ?`,
+    // The outcome's first statement: the run and its job's parked skips, both locked, so a
+    // skip parked meanwhile waits and is read as committed (PostgreSQL 0016): what is read
+    // is what is zeroed.
+    finishLock: `SELECT r.job, r.status, COALESCE(j.pending_overlaps, 0) AS parked FROM ${D}.runs r LEFT JOIN ${D}.jobs j ON j.name = r.job
+                 WHERE r.id = ? FOR UPDATE`,
+    unpark: `UPDATE ${D}.jobs SET pending_overlaps = 0 WHERE name = ?`,
+    finish: `UPDATE ${D}.runs SET status = ?, finished_at = ?, duration_ms = ?, exit_code = ?, \`signal\` = ?, output = ?, output_truncated = ?,
+               error = ?, overlaps = overlaps + ?
+             WHERE id = ?`,
+    finishRequests: `UPDATE ${D}.requests SET status = ?, finished_at = ?, exit_code = ? WHERE run_id = ? AND status = 'running'`,
+    // run_counts, as PostgreSQL's trigger keeps it: a finished status counted (job, status, n, n).
+    count: `INSERT INTO ${D}.run_counts (job, status, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + ?`,
+    uncount: `UPDATE ${D}.run_counts SET n = n - 1 WHERE job = ? AND status = ?`,
+    // Requests a run gives back: to wait for the next run, or failed without running.
+    requestsLater: (n: number) => `UPDATE ${D}.requests SET status = 'pending', run_id = NULL, claimed_at = NULL, attempts = GREATEST(attempts - 1, 0)
+                                   WHERE run_id = ? AND status = 'running' AND id IN (${marks(n)})`,
+    requestsRefused: (n: number) => `UPDATE ${D}.requests SET status = 'failed', run_id = NULL, finished_at = UTC_TIMESTAMP(6), error = ?
+                                     WHERE run_id = ? AND status = 'running' AND id IN (${marks(n)})`,
+    // A retry: a new row, which the requests of the previous one follow.
+    firstRequestOf: `SELECT MIN(id) AS id FROM ${D}.requests WHERE run_id = ?`,
+    moveRequests: `UPDATE ${D}.requests SET run_id = ?, attempts = attempts + 1 WHERE run_id = ? AND status = 'running'`,
+    // A spooled record: the row its run key names (locked), a new one, or the same run's
+    // row brought up to date.
+    keyRow: `SELECT id, job, host, pid, started_at, status FROM ${D}.runs WHERE run_key = ? FOR UPDATE`,
+    importRun: `INSERT INTO ${D}.runs (${RUN_COLUMNS}, child_pid, ${OUTCOME_COLUMNS}) VALUES (${RUN_MARKS}, ?, ${marks(8)})`,
+    importOutcome: `UPDATE ${D}.runs SET child_pid = COALESCE(?, child_pid), status = ?, finished_at = ?, duration_ms = ?, exit_code = ?,
+                      \`signal\` = ?, output = ?, output_truncated = ?, error = ?
+                    WHERE id = ?`,
+    ensureJob: `INSERT INTO ${D}.jobs (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`,
+    // A delivered record's claims (see claimsOf): those its command was never given go back
+    // to `pending`; on its last attempt, those it served end with it, linked to this attempt.
+    claimsNotServed: (served: number) => `UPDATE ${D}.requests SET status = 'pending', run_id = NULL, claimed_at = NULL,
+                                            attempts = GREATEST(attempts - 1, 0)
+                                          WHERE run_id = ? AND status = 'running'${served > 0 ? ` AND id NOT IN (${marks(served)})` : ''}`,
+    claimsServed: (n: number) => `UPDATE ${D}.requests SET status = ?, finished_at = ?, exit_code = ?, run_id = ?
+                                  WHERE id IN (${marks(n)}) AND status = 'running'`,
+  };
+}
+
+export type RunSql = ReturnType<typeof runSql>;

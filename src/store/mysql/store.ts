@@ -1,0 +1,189 @@
+import { monotonicMs } from '../../util/time.js';
+import type { Paused } from '../jobs.js';
+import { type Cancellation, type NewRequest, requestStatusOf, type Unserved } from '../requests.js';
+import type { LockedAdmission, SharedStore } from '../shared.js';
+import type { SpooledRun } from '../spool.js';
+import type { Admission, AdmitOptions, Holder, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome } from '../types.js';
+import { admitIn } from './admit.js';
+import { type HolderRow, runParams, toHolder } from './rows.js';
+import { importRecord } from './store-import.js';
+import { pruneLog } from './store-prune.js';
+import { MysqlReads } from './store-reads.js';
+
+// GET_LOCK for the admission (see lockAndAdmit): 1 taken now, 0 held by another session,
+// 2 this session holds it already (GET_LOCK would nest, and one RELEASE_LOCK not free it).
+const TAKE_LOCK = 'SELECT CASE WHEN IS_USED_LOCK(?) = CONNECTION_ID() THEN 2 ELSE GET_LOCK(?, 0) END AS got';
+const RELEASE_LOCK = 'DO RELEASE_LOCK(?)';
+
+// The shared run log in a MySQL or MariaDB database. It may share its session with the
+// GET_LOCK lock: the admission is then asked right after the lock is taken, on that session.
+export class MysqlStore extends MysqlReads implements SharedStore {
+  async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
+    return this.withSchema(() => admitIn(this.session, this.sql, run, options));
+  }
+
+  // GET_LOCK(name, 0) and, if it is ours, the admission, on this store's session. When
+  // another session holds it, the skip is counted (countSkip) on its run. A refusal frees
+  // the lock, but an idle or early loop (keepLock) keeps it to wait for work.
+  async lockAndAdmit(run: NewRun, lock: LockRequest, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
+    const name = (lock as unknown as { kind: string; name: string }).name;
+    const locked = { backend: this.session.connectionId, backendStart: null, epoch: null };
+    const sentAt = monotonicMs();
+    const [row] = await this.session.query<{ got: number | null }>(TAKE_LOCK, [name, name]);
+    if (row?.got !== 1 && row?.got !== 2) {
+      const holder = countSkip ? await this.recordOverlap(run.job, null, null) : await this.runningHolder(run.job);
+      return { ...locked, sentAt, holding: false, admission: { admitted: false, reason: 'locked', holder } };
+    }
+    let admission: Admission;
+    try {
+      admission = await this.admit(run, options);
+    } catch (error) {
+      await this.session.query(RELEASE_LOCK, [name]).catch(() => {});
+      throw error;
+    }
+    const keep = admission.admitted || (options.keepLock && (admission.reason === 'idle' || admission.reason === 'interval'));
+    if (!keep) await this.session.query(RELEASE_LOCK, [name]);
+    return { ...locked, sentAt, holding: keep, admission };
+  }
+
+  private async runningHolder(job: string): Promise<Holder | null> {
+    const [row] = await this.withSchema(() => this.session.query<HolderRow>(this.sql.runningHolder, [job]));
+    return toHolder(row);
+  }
+
+  async setChildPid(id: number, childPid: number, command: string): Promise<void> {
+    await this.withSchema(() => this.session.execute(this.sql.setChildPid, [childPid, command, id]));
+  }
+
+  // The outcome, with the skips parked on the job folded in (read under the row lock), the
+  // finished status counted, and on the last attempt its requests ended. A GET_LOCK to
+  // release (`unlock`) goes after the commit: whoever takes it next finds this row finished.
+  async finishRun(id: number, o: RunOutcome, final: boolean, unlock: LockRelease | null = null): Promise<boolean> {
+    const { sql } = this;
+    const finishedAt = o.finishedAt;
+    await this.withSchema(() =>
+      this.session.transaction(async (t) => {
+        const [run] = await t.query<{ job: string; status: string; parked: number }>(sql.finishLock, [id]);
+        if (!run) return;
+        const parked = Number(run.parked);
+        if (parked > 0) await t.execute(sql.unpark, [run.job]);
+        const outcome = [o.status, finishedAt, o.durationMs, o.exitCode, o.signal, o.output, o.outputTruncated ? 1 : 0, o.error];
+        await t.execute(sql.finish, [...outcome, parked, id]);
+        if (run.status !== o.status) await this.recount(t, run.job, run.status, o.status);
+        if (final) await t.execute(sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]);
+      }),
+    );
+    const name = (unlock as unknown as { kind: string; name?: string } | null)?.name;
+    if (name === undefined) return false;
+    const [row] = await this.session.query<{ released: number | null }>('SELECT RELEASE_LOCK(?) AS released', [name]);
+    return row?.released === 1;
+  }
+
+  // run_counts follows a row's status from `from` to `to` (as PostgreSQL's trigger does).
+  protected async recount(t: MysqlReads['session'], job: string, from: string | null, to: string): Promise<void> {
+    if (from !== null && from !== 'running') await t.execute(this.sql.uncount, [job, from]);
+    if (to !== 'running') await t.execute(this.sql.count, [job, to, 1, 1]);
+  }
+
+  async returnRequests(runId: number, u: Unserved): Promise<void> {
+    await this.withSchema(() =>
+      this.session.transaction(async (t) => {
+        if (u.later.length > 0) await t.execute(this.sql.requestsLater(u.later.length), [runId, ...u.later]);
+        if (u.refused.length > 0) await t.execute(this.sql.requestsRefused(u.refused.length), [u.reason, runId, ...u.refused]);
+      }),
+    );
+  }
+
+  async startRetry(previous: number, run: NewRun): Promise<number> {
+    return this.withSchema(() =>
+      this.session.transaction(async (t) => {
+        const [first] = await t.query<{ id: number | null }>(this.sql.firstRequestOf, [previous]);
+        const { insertId } = await t.execute(this.sql.insertRun, [first?.id ?? null, ...runParams(run)]);
+        await t.execute(this.sql.moveRequests, [insertId, previous]);
+        return insertId;
+      }),
+    );
+  }
+
+  // A skip for a held lock, on the run that holds it: the running row (on `host` only, for
+  // a local lock), else the latest run of the wrapper that took a local lock (holderPid);
+  // else parked on the job for its holder's outcome.
+  async recordOverlap(job: string, host: string | null, holderPid: number | null): Promise<Holder | null> {
+    const { sql } = this;
+    return this.withSchema(async () => {
+      let [holder] = await this.session.query<HolderRow>(host === null ? sql.runningHolder : sql.runningHolderOn, host === null ? [job] : [job, host]);
+      if (!holder && host !== null && holderPid !== null) [holder] = await this.session.query<HolderRow>(sql.pidHolder, [job, host, holderPid]);
+      if (holder) await this.session.execute(sql.countSkip, [holder.id]);
+      else await this.session.execute(sql.park, [job]);
+      return toHolder(holder);
+    });
+  }
+
+  async recordBlocked(job: string, by: string): Promise<void> {
+    await this.withSchema(() => this.session.execute(this.sql.blocked, [job, by, by]));
+  }
+
+  async importRun(record: SpooledRun): Promise<number> {
+    return this.withSchema(() => importRecord(this.session, this.sql, record, (t, job, from, to) => this.recount(t, job, from, to)));
+  }
+
+  async addRequest(r: NewRequest): Promise<number> {
+    const params = [r.job, JSON.stringify(r.args), r.notBefore, r.requestedBy];
+    return (await this.withSchema(() => this.session.execute(this.reads.addRequest, params))).insertId;
+  }
+
+  async cancelRequest(id: number): Promise<Cancellation> {
+    if ((await this.withSchema(() => this.session.execute(this.reads.cancelRequest, [id]))).affectedRows > 0) return { cancelled: true };
+    return { cancelled: false, status: (await this.getRequest(id))?.status ?? 'missing' };
+  }
+
+  async setPaused(job: string, paused: Paused | null): Promise<void> {
+    if (paused === null) {
+      await this.withSchema(() => this.session.execute(this.reads.resume, [job]));
+      return;
+    }
+    const values = [paused.reason, paused.since === null ? null : new Date(paused.since), paused.by];
+    await this.withSchema(() => this.session.execute(this.reads.pause, [job, ...values, ...values]));
+  }
+
+  async prune(options: PruneOptions): Promise<PruneResult> {
+    return this.withSchema(() => pruneLog(this.session, this.reads, options));
+  }
+
+  // Due when it last ran `everyMs` ago or more, for the whole log: the task's row locked,
+  // then inserted or moved on (a racing first insert fails on the key, and is asked again).
+  async claimTask(task: string, everyMs: number): Promise<boolean> {
+    return this.withSchema(() =>
+      this.session.transaction(async (t) => {
+        const now = new Date();
+        const [row] = await t.query<{ last_at: Date }>(this.reads.taskRow, [task]);
+        if (!row) return (await t.execute(this.reads.taskNew, [task, now]).then(() => true, (e) => duplicate(e)));
+        if (row.last_at.getTime() > now.getTime() - everyMs) return false;
+        await t.execute(this.reads.taskRan, [now, task]);
+        return true;
+      }),
+    );
+  }
+
+  async releaseTask(task: string): Promise<void> {
+    await this.withSchema(() => this.session.execute(this.reads.releaseTask, [task]));
+  }
+
+  get connectionLost(): boolean {
+    return this.session.lost !== null && this.session.lost !== 'closed';
+  }
+
+  answerWithin(ms: number): void {
+    this.session.answerWithin(ms);
+  }
+
+  async allowRequests(role: string): Promise<void> {
+    await (await import('./store-grants.js')).allowRequests(this.session, this.database, role);
+  }
+}
+
+// Another host inserted the task's row first: it has the task.
+function duplicate(error: unknown): false {
+  if ((error as { errno?: number }).errno === 1062) return false;
+  throw error;
+}
