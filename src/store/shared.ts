@@ -63,6 +63,24 @@ export interface SharedStore extends RunStore {
   answerWithin(ms: number): void;
   // Lets a role of the database write requests and read the log (`migrate --group`).
   allowRequests(role: string): Promise<void>;
+  // The database locks (see ServerLock) held right now, for `cronguard locks`.
+  databaseLocks(): Promise<ServerLock[]>;
+}
+
+// A database lock held right now by a server session: PostgreSQL's advisory lock of a
+// cronguard session, MySQL's GET_LOCK name of a job of this log. `lock` and `key` are what
+// the run rows under it record as lock_backend and lock_key.
+export interface ServerLock {
+  readonly lock: string;
+  readonly key: string;
+  readonly job: string;
+  // The key is the job's own in this log's schema (else: a --lock-key, or another schema's).
+  readonly jobsOwn: boolean;
+  // The server session holding it (a backend pid, a connection id) and where it connects from.
+  readonly holder: number;
+  readonly client: string | null;
+  // Since when, where the server tells (PostgreSQL: its session's start).
+  readonly since: string | null;
 }
 
 export interface SharedLog {
