@@ -1,8 +1,7 @@
 import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
-import { advisoryKey } from '../lock/postgres.js';
 import type { LeaseRow } from '../store/leases.js';
-import type { AdvisoryLock, PostgresStore } from '../store/postgres.js';
+import type { ServerLock, SharedStore } from '../store/shared.js';
 import type { RunRow } from '../store/types.js';
 import { isRoot, resolveLockDir } from '../util/paths.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
@@ -42,17 +41,17 @@ export async function locks(args: readonly string[], settings: Settings): Promis
   const { dir } = resolveLockDir(settings.get('lock_dir', { value: flags.lockDir, name: '--lock-dir' }), process.env, isRoot());
   const store = await choice.openExisting();
   let running: RunRow[] = [];
-  let advisory: AdvisoryLock[] = [];
+  let server: ServerLock[] = [];
   let leases: LeaseRow[] = [];
   try {
     running = store ? await store.listRuns({ status: 'running', limit: 10_000 }) : [];
-    if (choice.db) advisory = await (store as PostgresStore).advisoryLocks();
-    if (choice.db) leases = await (store as PostgresStore).leases();
+    if (choice.db) server = await (store as SharedStore).databaseLocks();
+    leases = (await store?.leases?.()) ?? [];
   } finally {
     await store?.close();
   }
   // Oldest first: the lock held longest is the one worth a look.
-  const held = [...fromRuns(running, advisory), ...leases.map(fromLease), ...fromAdvisory(advisory, running, choice.db?.schema), ...unexplained(dir, running)].sort(
+  const held = [...fromRuns(running, server), ...leases.map(fromLease), ...fromServer(server, running), ...unexplained(dir, running)].sort(
     (a, b) => (a.since ?? '~').localeCompare(b.since ?? '~') || a.job.localeCompare(b.job),
   );
   if (flags.json) {
@@ -88,18 +87,21 @@ function fromLease(l: LeaseRow): HeldLock {
   };
 }
 
-// Running rows whose lock is held: checked in /proc/locks or the lock dir on this host, in
-// pg_locks for the postgres lock, taken on trust for another host's local lock.
-function fromRuns(running: readonly RunRow[], advisory: readonly AdvisoryLock[]): HeldLock[] {
+// The locks that live in the fleet's database (PostgreSQL's advisory lock, MySQL's GET_LOCK):
+// held by one session for the whole fleet, whatever host its run is on.
+const DATABASE_LOCKS: ReadonlySet<string | null> = new Set(['postgres', 'mysql']);
+
+// Running rows whose lock is held: checked in /proc/locks or the lock dir on this host, by
+// the database server for its own locks, taken on trust for another host's local lock.
+function fromRuns(running: readonly RunRow[], server: readonly ServerLock[]): HeldLock[] {
   const here = hostname();
   const held: HeldLock[] = [];
   for (const run of newestPerLock(running)) {
     // A lease's holder is in its row (fromLease), not to be guessed from running rows.
     if (run.lock_backend === null || run.lock_backend === 'none' || run.lock_backend === 'lease' || run.lock_key === null) continue;
     const base = { job: run.job, lock: run.lock_backend, key: run.lock_key, host: run.host, pid: run.pid, run_id: run.id, since: run.started_at };
-    if (run.lock_backend === 'postgres') {
-      const lock = advisory.find((a) => a.key === run.lock_key);
-      if (lock) held.push({ ...base, holder_pid: null, verified: true });
+    if (DATABASE_LOCKS.has(run.lock_backend)) {
+      if (server.some((s) => s.lock === run.lock_backend && s.key === run.lock_key)) held.push({ ...base, holder_pid: null, verified: true });
     } else if (run.host !== here) {
       held.push({ ...base, holder_pid: null, verified: false });
     } else {
@@ -116,20 +118,19 @@ function fromRuns(running: readonly RunRow[], advisory: readonly AdvisoryLock[])
 function newestPerLock(running: readonly RunRow[]): RunRow[] {
   const newest = new Map<string, RunRow>();
   for (const run of running) {
-    const lock = `${run.lock_backend === 'postgres' ? '' : run.host}\0${run.lock_backend}\0${run.lock_key}`;
+    const lock = `${DATABASE_LOCKS.has(run.lock_backend) ? '' : run.host}\0${run.lock_backend}\0${run.lock_key}`;
     if ((newest.get(lock)?.id ?? -1) < run.id) newest.set(lock, run);
   }
   return [...newest.values()];
 }
 
-// Advisory locks of this schema's jobs with no running row (a --no-log run, a spooled one).
-// A key that is neither a running row's nor this schema's key for the session's job belongs
-// to another schema, or to an application: not ours to show.
-function fromAdvisory(advisory: readonly AdvisoryLock[], running: readonly RunRow[], schema: string | undefined): HeldLock[] {
-  return advisory
-    .filter((a) => !running.some((r) => r.lock_backend === 'postgres' && r.lock_key === a.key))
-    .filter((a) => schema !== undefined && advisoryKey(a.job, schema).toString() === a.key)
-    .map((a) => ({ job: a.job, lock: 'postgres', key: a.key, host: null, pid: null, run_id: null, since: a.since, holder_pid: null, verified: true }));
+// Database locks of this log's jobs with no running row (a --no-log run, a spooled one, an
+// application holding a job off). A key that is neither a running row's nor a job's own in
+// this log belongs to another schema, or to an application: not ours to show.
+function fromServer(server: readonly ServerLock[], running: readonly RunRow[]): HeldLock[] {
+  return server
+    .filter((s) => s.jobsOwn && !running.some((r) => r.lock_backend === s.lock && r.lock_key === s.key))
+    .map((s) => ({ job: s.job, lock: s.lock, key: s.key, host: null, pid: null, run_id: null, since: s.since, holder_pid: null, verified: true }));
 }
 
 // Held lock files in the lock dir that no running row of this host accounts for.

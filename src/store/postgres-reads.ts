@@ -1,9 +1,11 @@
+import { advisoryKey } from '../lock/postgres.js';
 import { PostgresBase } from './postgres-base.js';
 import { type AdvisoryLock, type PgJobStatus, type PgRequest, type PgRow, toJobStatus, toRequestRow, toRunRow } from './postgres-rows.js';
 import { listRunsStatement } from './postgres-sql.js';
 import type { JobStatus } from './jobs.js';
 import type { RequestRow } from './requests.js';
 import type { LeaseRow } from './leases.js';
+import type { ServerLock } from './shared.js';
 import type { RunFilter, RunRow, RunTail, UnsettledRun } from './types.js';
 
 // What the run log in PostgreSQL answers without changing anything: runs, jobs, requests,
@@ -32,11 +34,15 @@ export abstract class PostgresReads extends PostgresBase {
     return rows.map(toJobStatus);
   }
 
-  // pg_stat_activity hides other roles' session details (backend_start among them) from a
-  // role without pg_read_all_stats, so `since` may be unknown.
-  async advisoryLocks(): Promise<AdvisoryLock[]> {
+  // Advisory locks of cronguard sessions in this database. pg_stat_activity hides other
+  // roles' session details (backend_start among them) from a role without
+  // pg_read_all_stats, so `since` may be unknown.
+  async databaseLocks(): Promise<ServerLock[]> {
     const rows = await this.run<Omit<AdvisoryLock, 'since'> & { backend_start: Date | null }>(this.sql.advisoryLocks, {});
-    return rows.map(({ backend_start, ...r }) => ({ ...r, since: backend_start?.toISOString() ?? null }));
+    return rows.map((r) => ({
+      lock: 'postgres', key: r.key, job: r.job, jobsOwn: advisoryKey(r.job, this.schema).toString() === r.key,
+      holder: r.backend_pid, client: r.client, since: r.backend_start?.toISOString() ?? null,
+    }));
   }
 
   async listRuns(filter: RunFilter): Promise<RunRow[]> {
