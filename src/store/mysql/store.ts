@@ -1,10 +1,11 @@
 import { monotonicMs } from '../../util/time.js';
 import type { Paused } from '../jobs.js';
 import { type Cancellation, type NewRequest, requestStatusOf, type Unserved } from '../requests.js';
-import type { LockedAdmission, SharedStore } from '../shared.js';
+import type { LockedAdmission, ServerLock, SharedStore } from '../shared.js';
 import type { SpooledRun } from '../spool.js';
 import type { Admission, AdmitOptions, Holder, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome } from '../types.js';
 import { admitIn } from './admit.js';
+import { heldMysqlLocks } from './held-locks.js';
 import { type HolderRow, runParams, toHolder } from './rows.js';
 import { importRecord } from './store-import.js';
 import { pruneLog } from './store-prune.js';
@@ -175,6 +176,11 @@ export class MysqlStore extends MysqlReads implements SharedStore {
 
   answerWithin(ms: number): void {
     this.session.answerWithin(ms);
+  }
+
+  // The GET_LOCK names of this log's jobs held now (cronguard locks).
+  databaseLocks(): Promise<ServerLock[]> {
+    return heldMysqlLocks(this.session, this.database);
   }
 
   async allowRequests(role: string): Promise<void> {
