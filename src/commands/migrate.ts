@@ -5,11 +5,12 @@ import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 
 // `cronguard migrate [--group G]`: create or upgrade the run-log schema (runs also do it on
 // first use); with --group, let G write requests into it: the embedded log's directory and
-// files become group G's (see sqlite-share.ts), a shared log grants role G what a web
-// application needs to queue requests and follow them.
+// files become group G's (see sqlite-share.ts), a shared log grants G what a web
+// application needs to queue requests and follow them (PostgreSQL: a role; MySQL and
+// MariaDB: a user or role, `user@host` for a user of one host).
 export async function migrate(args: readonly string[], settings: Settings): Promise<number> {
   const program = withStoreOptions(subcommand('migrate', 'create or upgrade the run-log schema'))
-    .option('--group <group>', 'let this group (SQLite: a Unix group; PostgreSQL: a role) write requests and read the log');
+    .option('--group <group>', 'let this group (SQLite: a Unix group; PostgreSQL: a role; MySQL: a user or role) write requests and read the log');
   parse(program, args);
   const group = program.opts<{ group?: string }>().group;
   if (group === '') throw new UsageError('--group needs a group name');
@@ -22,7 +23,8 @@ export async function migrate(args: readonly string[], settings: Settings): Prom
     } finally {
       await store.close();
     }
-    process.stdout.write(`role ${group} may write requests and read the run log in schema ${choice.db.schema}\n`);
+    const where = choice.db.dialect === 'mysql' ? `user or role ${group} may write requests and read the run log in database` : `role ${group} may write requests and read the run log in schema`;
+    process.stdout.write(`${where} ${choice.db.schema}\n`);
     return 0;
   }
   if (group !== undefined) (await import('../store/sqlite-share.js')).shareStateDir(choice.stateDir, group);

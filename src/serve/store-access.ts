@@ -1,6 +1,7 @@
 import type { StoreChoice } from '../commands/common.js';
 import { CronguardError, describe, NotFoundError, storeError } from '../errors.js';
-import type { SharedStore } from '../store/shared.js';
+import { mysqlError } from '../store/mysql/errors.js';
+import type { DatabaseConfig, SharedStore } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 
 // How long a page waits for the shared log to answer (a statement, or a new connection)
@@ -35,7 +36,7 @@ export class StoreAccess {
     try {
       if (!this.store && !this.choice.exists()) return empty;
     } catch (error) {
-      throw down(error);
+      throw down(error, this.choice.db);
     }
     return this.use(fn);
   }
@@ -68,14 +69,14 @@ export class StoreAccess {
     try {
       store = this.store ?? (await this.open());
     } catch (error) {
-      throw down(error);
+      throw down(error, this.choice.db);
     }
     try {
       return await fn(store);
     } catch (error) {
-      const mapped = error instanceof CronguardError ? error : storeError(error);
+      const mapped = error instanceof CronguardError ? error : serverError(error, this.choice.db);
       if (!store.connectionLost && !mapped) throw error;
-      // A statement PostgreSQL answered with an error leaves its connection sound, and
+      // A statement the server answered with an error leaves its connection sound, and
       // the other pages' statements on it with it; anything else starts afresh.
       if (store.connectionLost || !answered(error)) await this.drop(store);
       throw new StoreDown(mapped ? mapped.message : describe(error));
@@ -98,7 +99,8 @@ export class StoreAccess {
       })
       .catch((error: unknown) => {
         if (!deadline.aborted) throw error;
-        throw new StoreDown(`cannot reach PostgreSQL at ${this.choice.db?.display}: no answer within ${ANSWER_MS / 1000} s`);
+        const server = this.choice.db?.dialect === 'mysql' ? 'MySQL' : 'PostgreSQL';
+        throw new StoreDown(`cannot reach ${server} at ${this.choice.db?.display}: no answer within ${ANSWER_MS / 1000} s`);
       })
       .finally(() => {
         this.opening = null;
@@ -107,14 +109,23 @@ export class StoreAccess {
   }
 }
 
-// An error PostgreSQL sent in answer to a statement (a SQLSTATE), not a lost connection.
+// An error the server sent in answer to a statement, not a lost connection: PostgreSQL's
+// carries a SQLSTATE as its code, MySQL's (mysql2) an error number and a SQLSTATE.
 function answered(error: unknown): boolean {
-  return /^[0-9A-Z]{5}$/.test(String((error as { code?: unknown })?.code));
+  const e = error as { code?: unknown; errno?: unknown; sqlState?: unknown } | null;
+  return /^[0-9A-Z]{5}$/.test(String(e?.code)) || (typeof e?.errno === 'number' && e.errno > 0 && typeof e.sqlState === 'string');
 }
 
-function down(error: unknown): StoreDown {
+// The contract's error for a failure of the log, in its dialect's words; null for a bug.
+function serverError(error: unknown, db: DatabaseConfig | null): CronguardError | null {
+  const mapped = storeError(error);
+  if (mapped || db?.dialect !== 'mysql' || (error as { code?: unknown })?.code === undefined) return mapped;
+  return mysqlError(error, db.display);
+}
+
+function down(error: unknown, db: DatabaseConfig | null): StoreDown {
   if (error instanceof StoreDown) return error;
   if (error instanceof CronguardError) return new StoreDown(error.message);
-  const mapped = storeError(error);
+  const mapped = serverError(error, db);
   return new StoreDown(mapped ? mapped.message : describe(error));
 }
