@@ -62,7 +62,11 @@ export abstract class MysqlReads extends MysqlBase {
       await this.session.query<RecentRow>(this.reads.recentRuns, [RECENT_RUNS - 1, job, job]),
     ] as const);
     const byJob = new Map<string, RecentRow[]>();
-    for (const r of recent) byJob.set(r.job, [...(byJob.get(r.job) ?? []), r]);
+    for (const r of recent) {
+      const runs = byJob.get(r.job);
+      if (runs) runs.push(r);
+      else byJob.set(r.job, [r]);
+    }
     return rows.map((r) => toJobStatus(r, byJob.get(r.job) ?? []));
   }
 
