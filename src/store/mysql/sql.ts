@@ -79,8 +79,10 @@ export function runSql(D: string) {
     setChildPid: `UPDATE ${D}.runs SET child_pid = ?, command = ? WHERE id = ?`,
     // The outcome's first statement: the run and its job's parked skips, both locked, so a
     // skip parked meanwhile waits and is read as committed (PostgreSQL 0016): what is read
-    // is what is zeroed.
-    finishLock: `SELECT r.job, r.status, COALESCE(j.pending_overlaps, 0) AS parked FROM ${D}.runs r LEFT JOIN ${D}.jobs j ON j.name = r.job
+    // is what is zeroed. `claims`: whether requests wait for its end.
+    finishLock: `SELECT r.job, r.status, COALESCE(j.pending_overlaps, 0) AS parked,
+                        EXISTS (SELECT 1 FROM ${D}.requests q WHERE q.run_id = r.id AND q.status = 'running') AS claims
+                 FROM ${D}.runs r LEFT JOIN ${D}.jobs j ON j.name = r.job
                  WHERE r.id = ? FOR UPDATE`,
     unpark: `UPDATE ${D}.jobs SET pending_overlaps = 0 WHERE name = ?`,
     finish: `UPDATE ${D}.runs SET status = ?, finished_at = ?, duration_ms = ?, exit_code = ?, \`signal\` = ?, output = ?, output_truncated = ?,

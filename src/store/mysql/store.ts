@@ -64,14 +64,14 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     const finishedAt = o.finishedAt;
     await this.withSchema(() =>
       this.session.transaction(async (t) => {
-        const [run] = await t.query<{ job: string; status: string; parked: number }>(sql.finishLock, [id]);
+        const [run] = await t.query<{ job: string; status: string; parked: number; claims: number }>(sql.finishLock, [id]);
         if (!run) return;
         const parked = Number(run.parked);
         if (parked > 0) await t.execute(sql.unpark, [run.job]);
         const outcome = [o.status, finishedAt, o.durationMs, o.exitCode, o.signal, o.output, o.outputTruncated ? 1 : 0, o.error];
         await t.execute(sql.finish, [...outcome, parked, id]);
         if (run.status !== o.status) await this.recount(t, run.job, run.status, o.status);
-        if (final) await t.execute(sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]);
+        if (final && Number(run.claims) === 1) await t.execute(sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]);
       }),
     );
     const name = (unlock as unknown as { kind: string; name?: string } | null)?.name;
