@@ -63,7 +63,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   const log: OpenedLog = config.log === 'shared' ? await sharedLog(config, say, database, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
   const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as SharedSession[];
   const roundTrips = () =>
-    sessions().reduce((n, s) => ({ ...n, statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), { ...NONE, database: database.name });
+    sessions().reduce((n, s) => ({ database: n.database, statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), { ...NONE, database: database.name });
   const dbLock = await database.databaseLock(lockSession, log.store, log.recorder.openFailure);
   if (!dbLock) return localGate(await openLockBackend(config, say), log.recorder, run, config, options, say, roundTrips);
   return databaseGate(dbLock, database, log, run, config, options, say, roundTrips);

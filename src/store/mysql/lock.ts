@@ -51,7 +51,10 @@ function heldLock(session: MysqlSession, name: string, say?: Messages): { held: 
       if (row && row.released !== 1) say?.verbose(`MySQL lock ${name} was no longer held by connection ${session.connectionId}`);
     },
   };
-  return { held, releasedElsewhere: () => void (released = true) };
+  const releasedElsewhere = () => {
+    released = true;
+  };
+  return { held, releasedElsewhere };
 }
 
 // The MySQL lock as the admission statement takes it (see DatabaseLock): the log is on the
