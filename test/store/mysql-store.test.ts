@@ -1,6 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
 import { MYSQL_MIGRATIONS } from '../../src/store/mysql/migrations.js';
-import { mysqlQuery, mysqlSandbox } from '../mysql-helpers.js';
+import { mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
 import { admitted, freshStore, mysqlStore, newRun, outcome, RULES } from './mysql-stores.js';
 
 describe('mysql run log: schema', () => {
@@ -37,6 +38,44 @@ describe('mysql run log: schema', () => {
     const reader = await mysqlStore(box.database, false);
     await expect(reader.listRuns({ limit: 10 })).rejects.toMatchObject({ exitCode: 1 });
     expect(await mysqlQuery('SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [box.database])).toEqual([]);
+  });
+});
+
+// Accounts made for a test (the server's, not a database's), dropped after it.
+const accounts: string[] = [];
+afterEach(async () => {
+  for (const user of accounts.splice(0)) await mysqlQuery(`DROP USER IF EXISTS '${user}'@'%'`);
+});
+
+// A URL for a new account with `grants` (statements with ACCOUNT in place of its name).
+async function account(grants: readonly string[]): Promise<string> {
+  const user = `cg_${randomBytes(5).toString('hex')}`;
+  accounts.push(user);
+  await mysqlQuery(`CREATE USER '${user}'@'%' IDENTIFIED BY 'pw'`);
+  for (const grant of grants) await mysqlQuery(grant.replace('ACCOUNT', `'${user}'@'%'`));
+  const url = new URL(mysqlUrl());
+  url.username = user;
+  url.password = 'pw';
+  // No database to connect to: the tables' is named in every statement.
+  url.pathname = '';
+  return url.toString();
+}
+
+describe('mysql run log: privileges', () => {
+  it('tells a user who may not create the database so (77)', async () => {
+    const box = mysqlSandbox();
+    const store = await mysqlStore(box.database, true, await account([]));
+    await expect(store.migrate()).rejects.toMatchObject({ exitCode: 77, message: expect.stringMatching(/cannot create or upgrade cronguard's tables in database t_/) });
+    await expect(store.admit(newRun(box.job('x')), RULES)).rejects.toMatchObject({ exitCode: 77 });
+  });
+
+  it('runs on a current log with only SELECT, INSERT, UPDATE and DELETE', async () => {
+    const { store: owner, database, job } = await freshStore();
+    await owner.migrate();
+    const store = await mysqlStore(database, true, await account([`GRANT SELECT, INSERT, UPDATE, DELETE ON \`${database}\`.* TO ACCOUNT`]));
+    const id = await admitted(store, newRun(job('least')));
+    await store.finishRun(id, outcome(), true);
+    expect(await store.getRun(id)).toMatchObject({ status: 'succeeded' });
   });
 });
 

@@ -14,8 +14,8 @@ afterEach(async () => {
   for (const store of open.splice(0)) await store.close();
 });
 
-export async function mysqlStore(database: string, create = true): Promise<MysqlStore> {
-  const config = resolveMysql({ value: mysqlUrl(), from: 'test' }, { value: database, from: 'test' }, process.env);
+export async function mysqlStore(database: string, create = true, url = mysqlUrl()): Promise<MysqlStore> {
+  const config = resolveMysql({ value: url, from: 'test' }, { value: database, from: 'test' }, process.env);
   const store = new MysqlStore(await connectMysql(config, 'cronguard:test'), database, create, null);
   open.push(store);
   return store;

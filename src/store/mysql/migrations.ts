@@ -23,13 +23,15 @@ const migrationsTable = (D: string) => `CREATE TABLE IF NOT EXISTS ${D}.schema_m
   applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`;
 
-// The schema's version: the last migration applied whole; 0 when nothing is there yet.
+// The schema's version: the last migration applied whole; 0 when nothing is there yet (or
+// this user may not read it: MySQL answers "denied" for a database it may not see, whether
+// or not it exists; migrating then says what is missing).
 export async function appliedVersion(session: MysqlSession, database: string): Promise<number> {
   try {
     const [row] = await session.query<{ v: number }>(`SELECT COALESCE(MAX(version), 0) AS v FROM ${quoteName(database)}.schema_migrations WHERE complete`);
     return Number(row?.v ?? 0);
   } catch (error) {
-    if (MISSING.has(serverErrno(error) ?? 0)) return 0;
+    if (MISSING.has(serverErrno(error) ?? 0) || isPrivilegeError(error)) return 0;
     throw error;
   }
 }
