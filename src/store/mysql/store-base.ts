@@ -1,14 +1,17 @@
 import { NotFoundError } from '../../errors.js';
 import type { SchemaMemory } from '../shared.js';
-import { serverErrno } from './errors.js';
+import { isRetryableTransaction, serverErrno } from './errors.js';
 import { appliedVersion, migrateMysql, MYSQL_MIGRATIONS } from './migrations.js';
-import type { MysqlSession } from './session.js';
+import type { Changed, MysqlSession } from './session.js';
 import { quoteName, runSql } from './sql.js';
 import { readSql } from './sql-reads.js';
 
 // Errors that mean the log is missing or older than this code: no such table (1146),
 // database (1049) or column (1054). Migrate and try again.
 const SCHEMA_MISSING = new Set([1146, 1049, 1054]);
+// A statement on its own (autocommit) that met a deadlock or a lock wait timeout was rolled
+// back whole: it is sent again, this many times in all (as the session's transactions are).
+const STATEMENT_TRIES = 4;
 
 // What every MySQL store statement goes through: the dialect's statements for its database,
 // and the tables created or upgraded when the session finds them missing or behind.
@@ -56,6 +59,18 @@ export class MysqlBase {
       if (!this.create) throw this.missing();
       await this.migrate();
       return attempt();
+    }
+  }
+
+  // One statement that writes, outside a transaction, sent again on a deadlock or a lock
+  // wait timeout rather than failing the run's record.
+  protected async write(sql: string, params: readonly unknown[]): Promise<Changed> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.session.execute(sql, params);
+      } catch (error) {
+        if (attempt >= STATEMENT_TRIES || !isRetryableTransaction(error) || this.session.lost) throw error;
+      }
     }
   }
 

@@ -26,7 +26,7 @@ export async function pruneLog(session: MysqlSession, sql: ReadSql, { before, ke
   }
   let requests = 0;
   for (let n = -1; n !== 0 && monotonicMs() < deadline; requests += n) {
-    n = (await session.execute(sql.pruneRequests, [before, PRUNE_BATCH])).affectedRows;
+    n = (await session.transaction((t) => t.execute(sql.pruneRequests, [before, PRUNE_BATCH]))).affectedRows;
   }
   return { runs, requests, complete: monotonicMs() < deadline };
 }

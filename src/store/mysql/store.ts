@@ -53,7 +53,7 @@ export class MysqlStore extends MysqlReads implements SharedStore {
   }
 
   async setChildPid(id: number, childPid: number, command: string): Promise<void> {
-    await this.withSchema(() => this.session.execute(this.sql.setChildPid, [childPid, command, id]));
+    await this.withSchema(() => this.write(this.sql.setChildPid, [childPid, command, id]));
   }
 
   // The outcome, with the skips parked on the job folded in (read under the row lock), the
@@ -114,14 +114,14 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     return this.withSchema(async () => {
       let [holder] = await this.session.query<HolderRow>(host === null ? sql.runningHolder : sql.runningHolderOn, host === null ? [job] : [job, host]);
       if (!holder && host !== null && holderPid !== null) [holder] = await this.session.query<HolderRow>(sql.pidHolder, [job, host, holderPid]);
-      if (holder) await this.session.execute(sql.countSkip, [holder.id]);
-      else await this.session.execute(sql.park, [job]);
+      if (holder) await this.write(sql.countSkip, [holder.id]);
+      else await this.write(sql.park, [job]);
       return toHolder(holder);
     });
   }
 
   async recordBlocked(job: string, by: string): Promise<void> {
-    await this.withSchema(() => this.session.execute(this.sql.blocked, [job, by, by]));
+    await this.withSchema(() => this.write(this.sql.blocked, [job, by, by]));
   }
 
   async importRun(record: SpooledRun): Promise<number> {
@@ -130,21 +130,21 @@ export class MysqlStore extends MysqlReads implements SharedStore {
 
   async addRequest(r: NewRequest): Promise<number> {
     const params = [r.job, JSON.stringify(r.args), r.notBefore, r.requestedBy];
-    return (await this.withSchema(() => this.session.execute(this.reads.addRequest, params))).insertId;
+    return (await this.withSchema(() => this.write(this.reads.addRequest, params))).insertId;
   }
 
   async cancelRequest(id: number): Promise<Cancellation> {
-    if ((await this.withSchema(() => this.session.execute(this.reads.cancelRequest, [id]))).affectedRows > 0) return { cancelled: true };
+    if ((await this.withSchema(() => this.write(this.reads.cancelRequest, [id]))).affectedRows > 0) return { cancelled: true };
     return { cancelled: false, status: (await this.getRequest(id))?.status ?? 'missing' };
   }
 
   async setPaused(job: string, paused: Paused | null): Promise<void> {
     if (paused === null) {
-      await this.withSchema(() => this.session.execute(this.reads.resume, [job]));
+      await this.withSchema(() => this.write(this.reads.resume, [job]));
       return;
     }
     const values = [paused.reason, paused.since === null ? null : new Date(paused.since), paused.by];
-    await this.withSchema(() => this.session.execute(this.reads.pause, [job, ...values, ...values]));
+    await this.withSchema(() => this.write(this.reads.pause, [job, ...values, ...values]));
   }
 
   async prune(options: PruneOptions): Promise<PruneResult> {
@@ -167,7 +167,7 @@ export class MysqlStore extends MysqlReads implements SharedStore {
   }
 
   async releaseTask(task: string): Promise<void> {
-    await this.withSchema(() => this.session.execute(this.reads.releaseTask, [task]));
+    await this.withSchema(() => this.write(this.reads.releaseTask, [task]));
   }
 
   get connectionLost(): boolean {
