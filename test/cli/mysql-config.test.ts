@@ -112,6 +112,19 @@ describe('MySQL configuration: a run', () => {
     expect(existsSync(marker)).toBe(false);
   });
 
+  it('ssl-mode=preferred falls back to a plain connection; required refuses a server without TLS (69)', async () => {
+    const box = sandbox();
+    const [row] = await mysqlQuery<{ Value: string }>("SHOW VARIABLES LIKE 'have_ssl'");
+    const url = (mode: string) => `${mysqlUrl()}?ssl-mode=${mode}`;
+    expect((await cronguard(['--db', url('preferred'), '--no-log', '--', 'true'], box.env)).code).toBe(0);
+    // Only where the test server has no TLS (the machine's MariaDB).
+    if (row?.Value === 'YES') return;
+    const required = await cronguard(['--db', url('required'), '--no-log', '--', 'touch', box.path('ran')], box.env);
+    expect(required).toMatchObject({ code: 69, stdout: '' });
+    expect(required.stderr).toMatch(/^cronguard: MySQL at .* does not offer TLS, which the URL's ssl-mode asks for: enable TLS on the server, or use ssl-mode=preferred\n$/);
+    expect(existsSync(box.path('ran'))).toBe(false);
+  });
+
   it('a refused login: 77, one line', async () => {
     const box = sandbox();
     const result = await cronguard(['--db', 'mysql://nobody_here:x@127.0.0.1:3306/', '--', 'true'], box.env);

@@ -86,5 +86,8 @@ export function mysqlError(error: unknown, where: string): CronguardError {
     return new UnavailableError(`MySQL at ${where}: ${message} (error ${errno})`);
   }
   if (NETWORK.has(code)) return new UnavailableError(`cannot reach MySQL at ${where}: ${code}`);
+  if (code === 'HANDSHAKE_NO_SSL_SUPPORT') {
+    return new UnavailableError(`MySQL at ${where} does not offer TLS, which the URL's ssl-mode asks for: enable TLS on the server, or use ssl-mode=preferred`);
+  }
   return new UnavailableError(`MySQL at ${where}: ${message}`);
 }
