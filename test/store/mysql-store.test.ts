@@ -150,3 +150,18 @@ describe('mysql run log: runs', () => {
     expect((await store.jobStatus(name))[0]?.runs_total).toEqual({ abandoned: 1 });
   });
 });
+
+describe('mysql run log: migrate --group', () => {
+  it('lets a web application\'s account insert requests and read the log, and names a missing one', async () => {
+    const { store, database, job } = await freshStore();
+    await store.migrate();
+    const url = await account([]);
+    const user = new URL(url).username;
+    await store.allowRequests(`${user}@%`);
+    const web = await mysqlStore(database, false, url);
+    const id = await web.addRequest({ job: job('web'), args: ['a'], notBefore: new Date(), requestedBy: 'php' });
+    expect(await web.cancelRequest(id)).toEqual({ cancelled: true });
+    expect(await web.listRuns({ limit: 1 })).toEqual([]);
+    await expect(store.allowRequests(`nobody_${user}`)).rejects.toMatchObject({ exitCode: 64 });
+  });
+});
