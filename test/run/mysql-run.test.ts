@@ -116,6 +116,45 @@ describe('a run with MySQL', () => {
     ]);
   });
 
+  it('waits for the lock with -w, then runs: two rows, one after the other', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('wait');
+    const log = box.path('record');
+    const barrier = box.path('barrier');
+    const holder = start(['-n', job, '--', fixture('hold.sh'), log, barrier], box.env);
+    await waitFor(() => lines(log).length > 0, 'the holder to start');
+    const waiter = start(['-v', '-n', job, '-w', '90s', '--', fixture('record.sh'), log], box.env);
+    let said = '';
+    waiter.child.stderr?.on('data', (c: Buffer) => (said += c.toString()));
+    // Said once its first admission found the lock held: from then on it is waiting.
+    await waitFor(() => said.includes('is held; waiting up to'), 'the waiter to find the lock held');
+    release(barrier);
+    expect((await holder.done).code).toBe(0);
+    expect((await waiter.done).code).toBe(0);
+    expect(serialRuns(log)).toBe(2);
+    expect((await runsOf(box.database)).map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
+  });
+
+  it('--on-lock-loss continue: the command goes on after KILL of the lock connection, and its end is recorded', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('cont');
+    const log = box.path('record');
+    const barrier = box.path('barrier');
+    const run = start(['-n', job, '--on-lock-loss', 'continue', '--', fixture('hold.sh'), log, barrier], box.env);
+    let said = '';
+    run.child.stderr?.on('data', (c: Buffer) => (said += c.toString()));
+    await waitFor(() => lines(log).length > 0, 'the command to start');
+    const [held] = await mysqlQuery<{ id: number | null }>('SELECT IS_USED_LOCK(?) AS id', [mysqlLockName(box.database, job)]);
+    await mysqlQuery(`KILL ${Number(held?.id)}`);
+    await waitFor(() => said.includes('lock lost'), 'cronguard to notice the lost lock');
+    release(barrier);
+    const result = await run.done;
+    expect(result.code).toBe(0);
+    expect(result.stderr).toMatch(/lock lost .*the command continues/);
+    expect(serialRuns(log)).toBe(1);
+    expect((await runsOf(box.database)).map((r) => r.status)).toEqual(['succeeded']);
+  });
+
   it('-v counts the run in MySQL round trips: the lock and the record share them', async () => {
     const box = mysqlSandbox();
     const job = box.job('trips');

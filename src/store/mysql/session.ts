@@ -233,11 +233,14 @@ class Session implements MysqlSession {
     let pendingSince: number | null = null;
     this.heartbeat = setInterval(() => {
       if (pendingSince !== null) {
-        // Decided after the input already received has been read: on a starved machine the
-        // answer may be waiting in the socket.
+        // Decided after the input already received has been read, and counted from what the
+        // server last sent: on a starved machine the answer may be waiting in the socket, and
+        // a heartbeat queued behind the log's statements waits its turn.
         const since = pendingSince;
         setImmediate(() => {
-          if (pendingSince === since && monotonicMs() - since > HEARTBEAT_TIMEOUT_MS) this.markLost('the server stopped answering');
+          if (pendingSince === since && monotonicMs() - Math.max(since, this.lastHeard) > HEARTBEAT_TIMEOUT_MS) {
+            this.markLost('the server stopped answering');
+          }
         });
         return;
       }
