@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
 import { resolveMysql } from '../../src/store/mysql/url.js';
 import { cronguard, runs, sandbox } from '../helpers.js';
 import { mysqlQuery, mysqlUrl } from '../mysql-helpers.js';
@@ -100,6 +101,16 @@ describe('MySQL configuration: a run', () => {
     expect(result.stderr).toContain(`database ${mysqlUrl().replace('mysql://', '')} (from --db), schema cronguard`);
     expect(result.stderr).toMatch(/holding mysql lock cg:[0-9a-f]{40} on /);
     expect(result.stderr).toMatch(/cfg: \d+ MySQL round trips? after connecting/);
+  });
+
+  it('mariadb:// from the config file, and --schema: the lock is named after that database', async () => {
+    const box = sandbox();
+    mkdirSync(join(box.dir, 'config', 'cronguard'), { recursive: true });
+    writeFileSync(join(box.dir, 'config', 'cronguard', 'config'), `database_url = ${mysqlUrl().replace(/^mysql:/, 'mariadb:')}\nschema = t_cfg_schema\n`);
+    const result = await cronguard(['--no-log', '-v', '-n', 'cfg', '--', 'true'], box.env);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toMatch(/database .* \(from .*config:1\), schema t_cfg_schema/);
+    expect(result.stderr).toContain(`holding mysql lock ${mysqlLockName('t_cfg_schema', 'cfg')} on `);
   });
 
   it('a server nobody answers on: 69, one line naming it without the password, nothing run', async () => {
