@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import { build } from 'esbuild';
 import pg from 'pg';
 import { bundleOptions } from '../../scripts/build.mjs';
+import { mysqlMode } from './mysql-mode.mjs';
 import { requestBench } from './requests.mjs';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 40);
@@ -55,6 +56,13 @@ const pgFloor = ['node', join(root, 'test/bench/pg-floor.cjs'), databaseUrl];
 const pgFloorWorks = pgReachable && spawnSync(pgFloor[0], pgFloor.slice(1), { stdio: 'ignore' }).status === 0;
 if (pgReachable) cases.push({ label: 'cronguard -n b --db URL -- true (postgres lock + log)', argv: [launcher, ...pgArgs], goal: 1.6, floor: pgFloorWorks ? 'pg' : undefined });
 if (pgFloorWorks) cases.push({ label: 'node: connect, spawn true (postgres floor)', argv: pgFloor, id: 'pg' });
+
+const mysql = mysqlMode({ root, launcher, database: schema, env });
+cases.push(...mysql.cases);
+// BENCH_ONLY=mysql: the MySQL mode's start-up (beside the baseline and the spawn floor) and
+// request pickup alone, for a quick look without the rest of the bench.
+const onlyMysql = process.env.BENCH_ONLY === 'mysql';
+if (onlyMysql) cases.splice(0, cases.length, ...cases.filter((c) => c.mysql || c.id === 'spawn' || c.label.startsWith('node -e 0')));
 
 // Signals are handled between samples (spawnSync holds the event loop), so the schema is
 // still dropped after ^C or a TERM.
@@ -139,6 +147,7 @@ async function timeCases(environment) {
 }
 
 async function bench() {
+  if (onlyMysql) return mysqlOnly();
   const tables = [];
   for (const environment of environments) tables.push(...(await timeCases(environment)));
   const rss = await peakRss([launcher, '-n', 'rss', '--', 'sleep', '1']);
@@ -153,10 +162,21 @@ async function bench() {
   console.log(`| cronguard -n rss -- sleep 1 | ${rss.toFixed(1)} | <= 64 | ${rss <= 64 ? 'ok' : 'MISSED'} |`);
   console.log(`| cronguard -q replaying 1 GB of a failed job's output | ${quietGb.toFixed(1)} | < 100 | ${quietGb < 100 ? 'ok' : 'MISSED'} |`);
   console.log(pgReachable ? `\npostgres mode: ${trips} round trips after connecting (${databaseUrl.replace(/:[^:@/]*@/, ':***@')})` : `\npostgres mode skipped: nothing answers at ${databaseUrl}`);
-  for (const line of await requestBench({ launcher, env, work, databaseUrl, schema, pgReachable })) console.log(line);
+  console.log(mysql.trips());
+  for (const line of await requestBench({ launcher, env, work, databaseUrl, schema, pgReachable, mysqlUrl: mysql.url, mysqlReachable: mysql.reachable })) console.log(line);
   if (process.env.BENCH_SCALE !== '0') await scaleBench();
   // BENCH_LEASE=0 leaves it out (it takes minutes); BENCH_LEASE_JOBS, BENCH_LEASE_SAME size it.
   if (process.env.BENCH_LEASE !== '0') await leaseBench();
+}
+
+async function mysqlOnly() {
+  if (!mysql.reachable) throw new Error(`BENCH_ONLY=mysql: nothing answers at ${mysql.url}`);
+  const tables = [];
+  for (const environment of environments) tables.push(...(await timeCases(environment)));
+  console.log(`\ncronguard bench (MySQL mode only): ${rounds} alternating rounds, node ${process.version}`);
+  for (const line of tables) console.log(line);
+  console.log(mysql.trips());
+  for (const line of await requestBench({ launcher, env, work, schema, mysqlUrl: mysql.url, mysqlReachable: true, only: ['mysql'] })) console.log(line);
 }
 
 // The lease bench makes a server and a pooler of its own (test/bench/lease-bench.ts).
@@ -203,6 +223,7 @@ try {
   process.exitCode = 1;
 } finally {
   rmSync(work, { recursive: true, force: true });
-  if (pgReachable) await dropSchema();
+  if (pgReachable && !onlyMysql) await dropSchema();
+  await mysql.drop();
   if (interrupted) process.exitCode = 128 + constants.signals[interrupted];
 }

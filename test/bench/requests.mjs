@@ -15,7 +15,8 @@ const percentile = (xs, p) => {
 };
 
 // Records a request the way a web application does, and returns when it did (ms).
-function requester(store, { env, databaseUrl, schema }) {
+function requester(store, { env, databaseUrl, schema, mysqlUrl }) {
+  if (store === 'mysql') return mysqlRequester(mysqlUrl, schema);
   if (store === 'sqlite') {
     const Database = createRequire(import.meta.url)('better-sqlite3');
     const db = new Database(join(env.CRONGUARD_STATE_DIR, 'cronguard.db'));
@@ -39,14 +40,30 @@ function requester(store, { env, databaseUrl, schema }) {
   };
 }
 
+// The README's plain INSERT, as a PHP application sends it (the loop polls: no NOTIFY).
+function mysqlRequester(url, database) {
+  const u = new URL(url);
+  const ready = import('mysql2/promise').then(({ createConnection }) =>
+    createConnection({ host: u.hostname, port: Number(u.port || 3306), user: decodeURIComponent(u.username), password: decodeURIComponent(u.password) || undefined }),
+  );
+  return {
+    request: async (job) => {
+      await (await ready).query(`INSERT INTO \`${database}\`.requests (job, args, requested_by) VALUES (?, JSON_ARRAY(), 'php')`, [job]);
+      return Date.now();
+    },
+    close: async () => (await ready).end(),
+  };
+}
+
 async function latency(store, options) {
   const { launcher, env, work } = options;
-  const runEnv = store === 'sqlite' ? env : { ...env, CRONGUARD_DATABASE_URL: options.databaseUrl, CRONGUARD_SCHEMA: options.schema };
+  const url = store === 'mysql' ? options.mysqlUrl : options.databaseUrl;
+  const runEnv = store === 'sqlite' ? env : { ...env, CRONGUARD_DATABASE_URL: url, CRONGUARD_SCHEMA: options.schema };
   const job = `latency-${store}`;
   const marks = join(work, `${job}.marks`);
   spawnSync(launcher, ['migrate'], { env: runEnv });
   const loop = spawn(launcher, ['-n', job, '--on-request', '--for', '10m', '--', 'sh', '-c', `date +%s%3N >> ${marks}`], { env: runEnv, stdio: 'ignore' });
-  const web = requester(store, { env, databaseUrl: options.databaseUrl, schema: options.schema });
+  const web = requester(store, { env, databaseUrl: options.databaseUrl, schema: options.schema, mysqlUrl: options.mysqlUrl });
   const seen = () => (existsSync(marks) ? readFileSync(marks, 'utf8').trim().split('\n').filter(Boolean).map(Number) : []);
   const samples = [];
   try {
@@ -56,7 +73,10 @@ async function latency(store, options) {
       samples.push(seen()[i] - at);
     }
   } finally {
+    // Its end is waited for: a loop still stopping could recreate a log dropped meanwhile.
+    const exited = new Promise((resolve) => loop.on('exit', resolve));
     loop.kill('SIGTERM');
+    await exited;
     await web.close();
   }
   return samples;
@@ -82,12 +102,16 @@ async function batch(options) {
 
 export async function requestBench(options) {
   const lines = ['', '| request to command start (waiting --on-request --for loop) | median ms | p95 ms | goal |', '|---|---:|---:|---|'];
-  for (const store of options.pgReachable ? ['sqlite', 'postgres'] : ['sqlite']) {
+  const stores = options.only ?? ['sqlite', ...(options.pgReachable ? ['postgres'] : []), ...(options.mysqlReachable ? ['mysql'] : [])];
+  for (const store of stores) {
     const samples = await latency(store, options);
     const [median, p95] = [percentile(samples, 50), percentile(samples, 95)];
-    const verdict = median <= 100 && p95 <= 250 ? 'met' : 'MISSED';
-    lines.push(`| ${store} (${samples.length} requests) | ${median} | ${p95} | <= 100 / <= 250: ${verdict} |`);
+    // MySQL has no NOTIFY: its loops poll (issue 21's goal is the looser one).
+    const [goalMedian, goalP95] = store === 'mysql' ? [150, 400] : [100, 250];
+    const verdict = median <= goalMedian && p95 <= goalP95 ? 'met' : 'MISSED';
+    lines.push(`| ${store} (${samples.length} requests) | ${median} | ${p95} | <= ${goalMedian} / <= ${goalP95}: ${verdict} |`);
   }
+  if (options.only) return lines;
   lines.push('', `one invocation claiming and batching 1,000 pending requests (SQLite): ${(await batch(options)).toFixed(0)} ms`);
   return lines;
 }
