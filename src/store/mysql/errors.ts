@@ -16,6 +16,9 @@ export const ER = {
   lockWaitTimeout: 1205,
   // Connecting to a database (the URL's) that does not exist.
   badDatabase: 1049,
+  // Sent just before the server drops the connection: shutting down (1053), the
+  // connection killed (MariaDB's 1927; MySQL just closes it). They end the session.
+  connectionEnded: [1053, 1927],
 } as const;
 
 // The driver's codes for a connection that failed or ended, beside the system's.
@@ -47,10 +50,11 @@ export function serverErrno(error: unknown): number | null {
   return typeof e?.errno === 'number' && e.errno > 0 && typeof e.sqlState === 'string' ? e.errno : null;
 }
 
-// An error the server reported (it carries an error number and SQLSTATE), as opposed to a
-// lost or refused connection.
+// An error the server reported about a statement (it carries an error number and SQLSTATE),
+// as opposed to a lost or refused connection, or one the server is about to drop.
 export function isServerError(error: unknown): boolean {
-  return serverErrno(error) !== null;
+  const errno = serverErrno(error);
+  return errno !== null && !(ER.connectionEnded as readonly number[]).includes(errno);
 }
 
 export function isPrivilegeError(error: unknown): boolean {
