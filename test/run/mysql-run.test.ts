@@ -116,6 +116,23 @@ describe('a run with MySQL', () => {
     ]);
   });
 
+  it('a SIGKILLed wrapper: its command ended by the watchdog, the lock freed, and its row settled by the next run', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('killed');
+    const pids = box.path('pids');
+    const run = start(['-n', job, '--', fixture('tree.sh'), pids], box.env);
+    await waitFor(() => lines(pids).length === 3, 'the command to start');
+    run.child.kill('SIGKILL');
+    await run.done;
+    await waitFor(() => lines(pids).map(Number).every((pid) => !isAlive(pid)), 'the watchdog to end the command');
+    await waitFor(
+      async () => (await mysqlQuery<{ id: number | null }>('SELECT IS_USED_LOCK(?) AS id', [mysqlLockName(box.database, job)]))[0]?.id === null,
+      'the server to free the lock',
+    );
+    expect((await cronguard(['-n', job, '--', 'true'], box.env)).code).toBe(0);
+    expect((await runsOf(box.database)).map((r) => r.status)).toEqual(['abandoned', 'succeeded']);
+  });
+
   it('waits for the lock with -w, then runs: two rows, one after the other', async () => {
     const box = mysqlSandbox();
     const job = box.job('wait');
