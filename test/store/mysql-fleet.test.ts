@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Admission } from '../../src/store/types.js';
-import { mysqlQuery } from '../mysql-helpers.js';
-import { freshStore, mysqlStore, newRun, outcome, RULES } from './mysql-stores.js';
+import { waitFor } from '../helpers.js';
+import { mysqlClient, mysqlQuery } from '../mysql-helpers.js';
+import { admitted, freshStore, mysqlStore, newRun, outcome, RULES } from './mysql-stores.js';
 
 const minute = () => new Date(Math.floor(Date.now() / 60_000) * 60_000);
 const FLEET = { ...RULES, oneRunPerTick: true };
@@ -112,5 +113,31 @@ describe('mysql run log: GET_LOCK admission', () => {
     const second = await b.lockAndAdmit(newRun(name, { host: 'host-b', lockBackend: 'mysql', lockKey: key }), lock, RULES, true);
     expect(second.admission).toMatchObject({ admitted: true });
     expect(await b.getRun(first.admission.runId)).toMatchObject({ status: 'abandoned' });
+  });
+});
+
+describe('mysql run log: contention', () => {
+  it('retries an admission that a deadlock rolled back, and surfaces nothing', async () => {
+    const { store, database, job } = await freshStore();
+    const name = job('deadlock');
+    const stale = await admitted(store, newRun(name, { lockBackend: 'none', lockKey: null }));
+    const other = await mysqlClient();
+    try {
+      // Another session holds the stale run's row, then asks for the job's row, which the
+      // admission holds while it waits for the run's: one of the two is rolled back.
+      await other.query('BEGIN');
+      await other.query(`SELECT id FROM \`${database}\`.runs WHERE id = ? FOR UPDATE`, [stale]);
+      const admitting = store.admit(newRun(name, { pid: 7, lockBackend: 'none', lockKey: null }), { ...RULES, isGone: (row) => row.id === stale });
+      const abandoning = "SELECT 1 FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND INFO LIKE 'UPDATE %runs SET status = ''abandoned''%'";
+      await waitFor(async () => (await mysqlQuery(abandoning)).length > 0, 'the admission to wait for the run\'s row');
+      await other.query(`SELECT name FROM \`${database}\`.jobs WHERE name = ? FOR UPDATE`, [name]).catch((error: { errno?: number }) => {
+        if (error.errno !== 1213) throw error;
+      });
+      await other.query('COMMIT');
+      expect(await admitting).toMatchObject({ admitted: true });
+      expect(await store.getRun(stale)).toMatchObject({ status: 'abandoned' });
+    } finally {
+      await other.end();
+    }
   });
 });
