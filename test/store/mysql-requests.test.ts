@@ -101,3 +101,28 @@ describe('mysql run log: requests', () => {
     expect(await store.getRequest(b)).toMatchObject({ status: 'failed', error: 'too long', run_id: null });
   });
 });
+
+describe('mysql run log: claims of runs that ended without their last attempt', () => {
+  it('puts back a claim whose command never started, and fails one whose command ran', async () => {
+    const { store, job } = await freshStore();
+    const name = job('orphans');
+    const unstarted = await store.addRequest({ job: name, args: ['a'], notBefore: new Date(), requestedBy: null });
+    const first = await store.admit(newRun(name, { pid: 10 }), ON_REQUEST);
+    if (!first.admitted) throw new Error('refused');
+    // Its wrapper died between two attempts: the row is finished, the claim still running.
+    await store.finishRun(first.runId, outcome({ status: 'failed', exitCode: 1 }), false);
+    expect(await store.unsettledRuns(name)).toMatchObject([{ id: first.runId, status: 'failed', host: 'host-a', pid: 10 }]);
+    const second = await store.admit(newRun(name, { pid: 11 }), { ...ON_REQUEST, isGone: (row) => row.pid === 10 });
+    expect(second).toMatchObject({ admitted: true, requests: [{ id: unstarted, args: ['a'] }] });
+    if (!second.admitted) return;
+    await store.setChildPid(second.runId, 500, 'echo a');
+    await store.finishRun(second.runId, outcome({ status: 'failed', exitCode: 4 }), false);
+    const third = await store.admit(newRun(name, { pid: 12 }), { ...ON_REQUEST, isGone: (row) => row.pid === 11 });
+    expect(third).toEqual({ admitted: false, reason: 'idle' });
+    expect(await store.getRequest(unstarted)).toMatchObject({
+      status: 'failed', exit_code: 4, attempts: 1,
+      error: `run ${second.runId} ended without its last attempt: its wrapper vanished before it could retry or record the end`,
+    });
+    expect(await store.unsettledRuns(name)).toEqual([]);
+  });
+});
