@@ -53,6 +53,18 @@ describe('mysql run log: requests', () => {
     expect(await store.listRequests(job('bad'), 10)).toHaveLength(4);
   });
 
+  it('claims every due request for a --batch run, up to --batch-max, and none not yet due', async () => {
+    const { store, job } = await freshStore();
+    const name = job('batch');
+    const ids: number[] = [];
+    for (const args of [['a'], [], ['b', 'c'], ['d']]) ids.push(await store.addRequest({ job: name, args, notBefore: new Date(), requestedBy: null }));
+    await store.addRequest({ job: name, args: ['later'], notBefore: new Date(Date.now() + 3_600_000), requestedBy: null });
+    const first = await store.admit(newRun(name), { ...ON_REQUEST, batch: true, batchMax: 3 });
+    expect(first).toMatchObject({ admitted: true, requests: [{ id: ids[0], args: ['a'] }, { id: ids[1], args: [] }, { id: ids[2], args: ['b', 'c'] }] });
+    const second = await store.admit(newRun(name, { pid: 2, host: 'host-b' }), { ...ON_REQUEST, batch: true, batchMax: null });
+    expect(second).toMatchObject({ admitted: true, requests: [{ id: ids[3], args: ['d'] }] });
+  });
+
   it('4 claimers of 300 requests claim each once', async () => {
     const { store, job } = await freshStore();
     const name = job('many');
