@@ -8,7 +8,7 @@ import { admitIn } from './admit.js';
 import { heldMysqlLocks } from './held-locks.js';
 import { type HolderRow, runParams, toHolder } from './rows.js';
 import { importRecord } from './store-import.js';
-import { pruneLog } from './store-prune.js';
+import { allowRequests, claimTask, pruneLog } from './store-upkeep.js';
 import { MysqlReads } from './store-reads.js';
 
 // GET_LOCK for the admission (see lockAndAdmit): 1 taken now, 0 held by another session,
@@ -151,19 +151,8 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     return this.withSchema(() => pruneLog(this.session, this.reads, options));
   }
 
-  // Due when it last ran `everyMs` ago or more, for the whole log: the task's row locked,
-  // then inserted or moved on (a racing first insert fails on the key, and is asked again).
   async claimTask(task: string, everyMs: number): Promise<boolean> {
-    return this.withSchema(() =>
-      this.session.transaction(async (t) => {
-        const now = new Date();
-        const [row] = await t.query<{ last_at: Date }>(this.reads.taskRow, [task]);
-        if (!row) return (await t.execute(this.reads.taskNew, [task, now]).then(() => true, (e) => duplicate(e)));
-        if (row.last_at.getTime() > now.getTime() - everyMs) return false;
-        await t.execute(this.reads.taskRan, [now, task]);
-        return true;
-      }),
-    );
+    return this.withSchema(() => claimTask(this.session, this.reads, task, everyMs));
   }
 
   async releaseTask(task: string): Promise<void> {
@@ -184,12 +173,6 @@ export class MysqlStore extends MysqlReads implements SharedStore {
   }
 
   async allowRequests(role: string): Promise<void> {
-    await (await import('./store-grants.js')).allowRequests(this.session, this.database, role);
+    await allowRequests(this.session, this.database, role);
   }
-}
-
-// Another host inserted the task's row first: it has the task.
-function duplicate(error: unknown): false {
-  if ((error as { errno?: number }).errno === 1062) return false;
-  throw error;
 }
