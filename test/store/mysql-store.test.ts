@@ -162,6 +162,8 @@ describe('mysql run log: migrate --group', () => {
     const id = await web.addRequest({ job: job('web'), args: ['a'], notBefore: new Date(), requestedBy: 'php' });
     expect(await web.cancelRequest(id)).toEqual({ cancelled: true });
     expect(await web.listRuns({ limit: 1 })).toEqual([]);
+    // A missing account is named, never made (MariaDB's GRANT would make it, without a password).
     await expect(store.allowRequests(`nobody_${user}`)).rejects.toMatchObject({ exitCode: 64 });
+    expect(await mysqlQuery('SELECT user FROM mysql.user WHERE user = ?', [`nobody_${user}`])).toEqual([]);
   });
 });

@@ -71,12 +71,19 @@ export function claimTask(session: MysqlSession, sql: ReadSql, task: string, eve
 export async function allowRequests(session: MysqlSession, database: string, account: string): Promise<void> {
   const D = quoteName(database);
   const who = accountName(account);
+  // MariaDB's GRANT makes a missing account, with no password, unless the session's sql_mode
+  // has NO_AUTO_CREATE_USER (the session sets its own mode, without it); MySQL 8 never does,
+  // and refuses the mode: there the SET fails and nothing needs undoing.
+  await session.query('SET @cronguard_sql_mode = @@SESSION.sql_mode');
+  const guarded = await session.query("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_AUTO_CREATE_USER')").then(() => true, () => false);
   try {
     await session.query(`GRANT SELECT ON ${D}.* TO ${who}`);
     await session.query(`GRANT INSERT, UPDATE (status, finished_at) ON ${D}.requests TO ${who}`);
   } catch (error) {
     if (!NO_ACCOUNT.has(serverErrno(error) ?? 0)) throw error;
     throw new UsageError(`--group: no user or role '${account}' on the server; CREATE USER (or CREATE ROLE) it first`);
+  } finally {
+    if (guarded) await session.query('SET SESSION sql_mode = @cronguard_sql_mode');
   }
 }
 
