@@ -74,7 +74,7 @@ export class StoreAccess {
     try {
       return await fn(store);
     } catch (error) {
-      const mapped = error instanceof CronguardError ? error : serverError(error, this.choice.db);
+      const mapped = error instanceof CronguardError ? error : serverError(error, this.choice.db, store.connectionLost);
       if (!store.connectionLost && !mapped) throw error;
       // A statement the server answered with an error leaves its connection sound, and
       // the other pages' statements on it with it; anything else starts afresh.
@@ -116,10 +116,11 @@ function answered(error: unknown): boolean {
   return /^[0-9A-Z]{5}$/.test(String(e?.code)) || (typeof e?.errno === 'number' && e.errno > 0 && typeof e.sqlState === 'string');
 }
 
-// The contract's error for a failure of the log, in its dialect's words; null for a bug.
-function serverError(error: unknown, db: DatabaseConfig | null): CronguardError | null {
+// The contract's error for a failure of the log, in its dialect's words; null for a bug
+// (neither the server's answer nor the driver's, on a connection that still lives).
+function serverError(error: unknown, db: DatabaseConfig | null, lost = false): CronguardError | null {
   const mapped = storeError(error);
-  if (mapped || db?.dialect !== 'mysql' || (error as { code?: unknown })?.code === undefined) return mapped;
+  if (mapped || db?.dialect !== 'mysql' || (!lost && (error as { code?: unknown })?.code === undefined)) return mapped;
   return mysqlError(error, db.display);
 }
 
