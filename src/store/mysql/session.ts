@@ -42,11 +42,15 @@ const QUERY_TIMEOUT_MS = 30_000;
 // A deadlock (1213) or a lock wait timeout (1205) rolls the transaction back: it is tried
 // again this many times in all.
 const TRANSACTION_TRIES = 4;
-// Every session: UTC for NOW() and TIMESTAMP columns, whatever the server's zone (the
-// driver reads and writes DATETIME as UTC too, see open); a row lock waited for at most 5 s
-// (the server's default is 50), as the PostgreSQL log's lock_timeout: a run never hangs
-// behind a stuck writer, and a record reconnecting gives up after that (RECORD_GIVE_UP_MS).
-const SESSION_SETUP = "SET time_zone = '+00:00', innodb_lock_wait_timeout = 5";
+// Every session, in one statement: UTC for NOW() and TIMESTAMP columns, whatever the
+// server's zone (the driver reads and writes DATETIME as UTC too, see connectMysql); a row
+// lock waited for at most 5 s (the server's default is 50), as the PostgreSQL log's
+// lock_timeout: a run never hangs behind a stuck writer, and a record reconnecting gives up
+// after that (RECORD_GIVE_UP_MS); and a known sql_mode, whatever the server's default: the
+// driver escapes values with backslashes, which NO_BACKSLASH_ESCAPES would read as a quote
+// ending the string (broken statements, or injected SQL), ANSI_QUOTES would make its
+// "strings" names, and strict mode makes an over-long value an error, not a silent cut.
+const SESSION_SETUP = "SET time_zone = '+00:00', innodb_lock_wait_timeout = 5, sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'";
 
 // One dedicated connection, not a pool: GET_LOCK lives exactly as long as it. The driver is
 // loaded here, on first use, so that runs of the other stores never load it.
