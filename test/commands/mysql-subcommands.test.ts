@@ -1,3 +1,4 @@
+import { mkdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
 import { collected, cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
@@ -42,6 +43,10 @@ describe('subcommands on a MySQL log', () => {
     expect(metrics.stdout).toContain(`cronguard_last_exit_code{job="${bad}"} 3\n`);
     expect(metrics.stdout).toContain(`cronguard_last_exit_code{job="${ok}"} 0\n`);
     expect(metrics.stdout).toContain(`cronguard_running{job="${ok}"} 0\n`);
+    // A run's own textfile (--metrics-dir) comes from the same log.
+    mkdirSync(box.path('prom'));
+    expect(await cronguard(['-n', ok, '--metrics-dir', box.path('prom'), '--', 'true'], box.env)).toMatchObject({ code: 0 });
+    expect(readFileSync(box.path(`prom/cronguard_${ok}.prom`), 'utf8')).toContain(`cronguard_last_exit_code{job="${ok}"} 0\n`);
   });
 
   it('logs -f follows a running job; locks shows its GET_LOCK, verified by the server', async () => {
