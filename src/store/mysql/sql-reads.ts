@@ -1,5 +1,5 @@
 import type { RunFilter } from '../types.js';
-import { marks } from './sql.js';
+import { BY_ID, BY_STATUS, marks } from './sql.js';
 
 // The MySQL/MariaDB statements beside the run path's (sql.ts): requests, what history,
 // logs, status and the web page read, retention and periodic tasks. D is the quoted database.
@@ -25,7 +25,7 @@ export function readSql(D: string) {
     getRun: `SELECT * FROM ${D}.runs WHERE id = ?`,
     // (chars, chars, id): RIGHT and CHAR_LENGTH count characters, not bytes.
     runTail: `SELECT ${LIST_COLUMNS}, RIGHT(output, ?) AS output, COALESCE(CHAR_LENGTH(output) > ?, 0) AS output_cut FROM ${D}.runs WHERE id = ?`,
-    latestRun: `SELECT * FROM ${D}.runs WHERE job = ? ORDER BY id DESC LIMIT 1`,
+    latestRun: `SELECT * FROM ${D}.runs ${BY_ID} WHERE job = ? ORDER BY id DESC LIMIT 1`,
     // One row per job the log knows of (a row in jobs, or a pending request): what runs now,
     // how it last ended and last succeeded, what waits for it; each part an index probe per
     // job (job, job). Its recent runs come from recentRuns: MySQL has no LATERAL, and a
@@ -48,16 +48,16 @@ export function readSql(D: string) {
                         ORDER BY o.id DESC LIMIT 1) AS lock_held_by
                 FROM names n
                 LEFT JOIN ${D}.jobs j ON j.name = n.name
-                LEFT JOIN ${D}.runs r ON r.id = (SELECT x.id FROM ${D}.runs x WHERE x.job = n.name AND x.status = 'running' ORDER BY x.id DESC LIMIT 1)
-                LEFT JOIN ${D}.runs l ON l.id = (SELECT x.id FROM ${D}.runs x WHERE x.job = n.name AND x.status <> 'running' ORDER BY x.id DESC LIMIT 1)
-                LEFT JOIN ${D}.runs s ON s.id = (SELECT x.id FROM ${D}.runs x WHERE x.job = n.name AND x.status = 'succeeded' ORDER BY x.id DESC LIMIT 1)
+                LEFT JOIN ${D}.runs r ON r.id = (SELECT x.id FROM ${D}.runs x ${BY_STATUS} WHERE x.job = n.name AND x.status = 'running' ORDER BY x.id DESC LIMIT 1)
+                LEFT JOIN ${D}.runs l ON l.id = (SELECT x.id FROM ${D}.runs x ${BY_ID} WHERE x.job = n.name AND x.status <> 'running' ORDER BY x.id DESC LIMIT 1)
+                LEFT JOIN ${D}.runs s ON s.id = (SELECT x.id FROM ${D}.runs x ${BY_STATUS} WHERE x.job = n.name AND x.status = 'succeeded' ORDER BY x.id DESC LIMIT 1)
                 WHERE ? IS NULL OR n.name = ?
                 ORDER BY n.name`,
     // Each job's runs from its RECENT-th latest finished one on (running ones too: whether a
     // failure was retried is told by the row after it), oldest first (recent, job, job).
     recentRuns: `SELECT y.job, y.id, y.status, y.duration_ms, y.\`trigger\`, y.attempt, y.host, y.pid
                  FROM ${D}.jobs j JOIN ${D}.runs y ON y.job = j.name
-                   AND y.id >= COALESCE((SELECT k.id FROM ${D}.runs k WHERE k.job = j.name AND k.status <> 'running'
+                   AND y.id >= COALESCE((SELECT k.id FROM ${D}.runs k ${BY_ID} WHERE k.job = j.name AND k.status <> 'running'
                                          ORDER BY k.id DESC LIMIT 1 OFFSET ?), 0)
                  WHERE ? IS NULL OR j.name = ?
                  ORDER BY y.job, y.id`,
@@ -69,8 +69,8 @@ export function readSql(D: string) {
     pruneBound: `SELECT COALESCE(MAX(id), 0) AS id FROM ${D}.runs WHERE started_at < ?`,
     pruneBatch: `SELECT r.id FROM ${D}.runs r
                  WHERE r.id > ? AND r.id <= ? AND r.started_at < ? AND r.status <> 'running'
-                   AND (? = 0 OR r.id < COALESCE((SELECT k.id FROM ${D}.runs k WHERE k.job = r.job ORDER BY k.id DESC LIMIT 1 OFFSET ?), 0))
-                   AND NOT (r.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM ${D}.runs s WHERE s.job = r.job
+                   AND (? = 0 OR r.id < COALESCE((SELECT k.id FROM ${D}.runs k ${BY_ID} WHERE k.job = r.job ORDER BY k.id DESC LIMIT 1 OFFSET ?), 0))
+                   AND NOT (r.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM ${D}.runs s ${BY_STATUS} WHERE s.job = r.job
                                                                    AND s.status = 'succeeded' AND s.id > r.id))
                  ORDER BY r.id LIMIT ? FOR UPDATE SKIP LOCKED`,
     pruneRuns: (n: number) => `DELETE FROM ${D}.runs WHERE id IN (${marks(n)})`,
