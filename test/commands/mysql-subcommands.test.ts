@@ -108,6 +108,14 @@ describe('subcommands on a MySQL log', () => {
     expect((await box.rows<{ id: number }>(`SELECT id FROM ${box.D}.runs`)).map((r) => Number(r.id))).toEqual([4]);
   });
 
+  it('a server that does not answer is 69, in one line naming it', async () => {
+    const box = mysqlBox();
+    const env = { ...box.env, CRONGUARD_DATABASE_URL: 'mysql://root@127.0.0.1:1' };
+    for (const args of [['history'], ['status'], ['locks'], ['requests'], ['request', 'x'], ['migrate'], ['prune', '--older-than', '1d']]) {
+      expect(await cronguard(args, env), args[0]).toMatchObject({ code: 69, stdout: '', stderr: `cronguard ${args[0]}: cannot reach MySQL at root@127.0.0.1:1: ECONNREFUSED\n` });
+    }
+  });
+
   it('migrate creates the database once; readers never create it', async () => {
     const box = mysqlBox();
     for (const args of [['history'], ['logs', 'x'], ['locks'], ['status']]) {
