@@ -102,7 +102,8 @@ export function listRunsSql(D: string, filter: RunFilter): string {
     filter.beforeId ? 'id < ?' : null,
   ].filter((c) => c !== null);
   const columns = filter.withOutput ? '*' : `${LIST_COLUMNS}, NULL AS output`;
-  return `SELECT ${columns} FROM ${D}.runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`;
+  // A job's runs: its own index, not the primary key walked backwards (see BY_ID).
+  return `SELECT ${columns} FROM ${D}.runs ${filter.jobs?.length ? BY_ID : ''} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT ?`;
 }
 
 export function listRunsParams(filter: RunFilter): unknown[] {

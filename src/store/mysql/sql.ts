@@ -65,7 +65,7 @@ export function runSql(D: string) {
     // its command or still may.
     tickServed: `SELECT 1 AS served FROM ${D}.runs WHERE job = ? AND tick = ? AND host = ? AND (status = 'running' OR child_pid IS NOT NULL) LIMIT 1`,
     // The run of another host that had this tick (job, tick, ahead, host).
-    tickHolder: `SELECT ${HOLDER} FROM ${D}.runs WHERE job = ? AND tick >= ? AND tick <= ? AND host <> ? ORDER BY id DESC LIMIT 1`,
+    tickHolder: `SELECT ${HOLDER} FROM ${D}.runs FORCE INDEX (runs_job_tick) WHERE job = ? AND tick >= ? AND tick <= ? AND host <> ? ORDER BY id DESC LIMIT 1`,
     insertRun: `INSERT INTO ${D}.runs (status, overlaps, request_id, ${RUN_COLUMNS}) VALUES ('running', 0, ?, ${RUN_MARKS})`,
     claim: (n: number) => `UPDATE ${D}.requests SET status = 'running', claimed_at = UTC_TIMESTAMP(6), attempts = attempts + 1, run_id = ?
                            WHERE id IN (${marks(n)}) AND status = 'pending'`,
