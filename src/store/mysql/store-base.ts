@@ -87,6 +87,8 @@ export class MysqlBase {
   }
 
   private missing(): NotFoundError {
-    return new NotFoundError(`no run log in database ${this.database} at ${this.session.config.display} (nothing was recorded there)`);
+    // MySQL hides a database from a user with no privilege on it: absent and unreadable look alike.
+    const where = `database ${this.database} at ${this.session.config.display}`;
+    return new NotFoundError(`no run log in ${where} (nothing was recorded there, or this user may not read it: see the README's grants)`);
   }
 }
