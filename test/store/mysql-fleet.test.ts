@@ -66,7 +66,7 @@ describe('mysql run log: GET_LOCK admission', () => {
     const { store, database, job } = await freshStore();
     await store.migrate();
     const name = job('lock32');
-    const lock = { kind: 'named', name: `cg:test:${database}` } as never;
+    const lock = { kind: 'named', name: `cg:test:${database}` } as const;
     const sessions = await Promise.all(Array.from({ length: 32 }, () => mysqlStore(database)));
     const all = await Promise.all(
       sessions.map((s, i) => s.lockAndAdmit(newRun(name, { pid: 1000 + i, lockBackend: 'mysql', lockKey: `cg:test:${database}` }), lock, RULES, true)),
@@ -87,12 +87,16 @@ describe('mysql run log: GET_LOCK admission', () => {
   it('frees the lock on a refusal, keeps it for an idle loop, and never nests it', async () => {
     const { store, database, job } = await freshStore();
     const name = job('idle');
-    const lock = { kind: 'named', name: `cg:idle:${database}` } as never;
+    const lock = { kind: 'named', name: `cg:idle:${database}` } as const;
     const run = newRun(name, { lockBackend: 'mysql', lockKey: `cg:idle:${database}` });
     const idle = await store.lockAndAdmit(run, lock, { ...RULES, onRequest: true }, true);
     expect(idle).toMatchObject({ holding: false, admission: { admitted: false, reason: 'idle' } });
     const kept = await store.lockAndAdmit(run, lock, { ...RULES, onRequest: true, keepLock: true }, true);
     expect(kept).toMatchObject({ holding: true, admission: { reason: 'idle' } });
+    // Held before this admission: a refusal does not free it (and GET_LOCK did not nest).
+    await store.setPaused(name, { reason: null, since: null, by: null });
+    expect(await store.lockAndAdmit(run, lock, RULES, true)).toMatchObject({ holding: true, admission: { reason: 'disabled' } });
+    await store.setPaused(name, null);
     const again = await store.lockAndAdmit(run, lock, RULES, true);
     expect(again).toMatchObject({ holding: true, admission: { admitted: true } });
     if (!again.admission.admitted) return;
@@ -106,7 +110,7 @@ describe('mysql run log: GET_LOCK admission', () => {
     const b = await mysqlStore(database);
     const name = job('proven');
     const key = `cg:proven:${database}`;
-    const lock = { kind: 'named', name: key } as never;
+    const lock = { kind: 'named', name: key } as const;
     const first = await a.lockAndAdmit(newRun(name, { host: 'host-a', lockBackend: 'mysql', lockKey: key }), lock, RULES, true);
     if (!first.admission.admitted) throw new Error('refused');
     await a.close();

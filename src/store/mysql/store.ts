@@ -27,7 +27,8 @@ export class MysqlStore extends MysqlReads implements SharedStore {
   // another session holds it, the skip is counted (countSkip) on its run. A refusal frees
   // the lock, but an idle or early loop (keepLock) keeps it to wait for work.
   async lockAndAdmit(run: NewRun, lock: LockRequest, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
-    const name = (lock as unknown as { kind: string; name: string }).name;
+    if (lock.kind !== 'named') throw new Error(`a MySQL log takes a named lock (GET_LOCK), not ${lock.kind}`);
+    const { name } = lock;
     const locked = { backend: this.session.connectionId, backendStart: null, epoch: null };
     const sentAt = monotonicMs();
     const [row] = await this.session.query<{ got: number | null }>(TAKE_LOCK, [name, name]);
@@ -39,10 +40,11 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     try {
       admission = await this.admit(run, options);
     } catch (error) {
-      await this.session.query(RELEASE_LOCK, [name]).catch(() => {});
+      if (row.got === 1) await this.session.query(RELEASE_LOCK, [name]).catch(() => {});
       throw error;
     }
-    const keep = admission.admitted || (options.keepLock && (admission.reason === 'idle' || admission.reason === 'interval'));
+    // A name this session held before (2) is not this admission's to free.
+    const keep = row.got === 2 || admission.admitted || (options.keepLock && (admission.reason === 'idle' || admission.reason === 'interval'));
     if (!keep) await this.session.query(RELEASE_LOCK, [name]);
     return { ...locked, sentAt, holding: keep, admission };
   }
@@ -74,8 +76,8 @@ export class MysqlStore extends MysqlReads implements SharedStore {
         if (final && Number(run.claims) === 1) await t.execute(sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]);
       }),
     );
-    const name = (unlock as unknown as { kind: string; name?: string } | null)?.name;
-    if (name === undefined) return false;
+    if (unlock?.kind !== 'named') return false;
+    const { name } = unlock;
     const [row] = await this.session.query<{ released: number | null }>('SELECT RELEASE_LOCK(?) AS released', [name]);
     return row?.released === 1;
   }
