@@ -15,9 +15,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { fakePostgres } from './train-postgres.mjs';
 
-// Runs dist/train.cjs on a subcommand, a run under the postgres lock and log (against a
-// stand-in server: build and install time have no real one; its failure only costs that
-// run's cache) and last a plain run, so that the cache of the files they share holds what
+// Runs dist/train.cjs on a subcommand, a run under the postgres lock and log and one under
+// the mysql lock (each against a stand-in server: build and install time have no real one;
+// its failure only costs that run's cache) and last a plain run, so that the cache of the files they share holds what
 // the default run compiles, and each other file's what the run that used it compiled.
 // Training runs use a throwaway state.
 export async function trainCodeCache(dist, node = process.execPath, warn = console.warn) {
@@ -29,23 +29,30 @@ export async function trainCodeCache(dist, node = process.execPath, warn = conso
     child.stderr.on('data', (chunk) => (stderr += chunk));
     child.on('close', (status) => resolve({ status, stderr }));
   });
-  // Without the stand-in (no loopback port), only the PostgreSQL run is left out.
+  // Without a stand-in (no loopback port), only its database's run is left out.
   const versions = () => JSON.parse(readFileSync(join(dist, 'train.json'), 'utf8')).postgresMigrations;
-  const server = await Promise.resolve().then(() => fakePostgres(versions())).catch((error) => {
-    warn(`note: no PostgreSQL training run (those runs start a little slower): ${error.message}`);
-    return null;
-  });
+  const standIn = (name, start) =>
+    Promise.resolve().then(start).catch((error) => {
+      warn(`note: no ${name} training run (those runs start a little slower): ${error.message}`);
+      return null;
+    });
+  const server = await standIn('PostgreSQL', () => fakePostgres(versions()));
+  // Loaded here: a package whose file list lacks it still trains the other runs.
+  const mysql = await standIn('MySQL', async () => (await import('./train-mysql.mjs')).fakeMysql());
   try {
     rmSync(join(dist, 'cache'), { recursive: true, force: true });
     const pgRun = server && ['-n', 'train', '--db', `postgres://train@127.0.0.1:${server.address().port}/train?connect_timeout=5`, '--', 'true'];
-    for (const [args, required] of [[['history'], true], [pgRun, false], [['-n', 'train', '--', 'true'], true]]) {
+    const mysqlRun = mysql && ['--no-log', '-n', 'train', '--db', `mysql://train@127.0.0.1:${mysql.address().port}/?connect-timeout=5`, '--', 'true'];
+    const runs = [[['history'], null], [pgRun, 'PostgreSQL'], [mysqlRun, 'MySQL'], [['-n', 'train', '--', 'true'], null]];
+    for (const [args, optional] of runs) {
       if (!args) continue;
       const result = await train(args);
-      if (result.status !== 0 && required) throw new Error(`training run ${args.join(' ')} failed: ${result.stderr}`);
-      if (result.status !== 0) warn(`note: the PostgreSQL training run failed (those runs start a little slower): ${result.stderr.trim()}`);
+      if (result.status !== 0 && !optional) throw new Error(`training run ${args.join(' ')} failed: ${result.stderr}`);
+      if (result.status !== 0) warn(`note: the ${optional} training run failed (those runs start a little slower): ${result.stderr.trim()}`);
     }
   } finally {
     server?.close();
+    mysql?.close();
     rmSync(scratch, { recursive: true, force: true });
   }
 }
