@@ -30,6 +30,15 @@ const HOLDER = 'id, host, pid, started_at';
 const ABANDONED = `CONCAT('wrapper (pid ', pid, ' on ', host, ') vanished without recording an outcome')`;
 const CUT = `CONCAT('run ', r.id, ' ended without its last attempt: its wrapper vanished before it could retry or record the end')`;
 
+// GET_LOCK around an admission and an outcome (MysqlStore.lockAndAdmit, finishRun). take:
+// 1 taken now, 0 held by another session, 2 this session holds it already (GET_LOCK would
+// nest, and one RELEASE_LOCK not free it). released: 1 when it was this session's.
+export const LOCK_SQL = {
+  take: 'SELECT CASE WHEN IS_USED_LOCK(?) = CONNECTION_ID() THEN 2 ELSE GET_LOCK(?, 0) END AS got',
+  release: 'DO RELEASE_LOCK(?)',
+  released: 'SELECT RELEASE_LOCK(?) AS released',
+} as const;
+
 export function runSql(D: string) {
   return {
     // The admission's first statement: the job's row, made if missing and locked (an upsert

@@ -6,15 +6,11 @@ import type { SpooledRun } from '../spool.js';
 import type { Admission, AdmitOptions, Holder, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome } from '../types.js';
 import { admitIn } from './admit.js';
 import { heldMysqlLocks } from './held-locks.js';
-import { type HolderRow, runParams, toHolder } from './rows.js';
+import { type HolderRow, outcomeParams, runParams, toHolder } from './rows.js';
+import { LOCK_SQL } from './sql.js';
 import { importRecord } from './store-import.js';
 import { allowRequests, claimTask, pruneLog } from './store-upkeep.js';
 import { MysqlReads } from './store-reads.js';
-
-// GET_LOCK for the admission (see lockAndAdmit): 1 taken now, 0 held by another session,
-// 2 this session holds it already (GET_LOCK would nest, and one RELEASE_LOCK not free it).
-const TAKE_LOCK = 'SELECT CASE WHEN IS_USED_LOCK(?) = CONNECTION_ID() THEN 2 ELSE GET_LOCK(?, 0) END AS got';
-const RELEASE_LOCK = 'DO RELEASE_LOCK(?)';
 
 // The shared run log in a MySQL or MariaDB database. It may share its session with the
 // GET_LOCK lock: the admission is then asked right after the lock is taken, on that session.
@@ -31,7 +27,7 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     const { name } = lock;
     const locked = { backend: this.session.connectionId, backendStart: null, epoch: null };
     const sentAt = monotonicMs();
-    const [row] = await this.session.query<{ got: number | null }>(TAKE_LOCK, [name, name]);
+    const [row] = await this.session.query<{ got: number | null }>(LOCK_SQL.take, [name, name]);
     if (row?.got !== 1 && row?.got !== 2) {
       const holder = countSkip ? await this.recordOverlap(run.job, null, null) : await this.runningHolder(run.job);
       return { ...locked, sentAt, holding: false, admission: { admitted: false, reason: 'locked', holder } };
@@ -40,12 +36,12 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     try {
       admission = await this.admit(run, options);
     } catch (error) {
-      if (row.got === 1) await this.session.query(RELEASE_LOCK, [name]).catch(() => {});
+      if (row.got === 1) await this.session.query(LOCK_SQL.release, [name]).catch(() => {});
       throw error;
     }
     // A name this session held before (2) is not this admission's to free.
     const keep = row.got === 2 || admission.admitted || (options.keepLock && (admission.reason === 'idle' || admission.reason === 'interval'));
-    if (!keep) await this.session.query(RELEASE_LOCK, [name]);
+    if (!keep) await this.session.query(LOCK_SQL.release, [name]);
     return { ...locked, sentAt, holding: keep, admission };
   }
 
@@ -70,15 +66,14 @@ export class MysqlStore extends MysqlReads implements SharedStore {
         if (!run) return;
         const parked = Number(run.parked);
         if (parked > 0) await t.execute(sql.unpark, [run.job]);
-        const outcome = [o.status, finishedAt, o.durationMs, o.exitCode, o.signal, o.output, o.outputTruncated ? 1 : 0, o.error];
-        await t.execute(sql.finish, [...outcome, parked, id]);
+        await t.execute(sql.finish, [...outcomeParams({ ...o, finishedAt: finishedAt.toISOString() }), parked, id]);
         if (run.status !== o.status) await this.recount(t, run.job, run.status, o.status);
         if (final && Number(run.claims) === 1) await t.execute(sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]);
       }),
     );
     if (unlock?.kind !== 'named') return false;
     const { name } = unlock;
-    const [row] = await this.session.query<{ released: number | null }>('SELECT RELEASE_LOCK(?) AS released', [name]);
+    const [row] = await this.session.query<{ released: number | null }>(LOCK_SQL.released, [name]);
     return row?.released === 1;
   }
 
