@@ -116,6 +116,24 @@ describe('a run with MySQL', () => {
     ]);
   });
 
+  it('a spooled record goes only into the database it was meant for (--schema), not another one on the same server', async () => {
+    const box = mysqlSandbox();
+    const other = mysqlSandbox();
+    const job = box.job('scoped');
+    const server = await laterServer();
+    const env = (database: string) => ({ ...box.env, CRONGUARD_DATABASE_URL: server.url, CRONGUARD_SCHEMA: database });
+    expect((await cronguard(['-l', 'flock', '-n', job, '--', 'true'], env(box.database))).code).toBe(0);
+    expect(spooled(box.stateDir)).toHaveLength(1);
+    await server.open();
+    expect((await cronguard(['-l', 'flock', '-n', job, '--', 'true'], env(other.database))).code).toBe(0);
+    expect(spooled(box.stateDir)).toHaveLength(1);
+    expect(await runsOf(other.database)).toHaveLength(1);
+    expect((await cronguard(['-l', 'flock', '-n', job, '--', 'true'], env(box.database))).code).toBe(0);
+    expect(spooled(box.stateDir)).toEqual([]);
+    expect(await runsOf(box.database)).toHaveLength(2);
+    expect(await runsOf(other.database)).toHaveLength(1);
+  });
+
   it('a SIGKILLed wrapper: its command ended by the watchdog, the lock freed, and its row settled by the next run', async () => {
     const box = mysqlSandbox();
     const job = box.job('killed');
