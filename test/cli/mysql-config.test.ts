@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
 import { resolveMysql } from '../../src/store/mysql/url.js';
 import { cronguard, runs, sandbox } from '../helpers.js';
-import { mysqlQuery, mysqlUrl } from '../mysql-helpers.js';
+import { mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
 
 // A MySQL URL, and the options that cannot go with it: one line, exit 64, nothing run,
 // nothing recorded, no connection made (the server is never asked).
@@ -134,6 +134,27 @@ describe('MySQL configuration: a run', () => {
     expect(required).toMatchObject({ code: 69, stdout: '' });
     expect(required.stderr).toMatch(/^cronguard: MySQL at .* does not offer TLS, which the URL's ssl-mode asks for: enable TLS on the server, or use ssl-mode=preferred\n$/);
     expect(existsSync(box.path('ran'))).toBe(false);
+  });
+
+  it('a password with @ / : % in it, percent-encoded in the URL, logs in; a wrong one is 77 and never echoed', async () => {
+    const box = mysqlSandbox();
+    const user = `cg_${box.database.slice(2)}`;
+    const password = 'p@ss/w:rd%1';
+    await mysqlQuery(`CREATE USER '${user}'@'127.0.0.1' IDENTIFIED BY '${password}'`);
+    try {
+      await mysqlQuery(`GRANT ALL ON \`${box.database}\`.* TO '${user}'@'127.0.0.1'`);
+      const url = (pw: string) => `mysql://${user}:${encodeURIComponent(pw)}@127.0.0.1:3306/`;
+      const good = await cronguard(['--db', url(password), '-n', 'pw', '--', 'true'], box.env);
+      expect(good).toMatchObject({ code: 0, stderr: '' });
+      expect(await mysqlQuery(`SELECT id FROM \`${box.database}\`.runs`)).toHaveLength(1);
+      const bad = await cronguard(['--db', url('wrong:pw@x'), '-n', 'pw', '--', 'touch', box.path('ran')], box.env);
+      expect(bad.code).toBe(77);
+      expect(bad.stderr).toMatch(new RegExp(`^cronguard: MySQL at ${user}@127\\.0\\.0\\.1:3306 refused the login: Access denied`));
+      expect(bad.stderr).not.toContain('wrong');
+      expect(existsSync(box.path('ran'))).toBe(false);
+    } finally {
+      await mysqlQuery(`DROP USER '${user}'@'127.0.0.1'`);
+    }
   });
 
   it('a refused login: 77, one line', async () => {
