@@ -113,7 +113,9 @@ describe('mysql run log: GET_LOCK admission', () => {
     const lock = { kind: 'named', name: key } as const;
     const first = await a.lockAndAdmit(newRun(name, { host: 'host-a', lockBackend: 'mysql', lockKey: key }), lock, RULES, true);
     if (!first.admission.admitted) throw new Error('refused');
+    // Its wrapper is gone: the server frees the name once the connection has closed.
     await a.close();
+    await waitFor(async () => (await mysqlQuery<{ used: number | null }>('SELECT IS_USED_LOCK(?) AS used', [key]))[0]?.used === null, 'the lock to be freed');
     const second = await b.lockAndAdmit(newRun(name, { host: 'host-b', lockBackend: 'mysql', lockKey: key }), lock, RULES, true);
     expect(second.admission).toMatchObject({ admitted: true });
     expect(await b.getRun(first.admission.runId)).toMatchObject({ status: 'abandoned' });

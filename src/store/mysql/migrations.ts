@@ -2,7 +2,7 @@ import { PermissionError, UnavailableError } from '../../errors.js';
 import { sha256 } from '../../util/sha256.js';
 import { isPrivilegeError, serverErrno } from './errors.js';
 import type { MysqlSession } from './session.js';
-import { quoteName } from './sql.js';
+import { migrationSql, quoteName } from './sql.js';
 import m0001 from './migrations/0001_initial.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
@@ -13,22 +13,12 @@ const MIGRATE_WAIT_S = 120;
 // A table or database that is not there (yet): the log is at version 0.
 const MISSING = new Set([1146, 1049]);
 
-// Progress per version: MySQL's DDL commits each statement on its own, so a migration is
-// recorded statement by statement (`steps`) and `complete` at its end; one stopped half way
-// resumes after its last statement that succeeded.
-const migrationsTable = (D: string) => `CREATE TABLE IF NOT EXISTS ${D}.schema_migrations (
-  version    INT         NOT NULL PRIMARY KEY,
-  steps      INT         NOT NULL DEFAULT 0,
-  complete   BOOLEAN     NOT NULL DEFAULT FALSE,
-  applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`;
-
 // The schema's version: the last migration applied whole; 0 when nothing is there yet (or
 // this user may not read it: MySQL answers "denied" for a database it may not see, whether
 // or not it exists; migrating then says what is missing).
 export async function appliedVersion(session: MysqlSession, database: string): Promise<number> {
   try {
-    const [row] = await session.query<{ v: number }>(`SELECT COALESCE(MAX(version), 0) AS v FROM ${quoteName(database)}.schema_migrations WHERE complete`);
+    const [row] = await session.query<{ v: number }>(migrationSql(quoteName(database)).version);
     return Number(row?.v ?? 0);
   } catch (error) {
     if (MISSING.has(serverErrno(error) ?? 0) || isPrivilegeError(error)) return 0;
@@ -42,8 +32,9 @@ export async function appliedVersion(session: MysqlSession, database: string): P
 export async function migrateMysql(session: MysqlSession, database: string): Promise<number> {
   const latest = MYSQL_MIGRATIONS.length;
   if ((await appliedVersion(session, database)) >= latest) return latest;
+  const sql = migrationSql(quoteName(database));
   const name = migrationLockName(database);
-  const [got] = await session.query<{ got: number | null }>('SELECT GET_LOCK(?, ?) AS got', [name, MIGRATE_WAIT_S]);
+  const [got] = await session.query<{ got: number | null }>(sql.lock, [name, MIGRATE_WAIT_S]);
   if (got?.got !== 1) {
     throw new UnavailableError(`MySQL at ${session.config.display}: another cronguard has been migrating database ${database} for ${MIGRATE_WAIT_S} s; try again later`);
   }
@@ -53,35 +44,33 @@ export async function migrateMysql(session: MysqlSession, database: string): Pro
     if (isPrivilegeError(error)) throw mayNotMigrate(session, database, error);
     throw error;
   } finally {
-    await session.query('SELECT RELEASE_LOCK(?)', [name]).catch(() => {});
+    await session.query(sql.unlock, [name]).catch(() => {});
   }
   return latest;
 }
 
+// Each migration not yet complete, from its first statement not yet done; each statement's
+// success recorded before the next is sent.
 async function applyMigrations(session: MysqlSession, database: string): Promise<void> {
   const D = quoteName(database);
-  await createDatabase(session, database);
-  await session.query(migrationsTable(D));
-  const done = await session.query<{ version: number; steps: number; complete: number }>(`SELECT version, steps, complete FROM ${D}.schema_migrations`);
+  const sql = migrationSql(D);
+  const [seen] = await session.query<{ n: number }>(sql.databaseSeen, [database]);
+  // information_schema lists only the databases this user may see: one it cannot see is
+  // created, which a user without CREATE is refused.
+  if (Number(seen?.n) === 0) await session.query(sql.createDatabase);
+  await session.query(sql.createTable);
+  const done = await session.query<{ version: number; steps: number; complete: number }>(sql.progress);
   for (let v = 1; v <= MYSQL_MIGRATIONS.length; v++) {
     const row = done.find((d) => Number(d.version) === v);
     if (row && Number(row.complete) === 1) continue;
     const steps = migrationStatements(MYSQL_MIGRATIONS[v - 1] as string, D);
-    if (!row) await session.query(`INSERT INTO ${D}.schema_migrations (version) VALUES (?)`, [v]);
+    if (!row) await session.query(sql.begin, [v]);
     for (let step = Number(row?.steps ?? 0); step < steps.length; step++) {
       await session.query(steps[step] as string);
-      await session.query(`UPDATE ${D}.schema_migrations SET steps = ? WHERE version = ?`, [step + 1, v]);
+      await session.query(sql.step, [step + 1, v]);
     }
-    await session.query(`UPDATE ${D}.schema_migrations SET complete = TRUE, applied_at = UTC_TIMESTAMP(6) WHERE version = ?`, [v]);
+    await session.query(sql.complete, [v]);
   }
-}
-
-// The database, made when missing (information_schema lists only the databases this user
-// may see: one it cannot see is created, which a user without CREATE is refused).
-async function createDatabase(session: MysqlSession, database: string): Promise<void> {
-  const [seen] = await session.query<{ n: number }>('SELECT COUNT(*) AS n FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [database]);
-  if (Number(seen?.n) > 0) return;
-  await session.query(`CREATE DATABASE IF NOT EXISTS ${quoteName(database)} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`);
 }
 
 // A migration's statements, one at a time: its comment lines dropped (a comment may end in

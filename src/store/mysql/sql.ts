@@ -39,6 +39,29 @@ export const LOCK_SQL = {
   released: 'SELECT RELEASE_LOCK(?) AS released',
 } as const;
 
+// Migrating the log (migrations.ts): its database, the progress table (one row per
+// migration, its statements done so far: MySQL commits DDL statement by statement), and
+// GET_LOCK to serialise migrators (name, seconds to wait).
+export function migrationSql(D: string) {
+  return {
+    version: `SELECT COALESCE(MAX(version), 0) AS v FROM ${D}.schema_migrations WHERE complete`,
+    lock: 'SELECT GET_LOCK(?, ?) AS got',
+    unlock: 'DO RELEASE_LOCK(?)',
+    databaseSeen: 'SELECT COUNT(*) AS n FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?',
+    createDatabase: `CREATE DATABASE IF NOT EXISTS ${D} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`,
+    createTable: `CREATE TABLE IF NOT EXISTS ${D}.schema_migrations (
+                    version    INT         NOT NULL PRIMARY KEY,
+                    steps      INT         NOT NULL DEFAULT 0,
+                    complete   BOOLEAN     NOT NULL DEFAULT FALSE,
+                    applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
+                  ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+    progress: `SELECT version, steps, complete FROM ${D}.schema_migrations`,
+    begin: `INSERT INTO ${D}.schema_migrations (version) VALUES (?)`,
+    step: `UPDATE ${D}.schema_migrations SET steps = ? WHERE version = ?`,
+    complete: `UPDATE ${D}.schema_migrations SET complete = TRUE, applied_at = UTC_TIMESTAMP(6) WHERE version = ?`,
+  };
+}
+
 export function runSql(D: string) {
   return {
     // The admission's first statement: the job's row, made if missing and locked (an upsert
