@@ -1,9 +1,8 @@
-import { readFileSync } from 'node:fs';
-import type { Connection, ConnectionOptions, ResultSetHeader } from 'mysql2/promise';
+import type { Connection, ConnectionOptions } from 'mysql2/promise';
 import type { SharedSession } from '../shared.js';
-import { monotonicMs } from '../../util/time.js';
+import { readRegularFile } from '../../util/safe-path.js';
 import type { MysqlConfig } from './config.js';
-import { isRetryableTransaction } from './errors.js';
+import { Session } from './connection.js';
 
 // Asks, over the session, whether its lock is still held; returns why not, or null.
 export type MysqlLockProbe = (ask: <R>(sql: string, params: readonly unknown[]) => Promise<R[]>) => Promise<string | null>;
@@ -34,14 +33,6 @@ export interface MysqlSession extends SharedSession {
   destroy(): void;
 }
 
-// How often the lock connection proves it is alive, and how long an answer may take.
-export const HEARTBEAT_MS = 2000;
-const HEARTBEAT_TIMEOUT_MS = 4000;
-// No statement of cronguard's takes long; one that hangs means the network does.
-const QUERY_TIMEOUT_MS = 30_000;
-// A deadlock (1213) or a lock wait timeout (1205) rolls the transaction back: it is tried
-// again this many times in all.
-const TRANSACTION_TRIES = 4;
 // Every session, in one statement: UTC for NOW() and TIMESTAMP columns, whatever the
 // server's zone (the driver reads and writes DATETIME as UTC too, see connectMysql); a row
 // lock waited for at most 5 s (the server's default is 50), as the PostgreSQL log's
@@ -111,199 +102,14 @@ export async function connectMysql(config: MysqlConfig, applicationName: string,
 // TLS as ?ssl-mode says; 'preferred' is tried with TLS first and falls back in connect.ts.
 function sslOptions(config: MysqlConfig): ConnectionOptions['ssl'] {
   if (config.sslMode === 'disabled') return undefined;
-  const read = (path: string | undefined) => (path === undefined ? undefined : readFileSync(path));
+  // A missing file is 64, an unreadable one 77, before anything is sent.
+  const read = (path: string | undefined, what: string) => (path === undefined ? undefined : readRegularFile(path, what));
   return {
-    ca: read(config.sslCa),
-    cert: read(config.sslCert),
-    key: read(config.sslKey),
+    ca: read(config.sslCa, 'ssl-ca'),
+    cert: read(config.sslCert, 'ssl-cert'),
+    key: read(config.sslKey, 'ssl-key'),
     rejectUnauthorized: config.sslMode === 'verify_ca' || config.sslMode === 'verify_identity',
     // verify_ca checks the chain only, as MySQL's client does.
     ...(config.sslMode === 'verify_ca' ? { checkServerIdentity: () => undefined } : {}),
   };
-}
-
-class Session implements MysqlSession {
-  roundTrips = 0;
-  // The heartbeat's statements, counted apart (see SharedSession).
-  heartbeats = 0;
-  lost: string | null = null;
-  readonly connectionId: number;
-  private lostHandlers: ((reason: string) => void)[] = [];
-  private probe: MysqlLockProbe | null = null;
-  private lockGone: string | null = null;
-  private heartbeat: NodeJS.Timeout | null = null;
-  // Rejects each statement still waiting once the session is known lost: a cut network
-  // would otherwise hold it until QUERY_TIMEOUT_MS. One entry per statement, gone when it
-  // settles, so nothing keeps a settled result reachable.
-  private readonly inFlight = new Set<(error: Error) => void>();
-  private inTransaction = false;
-  private answerMs: number | null = null;
-  // When the server last sent anything: a statement waiting behind others that are being
-  // answered is waiting its turn, not facing a server that stopped answering.
-  private lastHeard = monotonicMs();
-
-  constructor(
-    private readonly connection: Connection,
-    readonly config: MysqlConfig,
-  ) {
-    this.connectionId = connection.threadId;
-    connection.on('error', (error: Error) => this.markLost(`connection error: ${error.message}`));
-    connection.on('end', () => this.markLost('the server closed the connection'));
-    (connection as unknown as { connection?: { stream?: NodeJS.EventEmitter } }).connection?.stream?.on('data', () => {
-      this.lastHeard = monotonicMs();
-    });
-  }
-
-  async query<R>(sql: string, params: readonly unknown[] = []): Promise<R[]> {
-    const [rows] = await this.send(sql, params);
-    return rows as R[];
-  }
-
-  async execute(sql: string, params: readonly unknown[] = []): Promise<Changed> {
-    const [header] = await this.send(sql, params);
-    const { affectedRows, insertId } = header as ResultSetHeader;
-    return { affectedRows, insertId };
-  }
-
-  // BEGIN, `fn`, COMMIT; a deadlock or lock wait timeout rolls back and tries again. `fn`
-  // must send everything through the session it is given, and may be run more than once.
-  async transaction<T>(fn: (session: MysqlSession) => Promise<T>): Promise<T> {
-    if (this.inTransaction) return fn(this);
-    for (let attempt = 1; ; attempt++) {
-      this.inTransaction = true;
-      try {
-        await this.send('BEGIN', []);
-        const result = await fn(this);
-        await this.send('COMMIT', []);
-        return result;
-      } catch (error) {
-        if (!this.lost) await this.send('ROLLBACK', []).catch(() => {});
-        if (this.lost || attempt >= TRANSACTION_TRIES || !isRetryableTransaction(error)) throw error;
-      } finally {
-        this.inTransaction = false;
-      }
-    }
-  }
-
-  private async send(sql: string, params: readonly unknown[]): Promise<[unknown, unknown]> {
-    if (this.lost) throw new Error(`connection lost: ${this.lost}`);
-    this.roundTrips++;
-    let rejectLost: (error: Error) => void = () => {};
-    const lost = new Promise<never>((_, reject) => {
-      rejectLost = reject;
-    });
-    this.inFlight.add(rejectLost);
-    const stopDeadline = this.answerMs === null ? () => {} : this.deadline(this.answerMs);
-    try {
-      return await Promise.race([this.connection.query({ sql, timeout: QUERY_TIMEOUT_MS }, params as unknown[]), lost]);
-    } finally {
-      this.inFlight.delete(rejectLost);
-      stopDeadline();
-    }
-  }
-
-  answerWithin(ms: number): void {
-    this.answerMs = ms;
-  }
-
-  // Marks the session lost once the server has said nothing for `ms` while a statement
-  // waits; checked after input already received is read (setImmediate), so a busy event
-  // loop is not taken for a silent server.
-  private deadline(ms: number): () => void {
-    const since = monotonicMs();
-    let done = false;
-    let timer: NodeJS.Timeout;
-    const check = () =>
-      setImmediate(() => {
-        if (done) return;
-        const quiet = monotonicMs() - Math.max(since, this.lastHeard);
-        if (quiet >= ms) this.markLost(`the server did not answer within ${ms / 1000} s`);
-        else timer = setTimeout(check, ms - quiet);
-      });
-    timer = setTimeout(check, ms);
-    return () => {
-      done = true;
-      clearTimeout(timer);
-    };
-  }
-
-  // Starts the heartbeat: a connection killed (KILL), a server restart or a cut network is
-  // noticed within HEARTBEAT_MS + HEARTBEAT_TIMEOUT_MS at worst; with a probe (holdsLock),
-  // so is a lock that is no longer this session's.
-  watch(onLost: (reason: string) => void): void {
-    this.lostHandlers.push(onLost);
-    if (this.lost ?? this.lockGone) onLost((this.lost ?? this.lockGone) as string);
-    if (this.heartbeat) return;
-    let pendingSince: number | null = null;
-    this.heartbeat = setInterval(() => {
-      if (pendingSince !== null) {
-        // Decided after the input already received has been read, and counted from what the
-        // server last sent: on a starved machine the answer may be waiting in the socket, and
-        // a heartbeat queued behind the log's statements waits its turn.
-        const since = pendingSince;
-        setImmediate(() => {
-          if (pendingSince === since && monotonicMs() - Math.max(since, this.lastHeard) > HEARTBEAT_TIMEOUT_MS) {
-            this.markLost('the server stopped answering');
-          }
-        });
-        return;
-      }
-      pendingSince = monotonicMs();
-      this.heartbeats++;
-      const ask = async <R>(sql: string, params: readonly unknown[]) => (await this.connection.query(sql, params as unknown[]))[0] as R[];
-      (this.probe ? this.probe(ask) : ask('SELECT 1', []).then(() => null)).then(
-        (gone) => {
-          pendingSince = null;
-          if (gone) this.loseLock(gone);
-        },
-        (error: Error) => this.markLost(`heartbeat failed: ${error.message}`),
-      );
-    }, HEARTBEAT_MS / 2);
-    this.heartbeat.unref();
-  }
-
-  // From now on the heartbeat asks `probe` whether the session still holds its lock.
-  holdsLock(probe: MysqlLockProbe): void {
-    this.probe = probe;
-  }
-
-  // The lock is no longer proven held, though the connection answers: its holders hear, the
-  // heartbeat stops, and statements still go out (the outcome).
-  private loseLock(reason: string): void {
-    if (this.lost || this.lockGone) return;
-    this.lockGone = reason;
-    this.stopHeartbeat();
-    for (const handler of this.lostHandlers) handler(reason);
-  }
-
-  // COM_QUIT goes out and the socket closes; the server frees the session's locks with it.
-  // Nothing is awaited: the work is committed, and waiting would only add to every run.
-  async close(): Promise<void> {
-    this.stopHeartbeat();
-    this.lostHandlers = [];
-    if (this.lost) return this.destroy();
-    this.lost = 'closed';
-    void this.connection.end().catch(() => this.connection.destroy());
-  }
-
-  // Drops the socket at once (a lost or cut connection has nothing left to say).
-  destroy(): void {
-    this.stopHeartbeat();
-    this.lost ??= 'closed';
-    this.connection.destroy();
-  }
-
-  private stopHeartbeat(): void {
-    if (this.heartbeat) clearInterval(this.heartbeat);
-    this.heartbeat = null;
-  }
-
-  private markLost(reason: string): void {
-    if (this.lost) return;
-    this.lost = reason;
-    for (const reject of this.inFlight) reject(new Error(`connection lost: ${reason}`));
-    this.inFlight.clear();
-    this.stopHeartbeat();
-    for (const handler of this.lostHandlers) handler(reason);
-  }
 }
