@@ -1,8 +1,9 @@
-// The MySQL/MariaDB statements of the run path (admission, outcome, requests' claims, skips,
-// spooled records), `?`-parameterised; D is the quoted database. What only reads the log
-// (history, status, prune) is in sql-reads.ts. Written for both servers: no RETURNING, no
-// LATERAL, no VALUES() in ON DUPLICATE KEY UPDATE (deprecated in MySQL 8), no
-// sequences; times are UTC (UTC_TIMESTAMP, never NOW(), whose zone is the session's).
+// The MySQL/MariaDB statements of migrating and of the run path (GET_LOCK, admission,
+// outcome, requests' claims, skips, spooled records), `?`-parameterised; D is the quoted
+// database. Requests, history, status, retention and periodic tasks are in sql-reads.ts.
+// Written for both servers: no RETURNING, no LATERAL, no VALUES() in ON DUPLICATE KEY UPDATE
+// (deprecated in MySQL 8), no sequences; times are UTC (UTC_TIMESTAMP, never NOW(), whose
+// zone is the session's).
 
 // `name` as an identifier.
 export function quoteName(name: string): string {
