@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { readSql } from '../../src/store/mysql/sql-reads.js';
 import { mysqlClient, mysqlQuery } from '../mysql-helpers.js';
 import { admitted, freshStore, mysqlStore, newRun, outcome, RULES } from './mysql-stores.js';
 
@@ -51,6 +52,15 @@ describe('mysql run log: requests', () => {
     for (const good of ["JSON_ARRAY()", "'[]'", "' [ \"a\" , \"\\\\\\\\u0000\" ] '", "JSON_ARRAY('')"]) await insert(good);
     await expect(mysqlQuery(`INSERT INTO \`${database}\`.requests (job) VALUES ('12')`)).rejects.toMatchObject({ errno: expect.toBeOneOf([4025, 3819]) });
     expect(await store.listRequests(job('bad'), 10)).toHaveLength(4);
+  });
+
+  it('lets a waiting loop poll its due requests through an index', async () => {
+    const { store, database, job } = await freshStore();
+    await store.migrate();
+    for (let i = 0; i < 50; i++) await store.addRequest({ job: job(`other${i % 5}`), args: [], notBefore: new Date(), requestedBy: null });
+    const poll = readSql(`\`${database}\``).hasDueRequest;
+    const [plan] = await mysqlQuery<{ key: string | null; type: string }>(`EXPLAIN ${poll}`, [job('mine')]);
+    expect(plan).toMatchObject({ key: 'requests_due', type: 'range' });
   });
 
   it('claims every due request for a --batch run, up to --batch-max, and none not yet due', async () => {
