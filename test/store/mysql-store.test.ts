@@ -167,3 +167,20 @@ describe('mysql run log: migrate --group', () => {
     expect(await mysqlQuery('SELECT user FROM mysql.user WHERE user = ?', [`nobody_${user}`])).toEqual([]);
   });
 });
+
+describe('mysql run log: its server and session', () => {
+  it('names the server for the spool, and tells a lost connection from a closed one', async () => {
+    const { store } = await freshStore();
+    const heard: string[] = [];
+    store.onIdentity = (identity) => heard.push(identity);
+    const identity = await store.serverIdentity();
+    // MySQL: its @@server_uuid; MariaDB has none: its host name and server_id.
+    expect(identity).toMatch(/^(mariadb:.+:\d+|[0-9a-f-]{36})$/);
+    expect(await store.serverIdentity()).toBe(identity);
+    expect(heard).toEqual([identity]);
+    expect(store.connectionLost).toBe(false);
+    await mysqlQuery(`KILL ${store.session.connectionId}`);
+    await expect(store.getRun(1)).rejects.toThrow();
+    expect(store.connectionLost).toBe(true);
+  });
+});
