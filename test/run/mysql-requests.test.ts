@@ -6,8 +6,9 @@ import { mysqlBox } from '../commands/mysql-box.js';
 // INSERT a web application sends, served by --on-request loops that poll (MySQL has no
 // NOTIFY), each once, with its arguments.
 
-// A command that notes its arguments, one line per run: "a b|c|".
-const noting = (log: string) => ['sh', '-c', `printf '%s|' "$@" >> ${log}; echo >> ${log}`, 'sh'];
+// A command that notes its arguments, one line per run: "a b|c|", in one write (O_APPEND):
+// runs of several hosts at once never interleave their lines.
+const noting = (log: string) => ['sh', '-c', `printf '%s\\n' "$(printf '%s|' "$@")" >> ${log}`, 'sh'];
 
 describe('requests on a MySQL log', () => {
   it('by the CLI and by the documented INSERT, each served once with its arguments; request --wait, requests, --cancel', async () => {

@@ -38,7 +38,7 @@ describe('serve on a MySQL log', () => {
     const box = mysqlBox();
     const job = box.job('export');
     const log = box.path('log');
-    const command = ['sh', '-c', `printf '%s|' "$@" >> ${log}; echo >> ${log}`, 'sh'];
+    const command = ['sh', '-c', `printf '%s\\n' "$(printf '%s|' "$@")" >> ${log}`, 'sh'];
     await cronguard(['-n', job, '--', ...command], box.env);
     const loop = start(['-v', '-n', job, '--on-request', '--for', '5m', '--', ...command], box.env);
     let said = '';
