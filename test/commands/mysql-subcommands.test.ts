@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
 import { collected, cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
+import { mysqlClient } from '../mysql-helpers.js';
 import { mysqlBox } from './mysql-box.js';
 
 // Every subcommand on a MySQL run log, run as the built binary after real runs: exit code,
@@ -89,6 +90,23 @@ describe('subcommands on a MySQL log', () => {
     release(box.path('go'));
     await quiet.done;
     expect(listed).toEqual([{ job, lock: 'mysql', key: mysqlLockName(box.database, job), host: null, pid: null, run_id: null, since: null, holder_pid: null, verified: true }]);
+  });
+
+  it('locks shows a job held off by an application holding its GET_LOCK name (the README\'s SQL)', async () => {
+    const box = mysqlBox();
+    const job = box.job('held-off');
+    await cronguard(['-n', job, '--', 'true'], box.env);
+    const app = await mysqlClient();
+    try {
+      const [[got]] = (await app.query("SELECT GET_LOCK(CONCAT('cg:', LEFT(SHA2(CONCAT('cronguard:', ?, ':', ?), 256), 40)), 0) AS got", [box.database, job])) as unknown as [{ got: number }[]];
+      expect(got?.got).toBe(1);
+      expect(JSON.parse((await cronguard(['locks', '--json'], box.env)).stdout)).toEqual([
+        { job, lock: 'mysql', key: mysqlLockName(box.database, job), host: null, pid: null, run_id: null, since: null, holder_pid: null, verified: true },
+      ]);
+    } finally {
+      await app.end();
+    }
+    expect(await cronguard(['locks'], box.env)).toMatchObject({ code: 0, stdout: '', stderr: 'cronguard: no locks held\n' });
   });
 
   it('disable pauses a job on every host, enable resumes it; prune deletes old runs', async () => {
