@@ -39,7 +39,15 @@ async function forwarder(): Promise<{ url: string; freeze(): void; thaw(): void 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = new URL(mysqlUrl());
   url.port = String((server.address() as { port: number }).port);
-  return { url: url.toString(), freeze: () => void (frozen = true), thaw: () => void (frozen = false) };
+  return {
+    url: url.toString(),
+    freeze: () => {
+      frozen = true;
+    },
+    thaw: () => {
+      frozen = false;
+    },
+  };
 }
 
 describe('serve on a MySQL log that fails', () => {
