@@ -28,10 +28,11 @@ export function mysqlSandbox(): MysqlSandbox {
   return { ...box, env, database, job: (base) => `${base}-${database}` };
 }
 
-// A connection held by the test (to hold a lock as an application would, or to kill one).
-export async function mysqlClient(): Promise<Connection> {
+// A connection held by the test (to hold a lock as an application would, or to kill one),
+// to the tests' server or the one `at` names.
+export async function mysqlClient(at = mysqlUrl()): Promise<Connection> {
   const { createConnection } = await import('mysql2/promise');
-  const url = new URL(mysqlUrl());
+  const url = new URL(at);
   return createConnection({
     host: url.hostname,
     port: Number(url.port || 3306),
@@ -43,8 +44,8 @@ export async function mysqlClient(): Promise<Connection> {
   });
 }
 
-export async function mysqlQuery<R = RowDataPacket>(sql: string, params: unknown[] = []): Promise<R[]> {
-  const client = await mysqlClient();
+export async function mysqlQuery<R = RowDataPacket>(sql: string, params: unknown[] = [], at?: string): Promise<R[]> {
+  const client = await mysqlClient(at);
   try {
     const [rows] = await client.query(sql, params);
     return rows as R[];

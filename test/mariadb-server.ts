@@ -1,0 +1,70 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach } from 'vitest';
+import { waitFor } from './helpers.js';
+
+// A MariaDB server of the test's own (Debian's mariadbd on a data directory made for it), for
+// what the shared server must not suffer: a crash, a restart. Field tests only.
+export interface PrivateMariadb {
+  readonly url: string;
+  // Kills the server at once (SIGKILL, as a crash or an OOM kill), or shuts it down cleanly.
+  crash(): Promise<void>;
+  shutdown(): Promise<void>;
+  start(): Promise<void>;
+}
+
+const servers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const stop of servers.splice(0)) await stop();
+});
+
+export const haveMariadbd = (() => {
+  try {
+    execFileSync('/usr/sbin/mariadbd', ['--version'], { stdio: 'ignore' });
+    execFileSync('id', ['mysql'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+export async function privateMariadb(port: number): Promise<PrivateMariadb> {
+  const dir = mkdtempSync(join(tmpdir(), 'cronguard-mariadb-'));
+  chownSync(dir, Number(execFileSync('id', ['-u', 'mysql']).toString()), Number(execFileSync('id', ['-g', 'mysql']).toString()));
+  execFileSync('mariadb-install-db', [`--datadir=${dir}/data`, '--user=mysql', '--auth-root-authentication-method=normal', '--skip-test-db'], { stdio: 'ignore' });
+  let server: ChildProcess | null = null;
+  const ping = () => {
+    try {
+      execFileSync('mysqladmin', ['-uroot', '-h127.0.0.1', `-P${port}`, '--connect-timeout=2', 'ping'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const stopped = async (signal: NodeJS.Signals) => {
+    const child = server;
+    server = null;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill(signal);
+    await exited;
+  };
+  const handle: PrivateMariadb = {
+    url: `mysql://root@127.0.0.1:${port}/mysql`,
+    start: async () => {
+      server = spawn('/usr/sbin/mariadbd', ['--no-defaults', `--datadir=${dir}/data`, `--port=${port}`, '--bind-address=127.0.0.1',
+        `--socket=${dir}/sock`, '--user=mysql', '--skip-log-bin', '--innodb-buffer-pool-size=16M'], { stdio: 'ignore' });
+      await waitFor(ping, `the private MariaDB on port ${port} to answer`);
+    },
+    crash: () => stopped('SIGKILL'),
+    shutdown: () => stopped('SIGTERM'),
+  };
+  servers.push(async () => {
+    await stopped('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+  await handle.start();
+  return handle;
+}
