@@ -9,6 +9,8 @@ import { waitFor } from './helpers.js';
 // what the shared server must not suffer: a crash, a restart. Field tests only.
 export interface PrivateMariadb {
   readonly url: string;
+  // Its own directory (the data directory is data/ in it), the mysql user's.
+  readonly dir: string;
   // Kills the server at once (SIGKILL, as a crash or an OOM kill), or shuts it down cleanly.
   crash(): Promise<void>;
   shutdown(): Promise<void>;
@@ -30,7 +32,9 @@ export const haveMariadbd = (() => {
   }
 })();
 
-export async function privateMariadb(port: number): Promise<PrivateMariadb> {
+// `extra`: more of mariadbd's options (TLS files, require_secure_transport); a file they name
+// must be readable by the mysql user.
+export async function privateMariadb(port: number, extra: readonly string[] = []): Promise<PrivateMariadb> {
   const dir = mkdtempSync(join(tmpdir(), 'cronguard-mariadb-'));
   chownSync(dir, Number(execFileSync('id', ['-u', 'mysql']).toString()), Number(execFileSync('id', ['-g', 'mysql']).toString()));
   execFileSync('mariadb-install-db', [`--datadir=${dir}/data`, '--user=mysql', '--auth-root-authentication-method=normal', '--skip-test-db'], { stdio: 'ignore' });
@@ -53,9 +57,10 @@ export async function privateMariadb(port: number): Promise<PrivateMariadb> {
   };
   const handle: PrivateMariadb = {
     url: `mysql://root@127.0.0.1:${port}/mysql`,
+    dir,
     start: async () => {
       server = spawn('/usr/sbin/mariadbd', ['--no-defaults', `--datadir=${dir}/data`, `--port=${port}`, '--bind-address=127.0.0.1',
-        `--socket=${dir}/sock`, '--user=mysql', '--skip-log-bin', '--innodb-buffer-pool-size=16M'], { stdio: 'ignore' });
+        `--socket=${dir}/sock`, '--user=mysql', '--skip-log-bin', '--innodb-buffer-pool-size=16M', ...extra], { stdio: 'ignore' });
       await waitFor(ping, `the private MariaDB on port ${port} to answer`);
     },
     crash: () => stopped('SIGKILL'),

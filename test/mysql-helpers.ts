@@ -41,6 +41,8 @@ export async function mysqlClient(at = mysqlUrl()): Promise<Connection> {
     database: url.pathname.slice(1) || undefined,
     timezone: 'Z',
     supportBigNumbers: true,
+    // ?ssl-mode=REQUIRED: encrypted, unchecked (a server that requires TLS).
+    ...(url.searchParams.get('ssl-mode') === 'REQUIRED' ? { ssl: { rejectUnauthorized: false } } : {}),
   });
 }
 
