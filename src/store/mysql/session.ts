@@ -108,8 +108,10 @@ function sslOptions(config: MysqlConfig): ConnectionOptions['ssl'] {
     ca: read(config.sslCa, 'ssl-ca'),
     cert: read(config.sslCert, 'ssl-cert'),
     key: read(config.sslKey, 'ssl-key'),
+    // preferred and required encrypt without checking the server, as MySQL's client does;
+    // verify_ca checks its certificate's chain, verify_identity also that it names the host
+    // (the driver checks a host name, not an IP address).
     rejectUnauthorized: config.sslMode === 'verify_ca' || config.sslMode === 'verify_identity',
-    // verify_ca checks the chain only, as MySQL's client does.
-    ...(config.sslMode === 'verify_ca' ? { checkServerIdentity: () => undefined } : {}),
+    verifyIdentity: config.sslMode === 'verify_identity',
   };
 }
