@@ -55,6 +55,13 @@ const MYSQL_PATCHES = [
     file: /[\\/]mysql2[\\/]lib[\\/]packets[\\/]auth_switch_request\.js$/,
     edits: [["const name = packet.readNullTerminatedString('cesu8');", "const name = packet.readNullTerminatedString('utf8');"]],
   },
+  // ssl-mode=verify_identity checks the certificate against the host connected to, as
+  // MySQL's client does, an IP address included: the driver sends no server name for an
+  // IP, and Node then checks the certificate against 'localhost'.
+  {
+    file: /[\\/]mysql2[\\/]lib[\\/]base[\\/]connection\.js$/,
+    edits: [["checkServerIdentity: verifyIdentity\n          ? Tls.checkServerIdentity\n", "checkServerIdentity: verifyIdentity\n          ? (_name, cert) => Tls.checkServerIdentity(this.config.host, cert)\n"]],
+  },
   {
     file: /[\\/]mysql2[\\/]lib[\\/]parsers[\\/]string\.js$/,
     edits: [

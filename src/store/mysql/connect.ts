@@ -1,7 +1,7 @@
 import { sleep } from '../../util/io.js';
 import { monotonicMs } from '../../util/time.js';
 import type { MysqlConfig } from './config.js';
-import { isBusyError, mysqlError } from './errors.js';
+import { isBusyError, mysqlError, serverErrno } from './errors.js';
 import { connectMysql, type MysqlSession } from './session.js';
 
 const FIRST_DELAY_MS = 100;
@@ -31,6 +31,8 @@ export async function connectMysqlServer(config: MysqlConfig, applicationName: s
       if (!isBusyError(error) || monotonicMs() + delay > deadline) {
         const failed = mysqlError(error, config.display);
         if (retry > 1) failed.message += ` (retried ${retry - 1} times)`;
+        // MariaDB's answer to a plain connection under require_secure_transport.
+        if (config.sslMode === 'disabled' && serverErrno(error) === 1045) failed.message += '; if the server requires TLS, set ssl-mode=required in the URL';
         throw failed;
       }
       options.onRetry?.(retry, Math.round(delay), (error as Error).message);

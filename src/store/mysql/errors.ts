@@ -19,6 +19,9 @@ export const ER = {
   // Sent just before the server drops the connection: shutting down (1053), the
   // connection killed (MariaDB's 1927; MySQL just closes it). They end the session.
   connectionEnded: [1053, 1927],
+  // MySQL 8 refuses a connection without TLS under require_secure_transport (MariaDB
+  // answers 1045, access denied, instead).
+  secureTransportRequired: 3159,
 } as const;
 
 // The driver's codes for a connection that failed or ended, beside the system's.
@@ -82,6 +85,9 @@ export function mysqlError(error: unknown, where: string): CronguardError {
   const errno = serverErrno(error);
   if (errno !== null) {
     if (errno === 1045 || errno === 1698) return new PermissionError(`MySQL at ${where} refused the login: ${message}`);
+    if (errno === ER.secureTransportRequired) {
+      return new UnavailableError(`MySQL at ${where} accepts only TLS connections: set ssl-mode=required (or verify_identity with ssl-ca) in the URL`);
+    }
     if (isPrivilegeError(error)) return new PermissionError(`MySQL at ${where}: ${message}; see the README's grants`);
     if ((ER.readOnly as readonly number[]).includes(errno)) {
       return new UnavailableError(`MySQL at ${where} is read-only (a replica?): ${message}; point the URL at the primary`);
@@ -90,6 +96,8 @@ export function mysqlError(error: unknown, where: string): CronguardError {
     return new UnavailableError(`MySQL at ${where}: ${message} (error ${errno})`);
   }
   if (NETWORK.has(code)) return new UnavailableError(`cannot reach MySQL at ${where}: ${code}`);
+  // The server's certificate failed ssl-mode's check (verify_ca, verify_identity).
+  if (code === 'HANDSHAKE_SSL_ERROR') return new UnavailableError(`MySQL at ${where}: its TLS certificate was refused (${message}); check the URL's ssl-ca and host`);
   if (code === 'HANDSHAKE_NO_SSL_SUPPORT') {
     return new UnavailableError(`MySQL at ${where} does not offer TLS, which the URL's ssl-mode asks for: enable TLS on the server, or use ssl-mode=preferred`);
   }
