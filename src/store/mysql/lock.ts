@@ -4,18 +4,17 @@ import type { DatabaseLock } from '../../lock/database.js';
 import type { Messages } from '../../util/io.js';
 import type { LockRelease, LockRequest } from '../types.js';
 import { mysqlError } from './errors.js';
+import { LOCK_SQL } from './sql.js';
 import type { MysqlSession } from './session.js';
 
 // GET_LOCK on a dedicated connection: held as long as the connection lives, freed by the
 // server when it closes (a killed wrapper's too). All statements on it are short: the
 // heartbeat asks, every few seconds, whether the name is still this connection's.
 
-// GET_LOCK is 1 when taken, 0 when another session holds the name, NULL on an error (the
-// statement killed). A name this session already holds is taken again (nested): a
-// connection of cronguard's only ever holds its own job's name, once.
-const TRY = 'SELECT GET_LOCK(?, 0) AS got';
-const RELEASE = 'SELECT RELEASE_LOCK(?) AS released';
-// The heartbeat: 1 while this connection holds the name, 0 if another does, NULL if nobody.
+// The statements are the dialect's (sql.ts): the lock taken alone as the admission takes it
+// (1 taken, 2 already this session's, 0 another's), released, and the heartbeat's question.
+const { take: TRY, released: RELEASE } = LOCK_SQL;
+// 1 while this connection holds the name, 0 if another does, NULL if nobody.
 const PROBE = 'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS held';
 
 // The lock as the admission statement asks for it and the outcome's releases it (see
@@ -65,11 +64,11 @@ export function mysqlLock(session: MysqlSession, name: string, say?: Messages): 
   const tryOnce = async (): Promise<Lock | null> => {
     let row: { got: number | null } | undefined;
     try {
-      [row] = await session.query<{ got: number | null }>(TRY, [name]);
+      [row] = await session.query<{ got: number | null }>(TRY, [name, name]);
     } catch (error) {
       throw mysqlError(error, session.config.display);
     }
-    if (row?.got !== 1) return null;
+    if (row?.got !== 1 && row?.got !== 2) return null;
     heldOn(session, name);
     return held;
   };
