@@ -4,7 +4,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { TLSSocket, createSecureContext } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cronguard, sandbox } from '../helpers.js';
+import { cronguard, ROOT, runFile, sandbox } from '../helpers.js';
 
 // ssl-mode against a server that offers TLS (the machine's MariaDB does not): a stand-in that
 // speaks just enough of the protocol for a run under the mysql lock (--no-log), upgrading to
@@ -106,23 +106,29 @@ function certificates(dir: string, name: string): { ca: string; key: string; cer
   return { ca: `${dir}/ca.pem`, key: readFileSync(`${dir}/server.key`, 'utf8'), cert: readFileSync(`${dir}/server.pem`, 'utf8') };
 }
 
+// The stand-in, with a certificate for `name` from a CA of the test's; `upgrades()` counts
+// the connections that went over to TLS.
+async function tlsServer(dir: string, name: string): Promise<{ port: number; ca: string; upgrades(): number }> {
+  const { ca, key, cert } = certificates(dir, name);
+  let upgrades = 0;
+  const server = createServer((socket) => {
+    socket.write(packet(0, greeting()));
+    serve(socket, { key, cert }, () => upgrades++);
+  });
+  servers.push(server);
+  // Every address of this host (localhost may be looked up as ::1 or 127.0.0.1).
+  await new Promise<void>((resolve) => server.listen(0, resolve));
+  return { port: (server.address() as { port: number }).port, ca, upgrades: () => upgrades };
+}
+
 describe('MySQL over TLS (ssl-mode)', () => {
   it('verifies what ssl-mode asks: the chain with verify_ca, also the host name with verify_identity; required checks nothing', async () => {
     const box = sandbox();
-    const { ca, key, cert } = certificates(box.dir, 'db.test.invalid');
-    let upgrades = 0;
-    const server = createServer((socket) => {
-      socket.write(packet(0, greeting()));
-      serve(socket, { key, cert }, () => upgrades++);
-    });
-    servers.push(server);
-    // Every address of this host (localhost may be looked up as ::1 or 127.0.0.1).
-    await new Promise<void>((resolve) => server.listen(0, resolve));
-    const port = (server.address() as { port: number }).port;
+    const { port, ca, upgrades } = await tlsServer(box.dir, 'db.test.invalid');
     // The host name is looked up as `localhost`, so the certificate's name never matches it.
     const run = (params: string) => cronguard(['--db', `mysql://root@localhost:${port}/?${params}`, '--no-log', '-n', 'tls', '--', 'true'], box.env);
     expect(await run('ssl-mode=required')).toMatchObject({ code: 0, stderr: '' });
-    expect(upgrades).toBe(1);
+    expect(upgrades()).toBe(1);
     expect(await run(`ssl-mode=verify_ca&ssl-ca=${ca}`)).toMatchObject({ code: 0, stderr: '' });
     const unknownCa = await run('ssl-mode=verify_ca');
     expect(unknownCa.code).toBe(69);
@@ -132,8 +138,18 @@ describe('MySQL over TLS (ssl-mode)', () => {
     expect(wrongName.stderr).toMatch(/^cronguard: MySQL at root@localhost:\d+: its TLS certificate was refused \(.*altnames.*\); check the URL's ssl-ca and host\n$/);
     expect(wrongName.stderr.trim().split('\n')).toHaveLength(1);
     // Without TLS asked for on the loopback: a plain connection, no upgrade.
-    const before = upgrades;
+    const before = upgrades();
     expect(await run('ssl-mode=disabled')).toMatchObject({ code: 0, stderr: '' });
-    expect(upgrades).toBe(before);
+    expect(upgrades()).toBe(before);
+  });
+
+  it('trusts a CA that NODE_EXTRA_CA_CERTS names, though the launcher defers that file past Node start-up', async () => {
+    const box = sandbox();
+    const { port, ca } = await tlsServer(box.dir, 'localhost');
+    const args = ['--db', `mysql://root@localhost:${port}/?ssl-mode=verify_identity`, '--no-log', '-n', 'extra', '--', 'true'];
+    expect(await runFile(`${ROOT}/bin/cronguard`, args, { ...box.env, NODE_EXTRA_CA_CERTS: ca })).toMatchObject({ code: 0, stderr: '' });
+    const without = await runFile(`${ROOT}/bin/cronguard`, args, box.env);
+    expect(without.code).toBe(69);
+    expect(without.stderr).toMatch(/its TLS certificate was refused/);
   });
 });

@@ -1,3 +1,4 @@
+import { rootCertificates } from 'node:tls';
 import type { Connection, ConnectionOptions } from 'mysql2/promise';
 import type { SharedSession } from '../shared.js';
 import { readRegularFile } from '../../util/safe-path.js';
@@ -99,19 +100,37 @@ export async function connectMysql(config: MysqlConfig, applicationName: string,
   }
 }
 
+// The roots a verified connection without ssl-ca trusts when NODE_EXTRA_CA_CERTS names more:
+// the launcher defers that file (util/extra-ca.ts) and the driver builds its own TLS context,
+// so Node's roots and the file's certificates are handed over together. A file that cannot
+// be read is skipped with a warning, as Node skips it; undefined: Node's roots alone.
+function extraRoots(): string[] | undefined {
+  const file = process.env.NODE_EXTRA_CA_CERTS;
+  if (!file) return undefined;
+  let pem: string;
+  try {
+    pem = readRegularFile(file, 'NODE_EXTRA_CA_CERTS', 16 * 1024 * 1024);
+  } catch (error) {
+    process.emitWarning(`ignoring extra certs: ${(error as Error).message}`);
+    return undefined;
+  }
+  return [...rootCertificates, pem];
+}
+
 // TLS as ?ssl-mode says; 'preferred' is tried with TLS first and falls back in connect.ts.
 function sslOptions(config: MysqlConfig): ConnectionOptions['ssl'] {
   if (config.sslMode === 'disabled') return undefined;
   // A missing file is 64, an unreadable one 77, before anything is sent.
   const read = (path: string | undefined, what: string) => (path === undefined ? undefined : readRegularFile(path, what));
+  const verify = config.sslMode === 'verify_ca' || config.sslMode === 'verify_identity';
   return {
-    ca: read(config.sslCa, 'ssl-ca'),
+    ca: read(config.sslCa, 'ssl-ca') ?? (verify ? extraRoots() : undefined),
     cert: read(config.sslCert, 'ssl-cert'),
     key: read(config.sslKey, 'ssl-key'),
     // preferred and required encrypt without checking the server, as MySQL's client does;
     // verify_ca checks its certificate's chain, verify_identity also that it names the host
-    // (the driver checks a host name, not an IP address).
-    rejectUnauthorized: config.sslMode === 'verify_ca' || config.sslMode === 'verify_identity',
+    // (an IP address too: see build.mjs's patch of the driver).
+    rejectUnauthorized: verify,
     verifyIdentity: config.sslMode === 'verify_identity',
   };
 }
