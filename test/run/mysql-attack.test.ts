@@ -1,0 +1,128 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
+import { cronguard, fixture, release, start, startMany, waitFor } from '../helpers.js';
+import { mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
+
+// Faults found by trying to break the MySQL mode (the breaker helper's notes, "breaker
+// found"). Each test fails until its fault is fixed.
+
+const servers: Server[] = [];
+const sockets = new Set<Socket>();
+const users: string[] = [];
+afterEach(async () => {
+  for (const socket of sockets) socket.destroy();
+  sockets.clear();
+  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
+  for (const user of users.splice(0)) await mysqlQuery(`DROP USER IF EXISTS '${user}'@'%'`);
+});
+
+// A forwarder to the test server whose `partition()` is a network that goes silent for good:
+// nothing passes either way, and when the client gives up on its connection, the server's
+// side stays open and silent (the server never hears that the client went away).
+async function partitionable(): Promise<{ url: string; partition(): void }> {
+  const target = new URL(mysqlUrl());
+  let parted = false;
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port || 3306), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+    }
+    client.on('data', (chunk) => parted || upstream.write(chunk));
+    upstream.on('data', (chunk) => parted || client.write(chunk));
+    client.on('close', () => parted || upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(mysqlUrl());
+  url.port = String((server.address() as { port: number }).port);
+  return {
+    url: url.toString(),
+    partition: () => {
+      parted = true;
+    },
+  };
+}
+
+describe('breaker: MySQL mode under faults', () => {
+  // Found: after a partition the wrapper stops its command (75), but the server keeps the
+  // stranded session, and its GET_LOCK, until wait_timeout (28800 s by default) or TCP
+  // keepalive: every later run of the job skips with exit 0 and nothing on stderr for hours.
+  // The lock's session should set a short wait_timeout (a few heartbeats, e.g. 30 s) so the
+  // server frees a partitioned holder's name soon after the holder has stopped its command.
+  it('a partition mid-run does not strand the lock on the server: a later run gets it within a minute', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('parted');
+    const net = await partitionable();
+    const started = box.path('started');
+    const run = start(['-n', job, '--kill-after', '1s', '--', 'sh', '-c', `touch ${started}; exec sleep 120`], { ...box.env, CRONGUARD_DATABASE_URL: net.url });
+    await waitFor(() => existsSync(started), 'the command to start');
+    const [held] = await mysqlQuery<{ id: number | null }>('SELECT IS_USED_LOCK(?) AS id', [mysqlLockName(box.database, job)]);
+    expect(held?.id).not.toBeNull();
+    net.partition();
+    const first = await run.done;
+    expect(first.code).toBe(75);
+    // The network is back for everyone else; the stranded session still holds the name.
+    const after = await cronguard(['-n', job, '-w', '60s', '--', 'touch', box.path('second')], box.env);
+    expect(after).toMatchObject({ code: 0, stderr: '' });
+    expect(existsSync(box.path('second'))).toBe(true);
+  });
+
+  // Found: a per-account connection limit (CREATE USER ... WITH MAX_USER_CONNECTIONS, shared
+  // hosting's usual limit) answers 1226, which is not retried as 1040/1203 are: of a burst of
+  // invocations, those refused a connection exit 69 with an error each (cron mails them), and
+  // their skips are not counted on the run.
+  it('a burst against an account with MAX_USER_CONNECTIONS: one run, the others skip (retried, not 69)', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('limited');
+    const user = `cgb_${randomBytes(4).toString('hex')}`;
+    users.push(user);
+    await mysqlQuery(`CREATE USER '${user}'@'%' WITH MAX_USER_CONNECTIONS 2`);
+    await mysqlQuery(`GRANT ALL ON \`${box.database}\`.* TO '${user}'@'%'`);
+    const url = new URL(mysqlUrl());
+    url.username = user;
+    url.password = '';
+    url.pathname = '/';
+    const env = { ...box.env, CRONGUARD_DATABASE_URL: url.toString() };
+    expect((await cronguard(['migrate'], env)).code).toBe(0);
+    const log = box.path('record');
+    const barrier = box.path('barrier');
+    const many = startMany(8, ['-n', job, '--', fixture('hold.sh'), log, barrier], env);
+    await waitFor(() => many.exited() === 7, 'all but one invocation to end');
+    release(barrier);
+    const results = await many.done;
+    expect(results.map((r) => r.code)).toEqual(Array(8).fill(0));
+    expect(results.filter((r) => r.stderr !== '')).toEqual([]);
+    const rows = await mysqlQuery<{ status: string; overlaps: number }>(`SELECT status, overlaps FROM \`${box.database}\`.runs WHERE job = ?`, [job]);
+    expect(rows).toMatchObject([{ status: 'succeeded', overlaps: 7 }]);
+  });
+
+  // Found: the session does not set its own sql_mode, so a server whose global sql_mode has
+  // NO_BACKSLASH_ESCAPES reads mysql2's `\'` escaping as the end of a string: every value with
+  // a quote breaks its statement (a run's record goes to the spool, `request` is an internal
+  // error with a stack trace, 70), and a value can inject SQL: `--by` (or the API's `by`)
+  // below adds a second request row of its own. The session should SET sql_mode itself.
+  // This test changes the server's GLOBAL sql_mode for well under a second (restored in finally).
+  it('NO_BACKSLASH_ESCAPES in the server default: a value cannot inject SQL', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('nbe');
+    expect((await cronguard(['migrate'], box.env)).code).toBe(0);
+    const [{ mode }] = (await mysqlQuery<{ mode: string }>('SELECT @@GLOBAL.sql_mode AS mode')) as [{ mode: string }];
+    let result: Awaited<ReturnType<typeof cronguard>> | undefined;
+    try {
+      await mysqlQuery('SET GLOBAL sql_mode = ?', [`${mode},NO_BACKSLASH_ESCAPES`]);
+      result = await cronguard(['request', job, '--by', "x'), (0x6d31, 0x5b5d, UTC_TIMESTAMP(6), 0x70776e) -- "], box.env);
+    } finally {
+      await mysqlQuery('SET GLOBAL sql_mode = ?', [mode]);
+    }
+    expect(result?.stderr).not.toMatch(/internal error|\n\s+at /);
+    const rows = await mysqlQuery<{ job: string; requested_by: string }>(`SELECT job, requested_by FROM \`${box.database}\`.requests ORDER BY id`);
+    expect(rows.filter((r) => r.requested_by === 'pwn')).toEqual([]);
+    expect(result?.code).toBe(0);
+    expect(rows).toEqual([{ job, requested_by: "x'), (0x6d31, 0x5b5d, UTC_TIMESTAMP(6), 0x70776e) -- " }]);
+  });
+});
