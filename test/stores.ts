@@ -4,11 +4,12 @@ import type BetterSqlite3 from 'better-sqlite3';
 import type { RequestRow } from '../src/store/requests.js';
 import type { RunRow } from '../src/store/types.js';
 import { runs, type Sandbox, sandbox } from './helpers.js';
+import { mysqlClient, mysqlQuery, mysqlSandbox } from './mysql-helpers.js';
 import { pgRuns, pgSandbox, sql } from './pg-helpers.js';
 
-// The tests of features both stores have run against each: the embedded SQLite log and a
-// shared PostgreSQL one.
-export const STORES = ['sqlite', 'postgres'] as const;
+// The tests of features every store has run against each: the embedded SQLite log and a
+// shared PostgreSQL or MySQL/MariaDB one.
+export const STORES = ['sqlite', 'postgres', 'mysql'] as const;
 export type StoreKind = (typeof STORES)[number];
 
 export interface StoreBox extends Sandbox {
@@ -90,6 +91,7 @@ export function storeBox(kind: StoreKind): StoreBox {
       },
     };
   }
+  if (kind === 'mysql') return mysqlStoreBox();
   const box = pgSandbox();
   return {
     ...box,
@@ -105,6 +107,45 @@ export function storeBox(kind: StoreKind): StoreBox {
       await sql(`DELETE FROM "${box.schema}".requests WHERE id = $1`, [id]);
     },
     request: async (job, args = []) => Number((await sql<{ id: string }>(`SELECT "${box.schema}".request($1, $2) AS id`, [job, args]))[0]?.id),
+  };
+}
+
+// MySQL's log in a throwaway database, written as the README tells a web application to.
+function mysqlStoreBox(): StoreBox & { readonly database: string } {
+  const box = mysqlSandbox();
+  const D = `\`${box.database}\``;
+  // A row as the CLI's --json shows it: booleans, and args as the array its JSON text holds.
+  const row = (r: Record<string, unknown>) => ({
+    ...asJson(r),
+    ...('output_truncated' in r ? { output_truncated: Boolean(r.output_truncated) } : {}),
+    ...(typeof r.args === 'string' ? { args: JSON.parse(r.args) } : {}),
+  });
+  return {
+    ...box,
+    kind: 'mysql',
+    runs: async () => (await mysqlQuery<Record<string, unknown>>(`SELECT * FROM ${D}.runs ORDER BY id`)).map(row) as unknown as RunRow[],
+    requests: async () => (await mysqlQuery<Record<string, unknown>>(`SELECT * FROM ${D}.requests ORDER BY id`)).map(row) as unknown as RequestRow[],
+    insertRuns: async (rows) => {
+      for (const r of rows) {
+        const [job, status, host, startedAt, finishedAt, ...rest] = seedValues(r);
+        const times = [new Date(startedAt as string), finishedAt === null ? null : new Date(finishedAt as string)];
+        await mysqlQuery(`INSERT INTO ${D}.runs (${SEED_COLUMNS.replace('trigger', '`trigger`')}) VALUES (?, ?, 'cron', 1, ?, 1, 'seed', ?, ?, ?, ?, ?)`, [job, status, host, ...times, ...rest]);
+        // What a run's admission would have made: its job's row (status lists the jobs in it).
+        await mysqlQuery(`INSERT IGNORE INTO ${D}.jobs (name) VALUES (?)`, [job]);
+      }
+    },
+    forgetRequest: async (id) => {
+      await mysqlQuery(`DELETE FROM ${D}.requests WHERE id = ?`, [id]);
+    },
+    request: async (job, args = []) => {
+      const client = await mysqlClient();
+      try {
+        const [done] = await client.query(`INSERT INTO ${D}.requests (job, args) VALUES (?, ?)`, [job, JSON.stringify(args)]);
+        return (done as { insertId: number }).insertId;
+      } finally {
+        await client.end();
+      }
+    },
   };
 }
 

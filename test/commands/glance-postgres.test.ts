@@ -29,10 +29,13 @@ describe.each(STORES)('status at a glance (%s)', (kind) => {
     expect(recent).toHaveLength(50);
     expect(recent.map((r) => r.id)).toEqual([...recent.map((r) => r.id)].sort((a, b) => a - b));
     const durations = seed.slice(10).map((r) => r.durationMs).sort((a, b) => a - b);
+    // MySQL counts only the runs cronguard records (it has no trigger: README, "Where MySQL
+    // differs"); these were inserted by hand.
+    const totals = kind === 'mysql' ? {} : { runs_total: { succeeded: 45, failed: 15 } };
     expect(status).toMatchObject({
       job, state: 'idle', last_status: 'failed', last_exit_code: 1, success_rate: 45 / 50,
       duration_median_ms: durations[24], duration_p95_ms: durations[47],
-      runs_total: { succeeded: 45, failed: 15 }, last_success_duration_ms: 9000, command: null,
+      ...totals, last_success_duration_ms: 9000, command: null,
     });
   });
 

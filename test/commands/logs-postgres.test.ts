@@ -5,6 +5,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import type { RunRow } from '../../src/store/types.js';
 import { collected, cronguard, fixture, release, start, waitFor } from '../helpers.js';
+import { mysqlQuery } from '../mysql-helpers.js';
 import { sql } from '../pg-helpers.js';
 import { STORES, type StoreBox, storeBox } from '../stores.js';
 
@@ -19,6 +20,10 @@ async function runningRow(box: StoreBox, job: string): Promise<RunRow> {
 
 // Moves a run to another host, as the shared log would show a run of the same job elsewhere.
 async function moveToHost(box: StoreBox, id: number, host: string): Promise<void> {
+  if (box.kind === 'mysql') {
+    await mysqlQuery(`UPDATE \`${box.env.CRONGUARD_SCHEMA}\`.runs SET host = ? WHERE id = ?`, [host, id]);
+    return;
+  }
   if (box.kind === 'postgres') {
     await sql(`UPDATE "${(box as StoreBox & { schema: string }).schema}".runs SET host = $1 WHERE id = $2`, [host, id]);
     return;

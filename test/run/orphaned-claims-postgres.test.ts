@@ -5,6 +5,8 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { cronguard, fixture, lines, start, waitFor } from '../helpers.js';
 import { processStart } from '../../src/util/process-id.js';
+import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
+import { mysqlClient } from '../mysql-helpers.js';
 import { sql } from '../pg-helpers.js';
 import { STORES, type StoreBox, storeBox } from '../stores.js';
 
@@ -91,10 +93,11 @@ interface HeldLock {
 }
 const NO_LOCK: HeldLock = { backend: 'none', key: null };
 
-// The lock a plain run of the job takes: flock in the sandbox's lock dir, or PostgreSQL's
-// advisory key for the job in its schema (as the README computes it).
+// The lock a plain run of the job takes: flock in the sandbox's lock dir, PostgreSQL's
+// advisory key for the job in its schema (as the README computes it), or MySQL's GET_LOCK name.
 async function jobLock(box: StoreBox, job: string): Promise<HeldLock> {
   if (box.kind === 'sqlite') return { backend: 'flock', key: join(box.lockDir, `${job}.lock`) };
+  if (box.kind === 'mysql') return { backend: 'mysql', key: mysqlLockName(schemaOf(box), job) };
   const [row] = await sql<{ key: string }>(
     `SELECT ('x' || left(encode(sha256(convert_to('cronguard:' || $1 || ':' || $2, 'UTF8')), 'hex'), 16))::bit(64)::bigint::text AS key`,
     [schemaOf(box), job],
@@ -108,6 +111,21 @@ async function jobLock(box: StoreBox, job: string): Promise<HeldLock> {
 async function leftBehind(box: StoreBox, job: string, id: number, lock: HeldLock, wrapper = { pid: 999_999, wrapperStart: 'another-boot/1' as string | null }): Promise<number> {
   const values = [job, hostname(), wrapper.pid, wrapper.wrapperStart, lock.backend, lock.key, `left-${Math.random()}`];
   const columns = 'job, status, trigger, attempt, host, pid, command, started_at, finished_at, exit_code, wrapper_start, lock_backend, lock_key, run_key';
+  if (box.kind === 'mysql') {
+    const D = `\`${schemaOf(box)}\``;
+    const client = await mysqlClient();
+    try {
+      const [done] = await client.query(
+        `INSERT INTO ${D}.runs (${columns.replace('trigger', '`trigger`')}) VALUES (?, 'failed', 'cron', 1, ?, ?, 'old', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 1, ?, ?, ?, ?)`,
+        values,
+      );
+      const runId = (done as { insertId: number }).insertId;
+      await client.query(`UPDATE ${D}.requests SET status = 'running', attempts = 1, claimed_at = UTC_TIMESTAMP(6), run_id = ? WHERE id = ?`, [runId, id]);
+      return runId;
+    } finally {
+      await client.end();
+    }
+  }
   if (box.kind === 'postgres') {
     const s = schemaOf(box);
     const [row] = await sql<{ id: string }>(
@@ -131,6 +149,7 @@ async function leftBehind(box: StoreBox, job: string, id: number, lock: HeldLock
   }
 }
 
+// The schema (PostgreSQL) or database (MySQL) of the shared log.
 function schemaOf(box: StoreBox): string {
-  return (box as StoreBox & { schema: string }).schema;
+  return box.env.CRONGUARD_SCHEMA as string;
 }

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines } from '../helpers.js';
+import { mysqlClient, mysqlQuery } from '../mysql-helpers.js';
 import { sql } from '../pg-helpers.js';
 import { STORES, type StoreBox, storeBox } from '../stores.js';
 
@@ -12,18 +13,30 @@ const Database = createRequire(import.meta.url)('better-sqlite3') as typeof Bett
 const argsOfRuns = (file: string) => lines(file).filter((l) => l.startsWith('start ')).map((l) => l.split(' ').slice(2).join(' '));
 
 // Arguments a web application might write that no command line carries, as each dialect's
-// SQL spells them (SQLite: JSON text; PostgreSQL: a text[] literal).
+// SQL spells them (SQLite: JSON text; PostgreSQL: a text[] literal; MySQL: JSON).
 const MALFORMED = {
   sqlite: [`'[1]'`, `'[{"a":1}]'`, `'["a\\u0000b"]'`, `'[["a","b"]]'`, `'[null]'`],
   postgres: [`ARRAY[NULL]::text[]`, `'{{a,b},{c,d}}'::text[]`, `ARRAY['a', NULL]`],
+  mysql: [`JSON_ARRAY(1)`, `JSON_ARRAY(JSON_OBJECT('a', 1))`, `'["a\\\\u0000b"]'`, `JSON_ARRAY(JSON_ARRAY('a', 'b'))`, `JSON_ARRAY(NULL)`, `JSON_OBJECT('a', 'b')`],
 } as const;
+// Good arguments, as each dialect spells them.
+const GOOD = { sqlite: `'["a b", "", "é"]'`, postgres: `ARRAY['a b', '', 'é']`, mysql: `JSON_ARRAY('a b', '', 'é')` } as const;
 
-const REASON = '(its args are not all strings|an argument holds a NUL byte)';
+const REASON = '(its args are not all strings|its args are not an array of strings|an argument holds a NUL byte)';
 
 const schemaOf = (box: StoreBox): string => box.env.CRONGUARD_SCHEMA as string;
 
 // An INSERT as a web application writes it, with args as an SQL expression.
 async function insert(box: StoreBox, job: string, args: string): Promise<number> {
+  if (box.kind === 'mysql') {
+    const client = await mysqlClient();
+    try {
+      const [done] = await client.query(`INSERT INTO \`${schemaOf(box)}\`.requests (job, args) VALUES (?, ${args})`, [job]);
+      return (done as { insertId: number }).insertId;
+    } finally {
+      await client.end();
+    }
+  }
   if (box.kind === 'postgres') {
     const [row] = await sql<{ id: string }>(`INSERT INTO "${schemaOf(box)}".requests (job, args) VALUES ($1, ${args}) RETURNING id`, [job]);
     return Number(row?.id);
@@ -39,6 +52,10 @@ async function insert(box: StoreBox, job: string, args: string): Promise<number>
 // Rows that got in around the constraints (written before them, or by hand): the
 // constraints dropped as such a log never had them.
 async function dropConstraints(box: StoreBox): Promise<void> {
+  if (box.kind === 'mysql') {
+    await mysqlQuery(`ALTER TABLE \`${schemaOf(box)}\`.requests DROP CONSTRAINT requests_args_strings`);
+    return;
+  }
   if (box.kind === 'postgres') {
     await sql(`ALTER TABLE "${schemaOf(box)}".requests DROP CONSTRAINT IF EXISTS requests_args_strings`);
     return;
@@ -59,7 +76,7 @@ describe.each(STORES)("requests' arguments (%s)", (kind) => {
     if (kind === 'postgres') {
       await expect(sql(`SELECT "${schemaOf(box)}".request($1, ARRAY['x', NULL])`, [job])).rejects.toThrow(/requests_args_strings/);
     }
-    expect(await insert(box, job, kind === 'sqlite' ? `'["a b", "", "é"]'` : `ARRAY['a b', '', 'é']`)).toBeGreaterThan(0);
+    expect(await insert(box, job, GOOD[kind])).toBeGreaterThan(0);
     expect((await box.requests()).map((r) => r.args)).toEqual([['a b', '', 'é']]);
   });
 
