@@ -148,7 +148,7 @@ export class Session implements MysqlSession {
           pendingSince = null;
           if (gone) this.loseLock(gone);
         },
-        (error: Error) => this.markLost(`heartbeat failed: ${error.message}`),
+        (error: Error) => this.markLost(heartbeatFailure(error)),
       );
     }, HEARTBEAT_MS / 2);
     this.heartbeat.unref();
@@ -198,4 +198,13 @@ export class Session implements MysqlSession {
     this.stopHeartbeat();
     for (const handler of this.lostHandlers) handler(reason);
   }
+}
+
+// Why a heartbeat failed, in the words of the connection's other ends: the driver rejects a
+// statement on a socket that just closed with "Can't add new command when connection is in
+// closed state", which says nothing to an operator.
+function heartbeatFailure(error: Error & { code?: unknown }): string {
+  if (typeof error.code === 'string' && /^E[A-Z]+$/.test(error.code)) return `connection lost: ${error.code}`;
+  if (/closed state/.test(error.message)) return 'the connection was closed';
+  return `heartbeat failed: ${error.message}`;
 }
