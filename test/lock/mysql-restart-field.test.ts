@@ -23,10 +23,12 @@ describe.skipIf(!haveMariadbd)('a MariaDB server that goes away mid-run', () => 
     const lost = await run.done;
     expect(lost.code).toBe(75);
     expect(lost.stdout).toBe('');
-    // The record waits in the spool (said once), and the run's one summary line.
+    // The record waits in the spool (said once; where the server's loss was first met depends
+    // on how far the run had got), and the run's one summary line.
     expect(lost.stderr).toMatch(
-      /^cronguard: run log \S+ \(database cg_field\) unavailable \(record the outcome: cannot reach MySQL at \S+: ECONNREFUSED\); records go to \S+ until it can be written\ncronguard: nightly: lock lost: the server closed the connection; command terminated after \S+ \(run 1; cronguard logs 1\)\n$/,
+      /^cronguard: run log \S+ \(database cg_field\) unavailable \([^\n]*\); records go to \S+ until it can be written\ncronguard: nightly: lock lost: [^\n]*; command terminated after \S+ \(run 1; cronguard logs 1\)\n$/,
     );
+    expect(lost.stderr).not.toMatch(/closed state|at \w+ \(|Error:/);
     // The command was stopped: it never reached its end, though the barrier is there now.
     release(barrier);
     expect(lines(log)).toEqual([expect.stringMatching(/^start /)]);
