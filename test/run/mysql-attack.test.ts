@@ -4,7 +4,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
 import { cronguard, fixture, release, start, startMany, waitFor } from '../helpers.js';
-import { mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
+import { mysqlClient, mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
 
 // Faults found by trying to break the MySQL mode (the breaker helper's notes, "breaker
 // found"). Each test fails until its fault is fixed.
@@ -124,5 +124,32 @@ describe('breaker: MySQL mode under faults', () => {
     expect(rows.filter((r) => r.requested_by === 'pwn')).toEqual([]);
     expect(result?.code).toBe(0);
     expect(rows).toEqual([{ job, requested_by: "x'), (0x6d31, 0x5b5d, UTC_TIMESTAMP(6), 0x70776e) -- " }]);
+  });
+  // Found: the session bounds row locks (innodb_lock_wait_timeout = 5) but not metadata locks
+  // (lock_wait_timeout, 1 day by default). A LOCK TABLES (mysqldump --lock-tables, an ALTER
+  // waiting its turn, a backup's FLUSH TABLES WITH READ LOCK) on the log's tables holds a run's
+  // admission with no word on stderr until the driver's 30 s statement timeout, and then the run
+  // ends 69 "cannot reach MySQL ... PROTOCOL_SEQUENCE_TIMEOUT" (the server answered all along)
+  // after minutes, having run nothing. Setting lock_wait_timeout = 5 beside it would make this
+  // the row lock's case: the run goes ahead and spools its record, with one line.
+  it('a LOCK TABLES on the log: the run is not held for minutes, and the message is not "cannot reach"', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('mdl');
+    expect((await cronguard(['-n', job, '--', 'true'], box.env)).code).toBe(0);
+    const holder = await mysqlClient();
+    try {
+      await holder.query(`LOCK TABLES \`${box.database}\`.runs WRITE, \`${box.database}\`.jobs WRITE`);
+      const run = start(['-n', job, '--', 'touch', box.path('ran')], box.env);
+      let finished = false;
+      void run.done.then(() => (finished = true));
+      // A bound that only tells a hang from an answer: a fixed run ends within ~20 s.
+      await waitFor(() => finished, 'the run to end while the tables are locked', 90_000);
+      const result = await run.done;
+      expect(result.stderr).not.toMatch(/cannot reach MySQL/);
+      expect(result.code).toBe(0);
+      expect(existsSync(box.path('ran'))).toBe(true);
+    } finally {
+      await holder.end();
+    }
   });
 });
