@@ -13,6 +13,9 @@ export interface MysqlConnectOptions {
   readonly onRetry?: (retry: number, delayMs: number, reason: string) => void;
   // A signal to cronguard: stops connecting, and waiting to, at once.
   readonly abort?: AbortSignal;
+  // The server ends the session after this many seconds without a statement (the lock's:
+  // see lock.ts); the server's wait_timeout otherwise.
+  readonly idleTimeoutS?: number;
 }
 
 // A dedicated session, retried after a jittered, growing delay while the server is out of
@@ -24,7 +27,7 @@ export async function connectMysqlServer(config: MysqlConfig, applicationName: s
   for (let retry = 1; ; retry++) {
     abort?.throwIfAborted();
     try {
-      return await attempt(config, applicationName, abort);
+      return await attempt(config, applicationName, abort, options.idleTimeoutS);
     } catch (error) {
       if (abort?.aborted) throw abort.reason;
       const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (retry - 1)) * (0.5 + Math.random() / 2);
@@ -43,11 +46,11 @@ export async function connectMysqlServer(config: MysqlConfig, applicationName: s
 
 // ssl-mode=preferred: TLS when the server offers it, else the same connection without, as
 // MySQL's own client does.
-async function attempt(config: MysqlConfig, applicationName: string, abort: AbortSignal | undefined): Promise<MysqlSession> {
+async function attempt(config: MysqlConfig, applicationName: string, abort: AbortSignal | undefined, idleTimeoutS?: number): Promise<MysqlSession> {
   try {
-    return await connectMysql(config, applicationName, abort);
+    return await connectMysql(config, applicationName, abort, idleTimeoutS);
   } catch (error) {
     if (config.sslMode !== 'preferred' || (error as { code?: string }).code !== 'HANDSHAKE_NO_SSL_SUPPORT' || abort?.aborted) throw error;
   }
-  return connectMysql({ ...config, sslMode: 'disabled' }, applicationName, abort);
+  return connectMysql({ ...config, sslMode: 'disabled' }, applicationName, abort, idleTimeoutS);
 }

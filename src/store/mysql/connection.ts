@@ -2,7 +2,7 @@ import type { Connection, ResultSetHeader } from 'mysql2/promise';
 import { monotonicMs } from '../../util/time.js';
 import type { MysqlConfig } from './config.js';
 import { isRetryableTransaction } from './errors.js';
-import type { Changed, MysqlLockProbe, MysqlSession } from './session.js';
+import type { Answer, Changed, MysqlLockProbe, MysqlSession, Statement } from './session.js';
 
 // How often the lock connection proves it is alive, and how long an answer may take.
 const HEARTBEAT_MS = 2000;
@@ -24,6 +24,10 @@ export class Session implements MysqlSession {
   private probe: MysqlLockProbe | null = null;
   private lockGone: string | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
+  // When (monotonicMs) the last heartbeat that came back proving the lock was sent, and who
+  // hears of each such beat (the command's watchdog: see lock.ts).
+  private lastBeat = monotonicMs();
+  private readonly beats = new Set<() => void>();
   // Rejects each statement still waiting once the session is known lost: a cut network
   // would otherwise hold it until QUERY_TIMEOUT_MS. One entry per statement, gone when it
   // settles, so nothing keeps a settled result reachable.
@@ -55,6 +59,36 @@ export class Session implements MysqlSession {
     const [header] = await this.send(sql, params);
     const { affectedRows, insertId } = header as ResultSetHeader;
     return { affectedRows, insertId };
+  }
+
+  // The statements in one packet (the connection allows several: session.ts), one round
+  // trip; the server stops at the first that fails, and the whole batch fails with it.
+  async batch(statements: readonly Statement[]): Promise<Answer[]> {
+    if (statements.length === 0) return [];
+    const sql = statements.map(([text]) => text).join(';\n');
+    const [result] = await this.send(sql, statements.flatMap(([, params]) => params));
+    // One statement's result comes alone, several as a list of them.
+    const results = statements.length === 1 ? [result] : (result as unknown[]);
+    return results.map((r) => (Array.isArray(r) ? { rows: r, affectedRows: 0, insertId: 0 } : { rows: [], ...pick(r as ResultSetHeader) }));
+  }
+
+  // A transaction whose BEGIN and COMMIT `fn` sends inside its batches (the first and the
+  // last): a failure rolls back, and a deadlock or lock wait timeout runs `fn` again (its
+  // `attempt`, from 1). `fn` sends everything through this session.
+  async batchedTransaction<T>(fn: (attempt: number) => Promise<T>): Promise<T> {
+    if (this.inTransaction) throw new Error('a batched transaction cannot be nested');
+    for (let attempt = 1; ; attempt++) {
+      this.inTransaction = true;
+      try {
+        return await fn(attempt);
+      } catch (error) {
+        // Harmless after the COMMIT went through: there is nothing left to roll back.
+        if (!this.lost) await this.send('ROLLBACK', []).catch(() => {});
+        if (this.lost || attempt >= TRANSACTION_TRIES || !isRetryableTransaction(error)) throw error;
+      } finally {
+        this.inTransaction = false;
+      }
+    }
   }
 
   // BEGIN, `fn`, COMMIT; a deadlock or lock wait timeout rolls back and tries again. `fn`
@@ -140,13 +174,16 @@ export class Session implements MysqlSession {
         });
         return;
       }
-      pendingSince = monotonicMs();
+      const sentAt = monotonicMs();
+      pendingSince = sentAt;
       this.heartbeats++;
       const ask = async <R>(sql: string, params: readonly unknown[]) => (await this.connection.query(sql, params as unknown[]))[0] as R[];
       (this.probe ? this.probe(ask) : ask('SELECT 1', []).then(() => null)).then(
         (gone) => {
           pendingSince = null;
-          if (gone) this.loseLock(gone);
+          if (gone) return this.loseLock(gone);
+          this.lastBeat = sentAt;
+          for (const beat of this.beats) beat();
         },
         (error: Error) => this.markLost(heartbeatFailure(error)),
       );
@@ -154,9 +191,32 @@ export class Session implements MysqlSession {
     this.heartbeat.unref();
   }
 
-  // From now on the heartbeat asks `probe` whether the session still holds its lock.
+  // From now on the heartbeat asks `probe` whether the session still holds its lock (taken
+  // just now: the first beat counts from here).
   holdsLock(probe: MysqlLockProbe): void {
     this.probe = probe;
+    this.lastBeat = monotonicMs();
+  }
+
+  // Asks now whether the lock is still this session's (as the heartbeat does): before a
+  // command starts after cronguard could not beat for a while (stopped, starved), when the
+  // server may have ended the silent session (wait_timeout) and freed the name.
+  async confirmLock(): Promise<void> {
+    if (!this.probe || this.lost || this.lockGone) return;
+    const sentAt = monotonicMs();
+    const ask = async <R>(sql: string, params: readonly unknown[]) => (await this.connection.query(sql, params as unknown[]))[0] as R[];
+    const gone = await this.probe(ask).catch((error: Error) => heartbeatFailure(error));
+    if (gone) this.loseLock(gone);
+    else this.lastBeat = sentAt;
+  }
+
+  sinceBeatMs(): number {
+    return monotonicMs() - this.lastBeat;
+  }
+
+  onBeat(beat: () => void): () => void {
+    this.beats.add(beat);
+    return () => this.beats.delete(beat);
   }
 
   // The lock is no longer proven held, though the connection answers: its holders hear, the
@@ -207,4 +267,8 @@ function heartbeatFailure(error: Error & { code?: unknown }): string {
   if (typeof error.code === 'string' && /^E[A-Z]+$/.test(error.code)) return `connection lost: ${error.code}`;
   if (/closed state/.test(error.message)) return 'the connection was closed';
   return `heartbeat failed: ${error.message}`;
+}
+
+function pick({ affectedRows, insertId }: ResultSetHeader): Changed {
+  return { affectedRows, insertId };
 }

@@ -6,9 +6,10 @@ export const ER = {
   // Access denied: the login (1045, 1698: no password given), a database (1044), a
   // table (1142), a column (1143), a privilege such as PROCESS or SUPER (1227), a routine (1370).
   accessDenied: [1045, 1044, 1142, 1143, 1227, 1370, 1698],
-  // Too many connections, for the server (1040) or this user (1203): a fleet connecting at
-  // the top of the minute; retried while a run may wait, as PostgreSQL's 53300.
-  busy: [1040, 1203],
+  // Too many connections, for the server (1040), this user (1203) or the account's
+  // MAX_USER_CONNECTIONS (1226, shared hosting's usual limit): a fleet connecting at the top
+  // of the minute; retried while a run may wait, as PostgreSQL's 53300.
+  busy: [1040, 1203, 1226],
   // The server runs read_only (a replica) or the transaction is read-only (MariaDB 1792).
   readOnly: [1290, 1792],
   // The transaction was rolled back and may simply be tried again.

@@ -1,5 +1,10 @@
 import { sha256 } from '../../util/sha256.js';
 
+// The server ends a lock session silent this long (its wait_timeout), which frees the name:
+// a network partition strands a job's lock for a minute, not for the server's default eight
+// hours (see lock.ts for why a stopped wrapper's command is dead by then).
+export const LOCK_IDLE_S = 60;
+
 // The GET_LOCK name of a job whose tables are in database `schema`: 'cg:' and the first 40
 // hex digits of SHA-256('cronguard:' || schema || ':' || job), 43 characters (MySQL allows
 // 64). Lower-case hex, so the same on MariaDB (whose names are case-sensitive) and MySQL

@@ -32,6 +32,15 @@ export function heldOn(session: MysqlSession, name: string): void {
   });
 }
 
+// The server ends a lock session silent for LOCK_IDLE_S (lock-name.ts), which frees the name.
+// The heartbeat keeps a live wrapper's session busy; a wrapper stopped or starved for
+// WATCHDOG_MS (no heartbeat proved the lock since) has its command killed by the watchdog, 1
+// to 2 s later, well before the server can give the name to another host; a live one notices
+// a silent server itself within seconds, and stops its command first.
+const WATCHDOG_MS = 20_000;
+// Before a command starts, a lock not proven this recently is asked about first.
+const STALE_MS = 5000;
+
 // The lock held by `session`, as the run path sees it.
 function heldLock(session: MysqlSession, name: string, say?: Messages): { held: Lock; releasedElsewhere(): void } {
   let released = false;
@@ -39,9 +48,12 @@ function heldLock(session: MysqlSession, name: string, say?: Messages): { held: 
     inheritFd: null,
     commandDiesWithWrapper: true,
     onLost: (handler) => session.watch(handler),
-    // The heartbeat tells, in its own time (MysqlSession.watch).
-    verify: () => {},
-    heartbeat: null,
+    // The heartbeat tells, in its own time (MysqlSession.watch); after a long silence (a
+    // stopped cronguard) the server is asked before a command starts.
+    verify: async (moment) => {
+      if (moment === 'start' && session.sinceBeatMs() > STALE_MS) await session.confirmLock();
+    },
+    heartbeat: { limitMs: WATCHDOG_MS, sinceMs: () => session.sinceBeatMs(), onBeat: (beat) => session.onBeat(beat) },
     release: async () => {
       if (session.lost || released) return;
       released = true;

@@ -14,6 +14,14 @@ export interface Changed {
   readonly insertId: number;
 }
 
+// One statement of a batch, and its `?` values.
+export type Statement = readonly [sql: string, params: readonly unknown[]];
+
+// What one statement of a batch returned: a SELECT its rows, a write its header.
+export interface Answer extends Changed {
+  readonly rows: readonly unknown[];
+}
+
 // The statements cronguard sends through a session, whatever holds it (the lock, the log).
 export interface MysqlSession extends SharedSession {
   readonly config: MysqlConfig;
@@ -24,9 +32,18 @@ export interface MysqlSession extends SharedSession {
   query<R>(sql: string, params?: readonly unknown[]): Promise<R[]>;
   execute(sql: string, params?: readonly unknown[]): Promise<Changed>;
   transaction<T>(fn: (session: MysqlSession) => Promise<T>): Promise<T>;
+  // Several statements in one round trip (see Session.batch, batchedTransaction).
+  batch(statements: readonly Statement[]): Promise<Answer[]>;
+  batchedTransaction<T>(fn: (attempt: number) => Promise<T>): Promise<T>;
   // Starts the heartbeat; `onLost` hears when the connection, or with a probe the lock, is gone.
   watch(onLost: (reason: string) => void): void;
   holdsLock(probe: MysqlLockProbe): void;
+  // How long ago the last heartbeat that proved the lock was sent, and a call after each one
+  // from now on (returns what stops it): the command's watchdog counts on them (lock.ts).
+  sinceBeatMs(): number;
+  onBeat(beat: () => void): () => void;
+  // Asks the server now whether the lock is still held; a loss goes to watch's handlers.
+  confirmLock(): Promise<void>;
   // From now on, a statement left unanswered this long (the server silent meanwhile) ends
   // the session (the web page's bound; a record's after a reconnection).
   answerWithin(ms: number): void;
@@ -53,7 +70,7 @@ const SESSION_SETUP = "SET time_zone = '+00:00', innodb_lock_wait_timeout = 5, s
 // is LONGTEXT) returns it, so both servers give the same. Statements go in the text
 // protocol with the driver's `?` escaping: a prepared statement costs a round trip more on
 // a connection that sends each statement once.
-export async function connectMysql(config: MysqlConfig, applicationName: string, abort?: AbortSignal): Promise<MysqlSession> {
+export async function connectMysql(config: MysqlConfig, applicationName: string, abort?: AbortSignal, idleTimeoutS?: number): Promise<MysqlSession> {
   const driver = await import('mysql2/promise');
   // Bundled as CommonJS, the module's exports may come as its default export.
   const { createConnection } = (driver as unknown as { default?: typeof driver }).default ?? driver;
@@ -71,6 +88,10 @@ export async function connectMysql(config: MysqlConfig, applicationName: string,
     bigNumberStrings: false,
     jsonStrings: true,
     connectTimeout: config.connectTimeoutMs,
+    // Several statements in one packet (MysqlSession.batch): a run's lock and record in a
+    // few round trips, without stored routines. Values still go only through `?` escaping,
+    // under a known sql_mode (SESSION_SETUP).
+    multipleStatements: true,
     enableKeepAlive: true,
     keepAliveInitialDelay: 1000,
     // Shown in SHOW PROCESSLIST's neighbours (performance_schema.session_connect_attrs).
@@ -88,7 +109,7 @@ export async function connectMysql(config: MysqlConfig, applicationName: string,
   });
   try {
     const c = await Promise.race([connecting, aborted]);
-    await Promise.race([c.query(SESSION_SETUP), aborted]);
+    await Promise.race([c.query(idleTimeoutS === undefined ? SESSION_SETUP : `${SESSION_SETUP}, wait_timeout = ${Math.trunc(idleTimeoutS)}`), aborted]);
     return new Session(c, config);
   } catch (error) {
     // An aborted attempt may still connect: that connection is dropped when it does.

@@ -5,6 +5,7 @@ import { Spool } from '../spool.js';
 import type { MysqlConfig } from './config.js';
 import { connectMysqlServer, type MysqlConnectOptions } from './connect.js';
 import { isPrivilegeError, isServerError, mysqlError } from './errors.js';
+import { LOCK_IDLE_S } from './lock-name.js';
 import type { MysqlSession } from './session.js';
 
 // MySQL or MariaDB as the fleet's database (see ../shared.ts): the run log in a database of
@@ -43,7 +44,9 @@ export function mysqlDatabase(config: RunConfig, db: MysqlConfig, say: Messages)
     name: 'MySQL',
     connectLock(abort) {
       if (config.lock !== 'mysql') return null;
-      const connecting = connect(abort);
+      // A session the server ends once it falls silent, so that a partition strands the
+      // lock for a minute, not for the server's wait_timeout (8 hours by default).
+      const connecting = connectMysqlServer(db, `cronguard:${config.name}`, { ...options(abort), idleTimeoutS: LOCK_IDLE_S });
       // The lock's code loads while the connection is made (the failure is the caller's await).
       connecting.catch(() => {});
       return import('./lock.js').then(() => connecting);
