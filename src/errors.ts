@@ -1,3 +1,5 @@
+import { isPrivilegeError as isMysqlPrivilegeError } from './store/mysql/errors.js';
+
 // Errors a user can act on. Each carries the exit code the contract promises, so the CLI
 // boundary maps any of them to one stderr line and an exit status without a stack trace.
 
@@ -123,6 +125,12 @@ export function storeError(error: unknown): CronguardError | null {
       return new UnavailableError(`PostgreSQL is read-only (a standby?): ${message}; point the URL at the primary, or add target_session_attrs=read-write`);
     }
     return denied ? new PermissionError(`PostgreSQL: ${message}`) : new UnavailableError(`PostgreSQL: ${message} (SQLSTATE ${code})`);
+  }
+  // MySQL's and MariaDB's, as their driver gives them (an errno and a SQLSTATE).
+  const errno = (error as { errno?: unknown }).errno;
+  if (typeof errno === 'number' && typeof (error as { sqlState?: unknown }).sqlState === 'string') {
+    const said = (error as { sqlMessage?: string }).sqlMessage ?? message;
+    return isMysqlPrivilegeError(error) ? new PermissionError(`MySQL: ${said}; see the README's grants`) : new UnavailableError(`MySQL: ${said} (error ${errno})`);
   }
   if (code.startsWith('SQLITE_')) {
     const denied = /^SQLITE_(READONLY|PERM|AUTH|CANTOPEN)/.test(code);
