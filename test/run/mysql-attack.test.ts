@@ -200,4 +200,33 @@ describe('breaker: MySQL mode under faults', () => {
       await first.done;
     }
   });
+  // Found: when the job's row stays locked by another transaction (a DBA's, a stuck writer's),
+  // the admission gives up after its retries (~20 s) and the run goes ahead with the GET_LOCK
+  // alone, spooling its record: a job paused with `cronguard disable` runs, and `--on-request`
+  // runs its command with no request at all. What the admission could not read should make the
+  // run skip (one line), not run unchecked. The decision is src/run/wiring.ts's attempt() (a
+  // server error on the admission -> the lock alone -> gate.admitHeld), shared with PostgreSQL
+  // (its lock_timeout on the log would do the same): the lead's call, not only MySQL's.
+  for (const [what, args] of [
+    ['a paused job', [] as string[]],
+    ['--on-request with no request', ['--on-request']],
+  ] as const) {
+    it(`the job's row locked by another transaction: ${what} does not run`, async () => {
+      const box = mysqlSandbox();
+      const job = box.job('rowlock');
+      expect((await cronguard(['-n', job, '--', 'true'], box.env)).code).toBe(0);
+      if (args.length === 0) expect((await cronguard(['disable', job, '--reason', 'maintenance'], box.env)).code).toBe(0);
+      const holder = await mysqlClient();
+      try {
+        await holder.query('BEGIN');
+        await holder.query(`SELECT * FROM \`${box.database}\`.jobs WHERE name = ? FOR UPDATE`, [job]);
+        const result = await cronguard(['-n', job, ...args, '--', 'touch', box.path('ran')], box.env);
+        expect(existsSync(box.path('ran'))).toBe(false);
+        expect(result.code).toBe(0);
+      } finally {
+        await holder.query('ROLLBACK').catch(() => {});
+        await holder.end();
+      }
+    });
+  }
 });
