@@ -41,6 +41,7 @@ export class Session implements MysqlSession {
   constructor(
     private readonly connection: Connection,
     readonly config: MysqlConfig,
+    readonly maxPacketBytes: number,
   ) {
     this.connectionId = connection.threadId;
     connection.on('error', (error: Error) => this.markLost(`connection error: ${error.message}`));
@@ -122,6 +123,11 @@ export class Session implements MysqlSession {
     const stopDeadline = this.answerMs === null ? () => {} : this.deadline(this.answerMs);
     try {
       return await Promise.race([this.connection.query({ sql, timeout: QUERY_TIMEOUT_MS }, params as unknown[]), lost]);
+    } catch (error) {
+      // The driver's word for an error after which the connection is gone (a packet too large,
+      // a timeout, the socket closed): the session is lost, so its store is opened again.
+      if ((error as { fatal?: unknown }).fatal === true || /closed state/.test((error as Error).message)) this.markLost(lostReason(error as Error, 'the connection failed'));
+      throw error;
     } finally {
       this.inFlight.delete(rejectLost);
       stopDeadline();
@@ -185,7 +191,7 @@ export class Session implements MysqlSession {
           this.lastBeat = sentAt;
           for (const beat of this.beats) beat();
         },
-        (error: Error) => this.markLost(heartbeatFailure(error)),
+        (error: Error) => this.markLost(lostReason(error, 'heartbeat failed')),
       );
     }, HEARTBEAT_MS / 2);
     this.heartbeat.unref();
@@ -205,7 +211,7 @@ export class Session implements MysqlSession {
     if (!this.probe || this.lost || this.lockGone) return;
     const sentAt = monotonicMs();
     const ask = async <R>(sql: string, params: readonly unknown[]) => (await this.connection.query(sql, params as unknown[]))[0] as R[];
-    const gone = await this.probe(ask).catch((error: Error) => heartbeatFailure(error));
+    const gone = await this.probe(ask).catch((error: Error) => lostReason(error, 'heartbeat failed'));
     if (gone) this.loseLock(gone);
     else this.lastBeat = sentAt;
   }
@@ -260,13 +266,13 @@ export class Session implements MysqlSession {
   }
 }
 
-// Why a heartbeat failed, in the words of the connection's other ends: the driver rejects a
-// statement on a socket that just closed with "Can't add new command when connection is in
-// closed state", which says nothing to an operator.
-function heartbeatFailure(error: Error & { code?: unknown }): string {
+// Why the connection failed under a statement, in the words of its other ends: the driver
+// rejects a statement on a socket that just closed with "Can't add new command when connection
+// is in closed state", which says nothing to an operator.
+function lostReason(error: Error & { code?: unknown }, what: string): string {
   if (typeof error.code === 'string' && /^E[A-Z]+$/.test(error.code)) return `connection lost: ${error.code}`;
   if (/closed state/.test(error.message)) return 'the connection was closed';
-  return `heartbeat failed: ${error.message}`;
+  return `${what}: ${error.message}`;
 }
 
 function pick({ affectedRows, insertId }: ResultSetHeader): Changed {

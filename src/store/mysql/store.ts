@@ -71,7 +71,7 @@ export class MysqlStore extends MysqlReads implements SharedStore {
         if (run) {
           const parked = Number(run.parked);
           if (parked > 0) writes.push([sql.unpark, [run.job]]);
-          writes.push([sql.finish, [...outcomeParams({ ...o, finishedAt: finishedAt.toISOString() }), parked, id]]);
+          writes.push([sql.finish, [...outcomeParams({ ...o, finishedAt: finishedAt.toISOString() }, session.maxPacketBytes), parked, id]]);
           if (run.status !== o.status) writes.push(...this.recounts(run.job, run.status, o.status));
           if (final && Number(run.claims) === 1) writes.push([sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]]);
         }
