@@ -1,7 +1,8 @@
 import type { Connection, ResultSetHeader } from 'mysql2/promise';
 import { monotonicMs } from '../../util/time.js';
 import type { MysqlConfig } from './config.js';
-import { isRetryableTransaction } from './errors.js';
+import { isRetryableTransaction, lostReason } from './errors.js';
+import { LockProof, silenceDeadline } from './lock-proof.js';
 import type { Answer, Changed, MysqlLockProbe, MysqlSession, Statement } from './session.js';
 
 // How often the lock connection proves it is alive, and how long an answer may take.
@@ -21,13 +22,9 @@ export class Session implements MysqlSession {
   lost: string | null = null;
   readonly connectionId: number;
   private lostHandlers: ((reason: string) => void)[] = [];
-  private probe: MysqlLockProbe | null = null;
   private lockGone: string | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
-  // When (monotonicMs) the last heartbeat that came back proving the lock was sent, and who
-  // hears of each such beat (the command's watchdog: see lock.ts).
-  private lastBeat = monotonicMs();
-  private readonly beats = new Set<() => void>();
+  private readonly proof = new LockProof();
   // Rejects each statement still waiting once the session is known lost: a cut network
   // would otherwise hold it until QUERY_TIMEOUT_MS. One entry per statement, gone when it
   // settles, so nothing keeps a settled result reachable.
@@ -70,7 +67,11 @@ export class Session implements MysqlSession {
     const [result] = await this.send(sql, statements.flatMap(([, params]) => params));
     // One statement's result comes alone, several as a list of them.
     const results = statements.length === 1 ? [result] : (result as unknown[]);
-    return results.map((r) => (Array.isArray(r) ? { rows: r, affectedRows: 0, insertId: 0 } : { rows: [], ...pick(r as ResultSetHeader) }));
+    return results.map((r) => {
+      if (Array.isArray(r)) return { rows: r, affectedRows: 0, insertId: 0 };
+      const { affectedRows, insertId } = r as ResultSetHeader;
+      return { rows: [], affectedRows, insertId };
+    });
   }
 
   // A transaction whose BEGIN and COMMIT `fn` sends inside its batches (the first and the
@@ -96,20 +97,12 @@ export class Session implements MysqlSession {
   // must send everything through the session it is given, and may be run more than once.
   async transaction<T>(fn: (session: MysqlSession) => Promise<T>): Promise<T> {
     if (this.inTransaction) return fn(this);
-    for (let attempt = 1; ; attempt++) {
-      this.inTransaction = true;
-      try {
-        await this.send('BEGIN', []);
-        const result = await fn(this);
-        await this.send('COMMIT', []);
-        return result;
-      } catch (error) {
-        if (!this.lost) await this.send('ROLLBACK', []).catch(() => {});
-        if (this.lost || attempt >= TRANSACTION_TRIES || !isRetryableTransaction(error)) throw error;
-      } finally {
-        this.inTransaction = false;
-      }
-    }
+    return this.batchedTransaction(async () => {
+      await this.send('BEGIN', []);
+      const result = await fn(this);
+      await this.send('COMMIT', []);
+      return result;
+    });
   }
 
   private async send(sql: string, params: readonly unknown[]): Promise<[unknown, unknown]> {
@@ -120,7 +113,8 @@ export class Session implements MysqlSession {
       rejectLost = reject;
     });
     this.inFlight.add(rejectLost);
-    const stopDeadline = this.answerMs === null ? () => {} : this.deadline(this.answerMs);
+    const stopDeadline =
+      this.answerMs === null ? () => {} : silenceDeadline(this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason));
     try {
       return await Promise.race([this.connection.query({ sql, timeout: QUERY_TIMEOUT_MS }, params as unknown[]), lost]);
     } catch (error) {
@@ -136,27 +130,6 @@ export class Session implements MysqlSession {
 
   answerWithin(ms: number): void {
     this.answerMs = ms;
-  }
-
-  // Marks the session lost once the server has said nothing for `ms` while a statement
-  // waits; checked after input already received is read (setImmediate), so a busy event
-  // loop is not taken for a silent server.
-  private deadline(ms: number): () => void {
-    const since = monotonicMs();
-    let done = false;
-    let timer: NodeJS.Timeout;
-    const check = () =>
-      setImmediate(() => {
-        if (done) return;
-        const quiet = monotonicMs() - Math.max(since, this.lastHeard);
-        if (quiet >= ms) this.markLost(`the server did not answer within ${ms / 1000} s`);
-        else timer = setTimeout(check, ms - quiet);
-      });
-    timer = setTimeout(check, ms);
-    return () => {
-      done = true;
-      clearTimeout(timer);
-    };
   }
 
   // Starts the heartbeat: a connection killed (KILL), a server restart or a cut network is
@@ -180,16 +153,12 @@ export class Session implements MysqlSession {
         });
         return;
       }
-      const sentAt = monotonicMs();
-      pendingSince = sentAt;
+      pendingSince = monotonicMs();
       this.heartbeats++;
-      const ask = async <R>(sql: string, params: readonly unknown[]) => (await this.connection.query(sql, params as unknown[]))[0] as R[];
-      (this.probe ? this.probe(ask) : ask('SELECT 1', []).then(() => null)).then(
+      this.proof.ask(this.ask).then(
         (gone) => {
           pendingSince = null;
-          if (gone) return this.loseLock(gone);
-          this.lastBeat = sentAt;
-          for (const beat of this.beats) beat();
+          if (gone) this.loseLock(gone);
         },
         (error: Error) => this.markLost(lostReason(error, 'heartbeat failed')),
       );
@@ -200,30 +169,29 @@ export class Session implements MysqlSession {
   // From now on the heartbeat asks `probe` whether the session still holds its lock (taken
   // just now: the first beat counts from here).
   holdsLock(probe: MysqlLockProbe): void {
-    this.probe = probe;
-    this.lastBeat = monotonicMs();
+    this.proof.hold(probe);
   }
 
   // Asks now whether the lock is still this session's (as the heartbeat does): before a
   // command starts after cronguard could not beat for a while (stopped, starved), when the
   // server may have ended the silent session (wait_timeout) and freed the name.
   async confirmLock(): Promise<void> {
-    if (!this.probe || this.lost || this.lockGone) return;
-    const sentAt = monotonicMs();
-    const ask = async <R>(sql: string, params: readonly unknown[]) => (await this.connection.query(sql, params as unknown[]))[0] as R[];
-    const gone = await this.probe(ask).catch((error: Error) => lostReason(error, 'heartbeat failed'));
+    if (!this.proof.held || this.lost || this.lockGone) return;
+    const gone = await this.proof.ask(this.ask).catch((error: Error) => lostReason(error, 'heartbeat failed'));
     if (gone) this.loseLock(gone);
-    else this.lastBeat = sentAt;
   }
 
   sinceBeatMs(): number {
-    return monotonicMs() - this.lastBeat;
+    return this.proof.sinceMs();
   }
 
   onBeat(beat: () => void): () => void {
-    this.beats.add(beat);
-    return () => this.beats.delete(beat);
+    return this.proof.onBeat(beat);
   }
+
+  // A heartbeat's question, straight on the connection (not counted as the run's statement).
+  private readonly ask = async <R>(sql: string, params: readonly unknown[]): Promise<R[]> =>
+    (await this.connection.query(sql, params as unknown[]))[0] as R[];
 
   // The lock is no longer proven held, though the connection answers: its holders hear, the
   // heartbeat stops, and statements still go out (the outcome).
@@ -264,17 +232,4 @@ export class Session implements MysqlSession {
     this.stopHeartbeat();
     for (const handler of this.lostHandlers) handler(reason);
   }
-}
-
-// Why the connection failed under a statement, in the words of its other ends: the driver
-// rejects a statement on a socket that just closed with "Can't add new command when connection
-// is in closed state", which says nothing to an operator.
-function lostReason(error: Error & { code?: unknown }, what: string): string {
-  if (typeof error.code === 'string' && /^E[A-Z]+$/.test(error.code)) return `connection lost: ${error.code}`;
-  if (/closed state/.test(error.message)) return 'the connection was closed';
-  return `${what}: ${error.message}`;
-}
-
-function pick({ affectedRows, insertId }: ResultSetHeader): Changed {
-  return { affectedRows, insertId };
 }
