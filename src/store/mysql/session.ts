@@ -122,8 +122,9 @@ export async function connectMysql(config: MysqlConfig, applicationName: string,
     const c = await Promise.race([connecting, aborted]);
     const setup = idleTimeoutS === undefined ? SESSION_SETUP : `${SESSION_SETUP}, wait_timeout = ${Math.trunc(idleTimeoutS)}`;
     const [results] = await Promise.race([c.query(`${setup}; ${MAX_PACKET}`), aborted]);
-    const [row] = (results as unknown[])[1] as { max_packet: number | string }[];
-    return new Session(c, config, Number(row?.max_packet ?? 0) || DEFAULT_MAX_PACKET);
+    // The SET's header, then the SELECT's rows (a stand-in server may answer with less).
+    const rows = Array.isArray(results) && Array.isArray(results[1]) ? (results[1] as { max_packet?: number | string }[]) : [];
+    return new Session(c, config, Number(rows[0]?.max_packet ?? 0) || DEFAULT_MAX_PACKET);
   } catch (error) {
     // An aborted attempt may still connect: that connection is dropped when it does.
     connecting.then((c) => c.destroy(), () => {});
