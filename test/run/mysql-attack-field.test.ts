@@ -6,8 +6,10 @@ import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
 import { besides, cronguard, fixture, lines, release, start, startMany, waitFor } from '../helpers.js';
 import { mysqlClient, mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
 
-// Faults found by trying to break the MySQL mode (the breaker helper's notes, "breaker
-// found"). Each test fails until its fault is fixed.
+// Faults found by trying to break the MySQL mode, each fixed and kept here: a partition, a
+// server's odd sql_mode, an account's connection limit, table locks, an oversized output, a
+// stopped wrapper, a locked job row. Slow (a partition waits out the server's minute), so a
+// field test: CI runs it once.
 
 const servers: Server[] = [];
 const sockets = new Set<Socket>();
@@ -81,7 +83,7 @@ describe('breaker: MySQL mode under faults', () => {
     const job = box.job('limited');
     const user = `cgb_${randomBytes(4).toString('hex')}`;
     users.push(user);
-    await mysqlQuery(`CREATE USER '${user}'@'%' WITH MAX_USER_CONNECTIONS 2`);
+    await mysqlQuery(`CREATE USER '${user}'@'%' WITH MAX_USER_CONNECTIONS 4`);
     await mysqlQuery(`GRANT ALL ON \`${box.database}\`.* TO '${user}'@'%'`);
     const url = new URL(mysqlUrl());
     url.username = user;
