@@ -65,8 +65,13 @@ export function admitIn(session: MysqlSession, sql: RunSql, run: NewRun, options
       return { got, admission: null, holder: holder?.rows[0] as HolderRow | undefined };
     }
     let found = foundIn(first.slice(take.length + 1), options);
-    // A job's first run: its row is made, which takes its lock at once (see sql.lockJob).
-    if (found.job === undefined) found = foundIn((await session.batch([[sql.lockJob, [run.job]], ...reads(sql, run, options, null)])).slice(1), options);
+    // A job's first run: its row is made, which takes its lock at once (see sql.lockJob), in
+    // a transaction begun again, so that what it reads is read after that (the first one's
+    // snapshot was taken before).
+    if (found.job === undefined) {
+      const again = await session.batch([['ROLLBACK', []], ['BEGIN', []], [sql.lockJob, [run.job]], ...reads(sql, run, options, null)]);
+      found = foundIn(again.slice(3), options);
+    }
     const writes: Statement[] = [];
     const decided = await decide(session, sql, run, options, found, writes);
     const refused = 'reason' in decided ? decided : null;
