@@ -27,28 +27,33 @@ interface JobRow {
 export function admitIn(session: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions): Promise<Admission> {
   return session.transaction(async (t): Promise<Admission> => {
     await t.query(sql.lockJob, [run.job]);
-    const [job] = await t.query<JobRow>(sql.jobRow, [run.job]);
-    if (job && Number(job.disabled) === 1) {
-      return { admitted: false, reason: 'disabled', paused: { reason: job.reason, since: iso(job.since), by: job.by } };
-    }
-    await settle(t, sql, run, options);
-    const requests = await dueRequests(t, sql, run.job, options);
-    if (requests.length === 0) {
-      const no = await refusal(t, sql, run, options);
-      if (no) return no;
-    }
-    let tick: Date | null = null;
-    if (options.oneRunPerTick && run.tick !== null) {
-      tick = await claimTick(t, sql, run, job ?? null);
-      if (tick === null && requests.length === 0) return { admitted: false, reason: 'tick', holder: await skipForTick(t, sql, run) };
-    }
-    const trigger = requests.length > 0 ? 'request' : run.trigger;
-    const { insertId: runId } = await t.execute(sql.insertRun, [requests[0]?.id ?? null, ...runParams({ ...run, trigger })]);
-    const ids = requests.map((r) => r.id);
-    if (ids.length > 0) await t.execute(sql.claim(ids.length), [runId, ...ids]);
-    await t.execute(sql.register, [run.command, run.host, options.minIntervalMs, run.startedAt, tick, tick && run.host, run.job]);
-    return { admitted: true, runId, requests };
+    return admitLocked(t, sql, run, options);
   });
+}
+
+// The admission's rules, in transaction `t` once the job's row is locked (lockJob).
+export async function admitLocked(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions): Promise<Admission> {
+  const [job] = await t.query<JobRow>(sql.jobRow, [run.job]);
+  if (job && Number(job.disabled) === 1) {
+    return { admitted: false, reason: 'disabled', paused: { reason: job.reason, since: iso(job.since), by: job.by } };
+  }
+  await settle(t, sql, run, options);
+  const requests = await dueRequests(t, sql, run.job, options);
+  if (requests.length === 0) {
+    const no = await refusal(t, sql, run, options);
+    if (no) return no;
+  }
+  let tick: Date | null = null;
+  if (options.oneRunPerTick && run.tick !== null) {
+    tick = await claimTick(t, sql, run, job ?? null);
+    if (tick === null && requests.length === 0) return { admitted: false, reason: 'tick', holder: await skipForTick(t, sql, run) };
+  }
+  const trigger = requests.length > 0 ? 'request' : run.trigger;
+  const { insertId: runId } = await t.execute(sql.insertRun, [requests[0]?.id ?? null, ...runParams({ ...run, trigger })]);
+  const ids = requests.map((r) => r.id);
+  if (ids.length > 0) await t.execute(sql.claim(ids.length), [runId, ...ids]);
+  await t.execute(sql.register, [run.command, run.host, options.minIntervalMs, run.startedAt, tick, tick && run.host, run.job]);
+  return { admitted: true, runId, requests };
 }
 
 // The job's runs that this admission proves ended: `running` rows left by a wrapper that

@@ -33,6 +33,9 @@ export class Session implements MysqlSession {
   // settles, so nothing keeps a settled result reachable.
   private readonly inFlight = new Set<(error: Error) => void>();
   private inTransaction = false;
+  // Settles when the transaction under way ends (see outside).
+  private transactionEnd: Promise<void> = Promise.resolve();
+  private endTransaction = () => {};
   private answerMs: number | null = null;
   // When the server last sent anything: a statement waiting behind others that are being
   // answered is waiting its turn, not facing a server that stopped answering.
@@ -78,7 +81,7 @@ export class Session implements MysqlSession {
   async batchedTransaction<T>(fn: (attempt: number) => Promise<T>): Promise<T> {
     if (this.inTransaction) throw new Error('a batched transaction cannot be nested');
     for (let attempt = 1; ; attempt++) {
-      this.inTransaction = true;
+      this.enter();
       try {
         return await fn(attempt);
       } catch (error) {
@@ -86,7 +89,7 @@ export class Session implements MysqlSession {
         if (!this.lost) await this.send('ROLLBACK', []).catch(() => {});
         if (this.lost || attempt >= TRANSACTION_TRIES || !isRetryableTransaction(error)) throw error;
       } finally {
-        this.inTransaction = false;
+        this.leave();
       }
     }
   }
@@ -96,7 +99,7 @@ export class Session implements MysqlSession {
   async transaction<T>(fn: (session: MysqlSession) => Promise<T>): Promise<T> {
     if (this.inTransaction) return fn(this);
     for (let attempt = 1; ; attempt++) {
-      this.inTransaction = true;
+      this.enter();
       try {
         await this.send('BEGIN', []);
         const result = await fn(this);
@@ -106,9 +109,27 @@ export class Session implements MysqlSession {
         if (!this.lost) await this.send('ROLLBACK', []).catch(() => {});
         if (this.lost || attempt >= TRANSACTION_TRIES || !isRetryableTransaction(error)) throw error;
       } finally {
-        this.inTransaction = false;
+        this.leave();
       }
     }
+  }
+
+  private enter(): void {
+    this.inTransaction = true;
+    this.transactionEnd = new Promise((resolve) => (this.endTransaction = resolve));
+  }
+
+  private leave(): void {
+    this.inTransaction = false;
+    this.endTransaction();
+  }
+
+  // `fn`'s first statement sent outside any transaction of this session: after the one under
+  // way ends, and before another can begin (`fn` sends it at once, synchronously). A lease's
+  // renewal inside another's transaction would be undone with it by a rollback.
+  async outside<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.inTransaction) await this.transactionEnd;
+    return fn();
   }
 
   private async send(sql: string, params: readonly unknown[]): Promise<[unknown, unknown]> {

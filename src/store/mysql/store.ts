@@ -6,6 +6,7 @@ import type { SpooledRun } from '../spool.js';
 import type { Admission, AdmitOptions, Holder, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome } from '../types.js';
 import { admitIn } from './admit.js';
 import { heldMysqlLocks } from './held-locks.js';
+import { admitLeased } from './lease-admit.js';
 import { type HolderRow, outcomeParams, runParams, toHolder } from './rows.js';
 import { LOCK_SQL } from './sql.js';
 import { importRecord } from './store-import.js';
@@ -23,7 +24,8 @@ export class MysqlStore extends MysqlReads implements SharedStore {
   // another session holds it, the skip is counted (countSkip) on its run. A refusal frees
   // the lock, but an idle or early loop (keepLock) keeps it to wait for work.
   async lockAndAdmit(run: NewRun, lock: LockRequest, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
-    if (lock.kind !== 'named') throw new Error(`a MySQL log takes a named lock (GET_LOCK), not ${lock.kind}`);
+    if (lock.kind === 'lease') return this.leaseAndAdmit(run, lock, options, countSkip);
+    if (lock.kind !== 'named') throw new Error(`a MySQL log takes a named lock (GET_LOCK) or a lease, not ${lock.kind}`);
     const { name } = lock;
     const locked = { backend: this.session.connectionId, backendStart: null, epoch: null };
     const sentAt = monotonicMs();
@@ -45,6 +47,28 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     return { ...locked, sentAt, holding: keep, admission };
   }
 
+  // -l lease: taken in the admission's transaction (lease-admit.ts). Its expiry counts from
+  // when that transaction began (after the log was checked current, which may migrate).
+  private async leaseAndAdmit(run: NewRun, lock: LockRequest & { kind: 'lease' }, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
+    let sentAt = monotonicMs();
+    const { admission, epoch } = await this.withSchema(() => {
+      sentAt = monotonicMs();
+      return admitLeased(this.session, this.sql, run, options, { key: lock.key, ttlMs: lock.ttlMs, countSkip });
+    });
+    return { backend: this.session.connectionId, backendStart: null, epoch, sentAt, holding: epoch !== null, admission };
+  }
+
+  // Renews a lease this holder took (its epoch) for `ttlMs` more: false when it is no longer
+  // its own (expired, taken over, broken). The table exists: the lease was taken from it.
+  async renewLease(key: bigint, epoch: bigint, ttlMs: number): Promise<boolean> {
+    const params = [ttlMs, key.toString(), epoch.toString()];
+    return (await this.session.outside(() => this.session.execute(this.sql.renewLease, params))).affectedRows > 0;
+  }
+
+  async releaseLease(key: bigint, epoch: bigint): Promise<void> {
+    await this.session.outside(() => this.write(this.sql.releaseLease, [key.toString(), epoch.toString()]));
+  }
+
   private async runningHolder(job: string): Promise<Holder | null> {
     const [row] = await this.withSchema(() => this.session.query<HolderRow>(this.sql.runningHolder, [job]));
     return toHolder(row);
@@ -55,22 +79,27 @@ export class MysqlStore extends MysqlReads implements SharedStore {
   }
 
   // The outcome, with the skips parked on the job folded in (read under the row lock), the
-  // finished status counted, and on the last attempt its requests ended. A GET_LOCK to
-  // release (`unlock`) goes after the commit: whoever takes it next finds this row finished.
+  // finished status counted, and on the last attempt its requests ended. A lease is let go
+  // in the same transaction, a GET_LOCK after the commit: whoever takes either next finds
+  // this row finished. Returns whether the lock was still this holder's.
   async finishRun(id: number, o: RunOutcome, final: boolean, unlock: LockRelease | null = null): Promise<boolean> {
     const { sql } = this;
     const finishedAt = o.finishedAt;
-    await this.withSchema(() =>
+    const released = await this.withSchema(() =>
       this.session.transaction(async (t) => {
         const [run] = await t.query<{ job: string; status: string; parked: number; claims: number }>(sql.finishLock, [id]);
-        if (!run) return;
-        const parked = Number(run.parked);
-        if (parked > 0) await t.execute(sql.unpark, [run.job]);
-        await t.execute(sql.finish, [...outcomeParams({ ...o, finishedAt: finishedAt.toISOString() }), parked, id]);
-        if (run.status !== o.status) await this.recount(t, run.job, run.status, o.status);
-        if (final && Number(run.claims) === 1) await t.execute(sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]);
+        if (run) {
+          const parked = Number(run.parked);
+          if (parked > 0) await t.execute(sql.unpark, [run.job]);
+          await t.execute(sql.finish, [...outcomeParams({ ...o, finishedAt: finishedAt.toISOString() }), parked, id]);
+          if (run.status !== o.status) await this.recount(t, run.job, run.status, o.status);
+          if (final && Number(run.claims) === 1) await t.execute(sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]);
+        }
+        if (unlock?.kind !== 'lease') return false;
+        return (await t.execute(sql.releaseLease, [unlock.key.toString(), unlock.epoch.toString()])).affectedRows > 0;
       }),
     );
+    if (unlock?.kind === 'lease') return released;
     if (unlock?.kind !== 'named') return false;
     const { name } = unlock;
     const [row] = await this.session.query<{ released: number | null }>(LOCK_SQL.released, [name]);
