@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, isAlive, lines, release, serialRuns, start, startMany, waitFor } from '../helpers.js';
-import { mysqlQuery, mysqlSandbox } from '../mysql-helpers.js';
+import { mysqlClient, mysqlQuery, mysqlSandbox } from '../mysql-helpers.js';
 
 // -l lease with a MySQL/MariaDB log: a row of the log's `leases` table, taken by the
 // admission's transaction, renewed every third of --lease-ttl, fenced by its epoch.
@@ -121,5 +121,43 @@ describe('-l lease with MySQL', () => {
     release(barrier);
     expect((await run.done).code).toBe(0);
     expect((await cronguard(['locks'], box.env)).stdout).not.toContain(job);
+  });
+
+  it('a DBA takes a job\'s lease with plain SQL (the key computed as cronguard does): the job is skipped until the DBA deletes it', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('dba');
+    expect((await cronguard(['migrate'], box.env)).code).toBe(0);
+    const D = `\`${box.database}\``;
+    const key = `CAST(CONV(LEFT(SHA2(CONCAT('cronguard:', '${box.database}', ':', ?), 256), 16), 16, -10) AS SIGNED)`;
+    const free = 'expires_at <= UTC_TIMESTAMP(6)';
+    const client = await mysqlClient();
+    try {
+      await client.query('BEGIN');
+      await client.query(`UPDATE ${D}.lease_epochs SET epoch = LAST_INSERT_ID(epoch + 1) WHERE id = 1`);
+      await client.query(
+        `INSERT INTO ${D}.leases (lock_key, job, host, pid, epoch, ttl_ms, expires_at)
+         VALUES (${key}, ?, CONCAT('sql:', CURRENT_USER()), 0, LAST_INSERT_ID(), 3600000, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)
+         ON DUPLICATE KEY UPDATE job = IF(${free}, ?, job), host = IF(${free}, CONCAT('sql:', CURRENT_USER()), host), pid = IF(${free}, 0, pid),
+           run_id = IF(${free}, NULL, run_id), epoch = IF(${free}, LAST_INSERT_ID(), epoch), ttl_ms = IF(${free}, 3600000, ttl_ms),
+           acquired_at = IF(${free}, UTC_TIMESTAMP(6), acquired_at), renewed_at = IF(${free}, UTC_TIMESTAMP(6), renewed_at),
+           expires_at = IF(${free}, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, expires_at)`,
+        [job, job, job],
+      );
+      const [taken] = (await client.query(`SELECT epoch = LAST_INSERT_ID() AS taken FROM ${D}.leases WHERE job = ?`, [job]))[0] as { taken: number }[];
+      expect(taken?.taken).toBe(1);
+      await client.query('COMMIT');
+    } finally {
+      await client.end();
+    }
+    const ran = box.path('ran');
+    expect(await cronguard(['-l', 'lease', '-n', job, '--', 'touch', ran], box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(existsSync(ran)).toBe(false);
+    expect((await cronguard(['locks'], box.env)).stdout).toMatch(new RegExp(`^${job}\\s+lease\\s+sql:root@\\S+\\s+0\\s.*no run row$`, 'm'));
+    await mysqlQuery(`DELETE FROM ${D}.leases WHERE job = ?`, [job]);
+    expect((await cronguard(['-l', 'lease', '-n', job, '--', 'touch', ran], box.env)).code).toBe(0);
+    expect(existsSync(ran)).toBe(true);
+    // The run's lease had the key the DBA's statement computed: the same row.
+    const [row] = await mysqlQuery<{ same: number }>(`SELECT lock_key = CAST(${key} AS CHAR) AS same FROM ${D}.runs`, [job]);
+    expect(Number(row?.same)).toBe(1);
   });
 });
