@@ -154,10 +154,13 @@ export function runSql(D: string) {
                                             attempts = GREATEST(attempts - 1, 0)
                                           WHERE run_id = ? AND status = 'running'${served > 0 ? ` AND id NOT IN (${marks(served)})` : ''}`,
     // Leases (migration 0002), taken in the admission's transaction under the job's row lock
-    // (lease-admit.ts). The key's row, locked (or, when there is none, the gap where it would
-    // go: a DBA's INSERT waits for this transaction); live: unexpired on the server's clock.
+    // (lease-admit.ts). Whether the key's row is live (unexpired on the server's clock), read
+    // without a lock; then, by a taker that holds the epoch counter, locked (or, when there is
+    // no row, the gap where it would go: a DBA's INSERT waits for this transaction).
+    leaseLive: `SELECT expires_at > UTC_TIMESTAMP(6) AS live FROM ${D}.leases WHERE lock_key = ?`,
     leaseRow: `SELECT expires_at > UTC_TIMESTAMP(6) AS live FROM ${D}.leases WHERE lock_key = ? FOR UPDATE`,
-    // A new epoch, read back as LAST_INSERT_ID() by the statement that takes the lease.
+    // A new epoch, read back as LAST_INSERT_ID() by the statement that takes the lease. The
+    // counter's row stays locked to the commit: takers of all keys go one at a time.
     drawEpoch: `UPDATE ${D}.lease_epochs SET epoch = LAST_INSERT_ID(epoch + 1) WHERE id = 1`,
     // Taking it: a new row (key, job, host, pid, ttl, ttl in ms for the expiry), or the
     // expired one's (job, host, pid, ttl, ttl, key); both report the epoch drawn.
