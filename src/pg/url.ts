@@ -42,14 +42,14 @@ const LIBPQ_KEYWORDS = new Set([
 export function parseConnectionString(text: string, option: string): UriParts {
   if (/^postgres(?:ql)?:\/\//.test(text)) return parseUri(text, option);
   if (/^\s*[A-Za-z_]+\s*=/.test(text)) return parseKeywords(text, option);
-  throw new UsageError(`${option}: expected a URL starting with postgres:// or postgresql://, or libpq keyword=value pairs`);
+  throw new UsageError(`${option}: expected a URL starting with postgres://, postgresql://, mysql:// or mariadb://, or libpq keyword=value pairs`);
 }
 
 // postgresql://[user[:password]@][host][:port][,host[:port]...][/dbname][?param=value&...]
 export function parseUri(uri: string, option: string): UriParts {
   const scheme = /^postgres(?:ql)?:\/\//.exec(uri);
   if (!scheme) {
-    throw new UsageError(`${option}: expected a URL starting with postgres:// or postgresql://`);
+    throw new UsageError(`${option}: expected a URL starting with postgres://, postgresql://, mysql:// or mariadb://`);
   }
   let rest = uri.slice(scheme[0].length);
   const parts: UriParts = { params: new Map() };

@@ -119,9 +119,9 @@ function answered(error: unknown): boolean {
 // The contract's error for a failure of the log, in its dialect's words; null for a bug
 // (neither the server's answer nor the driver's, on a connection that still lives).
 function serverError(error: unknown, db: DatabaseConfig | null, lost = false): CronguardError | null {
-  const mapped = storeError(error);
-  if (mapped || db?.dialect !== 'mysql' || (!lost && (error as { code?: unknown })?.code === undefined)) return mapped;
-  return mysqlError(error, db.display);
+  // MySQL's in its own words, naming the server; PostgreSQL's and SQLite's as the CLI says them.
+  if (db?.dialect === 'mysql' && (answered(error) || lost || (error as { code?: unknown })?.code !== undefined)) return mysqlError(error, db.display);
+  return storeError(error);
 }
 
 function down(error: unknown, db: DatabaseConfig | null): StoreDown {

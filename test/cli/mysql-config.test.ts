@@ -26,7 +26,7 @@ describe('MySQL configuration: bad input', () => {
     ['a port out of range', ['--db', 'mysql://root@127.0.0.1:70000/test'], /--db: not a URL of the form mysql:\/\//],
     ['a connect-timeout that is not seconds', ['--db', `${url}?connect-timeout=5s`], /--db: connect-timeout '5s' is not a number of seconds/],
     ['a relative socket', ['--db', 'mysql://root@localhost/?socket=mysqld.sock'], /--db: socket 'mysqld.sock' is not an absolute path/],
-    ['a broken percent-escape in the password', ['--db', 'mysql://root:a%zz@127.0.0.1/test'], /--db: the password has a broken percent-escape/],
+    ['a broken percent-escape in the password', ['--db', 'mysql://root:a%zz@127.0.0.1/test'], /--db: the password has a broken %-escape/],
     ['a path of two databases', ['--db', 'mariadb://root@127.0.0.1/a/b'], /--db: the path names one database/],
     ['an ssl-ca file that does not exist', ['--db', `${url}?ssl-mode=verify_ca&ssl-ca=/nonexistent/ca.pem`], /ssl-ca: cannot read \/nonexistent\/ca\.pem \(it does not exist\)/],
     ['--schema naming a system database', ['--db', url, '--schema', 'mysql'], /--schema: 'mysql' is a MySQL system database/],

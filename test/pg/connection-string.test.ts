@@ -93,6 +93,6 @@ describe('keyword/value strings', () => {
   });
 
   it('is told from a plain word, which is neither form', () => {
-    expect(() => resolve('db.example.com')).toThrow(/expected a URL starting with postgres:\/\/ or postgresql:\/\/, or libpq keyword=value pairs/);
+    expect(() => resolve('db.example.com')).toThrow(/expected a URL starting with postgres:\/\/, postgresql:\/\/, mysql:\/\/ or mariadb:\/\/, or libpq keyword=value pairs/);
   });
 });

@@ -2,8 +2,8 @@ import { dueAfterMs } from '../jobs.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { Admission, AdmitOptions, NewRun, RunningRow, UnsettledRun } from '../types.js';
 import { type HolderRow, iso, parseJson, runParams, toHolder } from './rows.js';
-import type { MysqlSession } from './session.js';
-import type { RunSql } from './sql.js';
+import type { Answer, MysqlSession, Statement } from './session.js';
+import { LOCK_SQL, type RunSql } from './sql.js';
 
 // Database locks: holding one proves that every run under it before has ended, on any host
 // (a local lock proves it for this host's runs only).
@@ -18,84 +18,197 @@ interface JobRow {
   tick_host: string | null;
 }
 
+// GET_LOCK asked in the admission's first packet (MysqlStore.lockAndAdmit). `asked`: a packet
+// asking it went out, so its answer is in the session (LOCK_SQL.got) and a retry reads that
+// rather than asking again (which would answer 2, "held before").
+export interface AdmissionLock {
+  readonly name: string;
+  asked: boolean;
+}
+
+// What the admission found: GET_LOCK's answer (null: none asked) and the admission; when
+// another session holds the name, no admission but the run holding it.
+export type Admitted =
+  | { readonly got: number | null; readonly admission: Admission }
+  | { readonly got: number | null; readonly admission: null; readonly holder: HolderRow | undefined };
+
+type Refused = Extract<Admission, { admitted: false }>;
+
+// What the first packet reads, under the job's row lock.
+interface Found {
+  readonly job: JobRow | undefined;
+  readonly unsettled: readonly UnsettledRun[];
+  readonly due: readonly { id: number; args: string }[];
+  readonly last: { at: Date } | undefined;
+}
+
 // Whether one invocation may run, under its lock (GET_LOCK, or a local lock), decided in one
 // transaction that first locks the job's row: the same rules in the same order as
 // PostgreSQL's admit() (migrations 0011-0013) and the embedded log's admitIn. Hosts holding
 // no common lock meet on that row, so the interval and the fleet's one run per tick are
-// decided one host at a time, each on what the one before it committed. Deadlocks and lock
-// wait timeouts are tried again by the session (MysqlSession.transaction).
-export function admitIn(session: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions): Promise<Admission> {
-  return session.transaction(async (t): Promise<Admission> => {
-    await t.query(sql.lockJob, [run.job]);
-    return admitLocked(t, sql, run, options);
+// decided one host at a time, each on what the one before it committed.
+//
+// In two round trips as a rule: GET_LOCK, BEGIN and the reads in one packet; the decision
+// here; its writes, COMMIT and a RELEASE_LOCK in the next. Rarer cases take one more (a job's
+// first run, runs to settle, a tick another host holds). Deadlocks and lock wait timeouts
+// run it all again (MysqlSession.batchedTransaction).
+export function admitIn(session: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions, lock: AdmissionLock | null = null): Promise<Admitted> {
+  return session.batchedTransaction(async (): Promise<Admitted> => {
+    const take: Statement[] = lock === null ? [] : lock.asked ? [[LOCK_SQL.got, []]] : [[LOCK_SQL.takeInto, [lock.name, lock.name]], [LOCK_SQL.got, []]];
+    if (lock) lock.asked = true;
+    const first = await session.batch([...take, ['BEGIN', []], ...reads(sql, run, options, lock?.name ?? null)]);
+    const answer = (first[take.length - 1]?.rows[0] as { got: number | string | null } | undefined)?.got;
+    const got = lock === null || answer === null || answer === undefined ? null : Number(answer);
+    if (lock !== null && got !== 1 && got !== 2) {
+      // Another session's name: nothing was locked (UNDER_LOCK); the run holding it is asked for the skip.
+      const [, holder] = await session.batch([['ROLLBACK', []], [sql.runningHolder, [run.job]]]);
+      return { got, admission: null, holder: holder?.rows[0] as HolderRow | undefined };
+    }
+    let found = foundIn(first.slice(take.length + 1), options);
+    // A job's first run: its row is made, which takes its lock at once (see sql.lockJob).
+    if (found.job === undefined) found = foundIn((await session.batch([[sql.lockJob, [run.job]], ...reads(sql, run, options, null)])).slice(1), options);
+    const writes: Statement[] = [];
+    const decided = await decide(session, sql, run, options, found, writes);
+    const refused = 'reason' in decided ? decided : null;
+    const plan = 'reason' in decided ? null : decided;
+    const inserted = writes.length;
+    if (plan) writes.push(...runWrites(sql, run, options, plan));
+    writes.push(['COMMIT', []]);
+    // A refused admission frees a name it took (a run keeps it); one this session held before (2) is not its to free.
+    if (lock && got === 1 && refused && !keepsLock(refused, options)) writes.push([LOCK_SQL.release, [lock.name]]);
+    const answers = await session.batch(writes);
+    if (!plan) return { got, admission: refused as Refused };
+    return { got, admission: { admitted: true, runId: (answers[inserted] as Answer).insertId, requests: plan.requests } };
   });
 }
 
-// The admission's rules, in transaction `t` once the job's row is locked (lockJob).
+// The admission's rules in transaction `t` once the job's row is locked (sql.lockJob), for a
+// lock taken in that transaction before them (a lease: lease-admit.ts).
 export async function admitLocked(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions): Promise<Admission> {
-  const [job] = await t.query<JobRow>(sql.jobRow, [run.job]);
+  const found = foundIn(await t.batch(reads(sql, run, options, null)), options);
+  const writes: Statement[] = [];
+  const decided = await decide(t, sql, run, options, found, writes);
+  if ('reason' in decided) {
+    if (writes.length > 0) await t.batch(writes);
+    return decided;
+  }
+  const inserted = writes.length;
+  const answers = await t.batch([...writes, ...runWrites(sql, run, options, decided)]);
+  return { admitted: true, runId: (answers[inserted] as Answer).insertId, requests: decided.requests };
+}
+
+// The run's row, its claims (of the run just inserted: LAST_INSERT_ID()) and its job's row.
+function runWrites(sql: RunSql, run: NewRun, options: AdmitOptions, plan: { requests: ClaimedRequest[]; tick: Date | null }): Statement[] {
+  const trigger = plan.requests.length > 0 ? 'request' : run.trigger;
+  const writes: Statement[] = [[sql.insertRun, [plan.requests[0]?.id ?? null, ...runParams({ ...run, trigger })]]];
+  const ids = plan.requests.map((r) => r.id);
+  if (ids.length > 0) writes.push([sql.claim(ids.length), ids]);
+  const { tick } = plan;
+  writes.push([sql.register, [run.command, run.host, options.minIntervalMs, run.startedAt, tick, tick && run.host, run.job]]);
+  return writes;
+}
+
+// Whether an admission keeps the lock it took: a run does; a refusal frees it, but an idle or
+// early loop (keepLock) keeps it to wait for work.
+export function keepsLock(admission: Admission, options: AdmitOptions): boolean {
+  return admission.admitted || (options.keepLock && (admission.reason === 'idle' || admission.reason === 'interval'));
+}
+
+// The first packet's reads (see Found); `name`: the GET_LOCK asked before them, under which
+// their locking reads are (sql.ts UNDER_LOCK).
+function reads(sql: RunSql, run: NewRun, options: AdmitOptions, name: string | null): Statement[] {
+  const statements: Statement[] = [
+    [sql.jobRow, [name, run.job]],
+    [sql.unsettled, [run.job, run.job]],
+    [sql.dueRequests, [name, run.job]],
+  ];
+  if (needsLastStart(options)) statements.push([sql.lastStart, [run.job]]);
+  return statements;
+}
+
+const needsLastStart = (options: AdmitOptions) => options.minIntervalMs !== null && !options.manual;
+
+function foundIn(answers: readonly Answer[], options: AdmitOptions): Found {
+  const [job, unsettled, due, last] = answers.map((a) => a.rows);
+  return {
+    job: job?.[0] as JobRow | undefined,
+    unsettled: (unsettled ?? []) as UnsettledRun[],
+    due: (due ?? []) as Found['due'],
+    last: needsLastStart(options) ? (last?.[0] as Found['last']) : undefined,
+  };
+}
+
+// The admission's decision on what the first packet found: a refusal, or the requests and
+// tick of the run to insert. Writes it needs go to `writes` (sent with the COMMIT).
+async function decide(
+  t: MysqlSession,
+  sql: RunSql,
+  run: NewRun,
+  options: AdmitOptions,
+  found: Found,
+  writes: Statement[],
+): Promise<Refused | { requests: ClaimedRequest[]; tick: Date | null }> {
+  const { job } = found;
   if (job && Number(job.disabled) === 1) {
     return { admitted: false, reason: 'disabled', paused: { reason: job.reason, since: iso(job.since), by: job.by } };
   }
-  await settle(t, sql, run, options);
-  const requests = await dueRequests(t, sql, run.job, options);
+  const settled = await settle(t, sql, run, options, found, writes);
+  const requests = dueRequests(settled.due, options);
   if (requests.length === 0) {
-    const no = await refusal(t, sql, run, options);
+    const no = refusal(settled.last, run, options);
     if (no) return no;
   }
   let tick: Date | null = null;
   if (options.oneRunPerTick && run.tick !== null) {
     tick = await claimTick(t, sql, run, job ?? null);
-    if (tick === null && requests.length === 0) return { admitted: false, reason: 'tick', holder: await skipForTick(t, sql, run) };
+    if (tick === null && requests.length === 0) return { admitted: false, reason: 'tick', holder: await skipForTick(t, sql, run, writes) };
   }
-  const trigger = requests.length > 0 ? 'request' : run.trigger;
-  const { insertId: runId } = await t.execute(sql.insertRun, [requests[0]?.id ?? null, ...runParams({ ...run, trigger })]);
-  const ids = requests.map((r) => r.id);
-  if (ids.length > 0) await t.execute(sql.claim(ids.length), [runId, ...ids]);
-  await t.execute(sql.register, [run.command, run.host, options.minIntervalMs, run.startedAt, tick, tick && run.host, run.job]);
-  return { admitted: true, runId, requests };
+  return { requests, tick };
 }
 
 // The job's runs that this admission proves ended: `running` rows left by a wrapper that
 // vanished are abandoned (their requests fail with them), and the claims of finished runs
 // whose wrapper vanished between attempts are settled. Proven by the lock held (see
-// FLEET_LOCKS), or by `isGone` for this host's rows under other locks.
-async function settle(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions): Promise<void> {
-  const rows = await t.query<UnsettledRun>(sql.unsettled, [run.job, run.job]);
+// FLEET_LOCKS), or by `isGone` for this host's rows under other locks. Rare, so in a round
+// trip of its own, which reads again what it changes: the requests due (some may be
+// pending again) and the last start (not an abandoned run's).
+async function settle(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions, found: Found, writes: Statement[]): Promise<Found> {
+  const rows = found.unsettled;
   const fleet = FLEET_LOCKS.has(run.lockBackend);
   const ended = (r: UnsettledRun): boolean =>
     (r.lock_backend === null && fleet) ||
     (r.lock_backend === run.lockBackend && r.lock_key !== null && r.lock_key === run.lockKey && (fleet || r.host === run.host)) ||
     (r.host === run.host && options.isGone(r as RunningRow));
   const gone = rows.filter((r) => r.status === 'running' && ended(r)).map((r) => Number(r.id));
-  if (gone.length > 0) {
-    const { affectedRows } = await t.execute(sql.abandon(gone.length), gone);
-    await t.execute(sql.failRequestsOf(gone.length), gone);
-    if (affectedRows > 0) await t.execute(sql.count, [run.job, 'abandoned', affectedRows, affectedRows]);
-  }
   // Not this wrapper's own earlier runs (a loop's), whose claims it settles itself.
   const own = (r: UnsettledRun) => r.host === run.host && r.pid === run.pid && r.wrapper_start === run.wrapperStart;
   const orphaned = rows.filter((r) => r.status !== 'running' && !own(r) && ended(r)).map((r) => Number(r.id));
-  if (orphaned.length > 0) {
-    await t.execute(sql.claimsUnstarted(orphaned.length), orphaned);
-    await t.execute(sql.claimsCut(orphaned.length), orphaned);
-  }
+  if (gone.length === 0 && orphaned.length === 0) return found;
+  const statements: Statement[] = [];
+  if (gone.length > 0) statements.push([sql.abandon(gone.length), gone], [sql.failRequestsOf(gone.length), gone]);
+  if (orphaned.length > 0) statements.push([sql.claimsUnstarted(orphaned.length), orphaned], [sql.claimsCut(orphaned.length), orphaned]);
+  // The first packet's reads after the job's row and its unsettled runs: due requests, last start.
+  const again = reads(sql, run, options, null).slice(2);
+  const answers = await t.batch([...statements, ...again]);
+  const abandoned = gone.length > 0 ? (answers[0] as Answer).affectedRows : 0;
+  if (abandoned > 0) writes.push([sql.count, [run.job, 'abandoned', abandoned, abandoned]]);
+  const [due, last] = answers.slice(statements.length).map((a) => a.rows);
+  return { ...found, due: (due ?? []) as Found['due'], last: needsLastStart(options) ? (last?.[0] as Found['last']) : undefined };
 }
 
 // All due requests in a --batch run (up to batchMax); otherwise every one without arguments
 // and the oldest one with.
-async function dueRequests(t: MysqlSession, sql: RunSql, job: string, options: AdmitOptions): Promise<ClaimedRequest[]> {
-  const due = (await t.query<{ id: number; args: string }>(sql.dueRequests, [job])).map((r) => claimedRequest(Number(r.id), parseJson(r.args)));
+function dueRequests(rows: Found['due'], options: AdmitOptions): ClaimedRequest[] {
+  const due = rows.map((r) => claimedRequest(Number(r.id), parseJson(r.args)));
   if (options.batch) return due.slice(0, options.batchMax ?? due.length);
   const firstWithArgs = due.find((r) => r.args.length > 0);
   return due.filter((r) => r.args.length === 0 || r === firstWithArgs);
 }
 
 // With nothing requested: --on-request or the interval may say no.
-async function refusal(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions): Promise<Admission | null> {
+function refusal(last: Found['last'], run: NewRun, options: AdmitOptions): Refused | null {
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
   if (options.minIntervalMs !== null && !options.manual) {
-    const [last] = await t.query<{ at: Date }>(sql.lastStart, [run.job]);
     if (last && last.at.getTime() > run.startedAt.getTime() - dueAfterMs(options.minIntervalMs)) {
       return { admitted: false, reason: 'interval', lastStartedAt: iso(last.at) as string };
     }
@@ -125,9 +238,8 @@ async function claimTick(t: MysqlSession, sql: RunSql, run: NewRun, job: JobRow 
 
 // A refusal for the tick counts as a skip of the other host's run that had it (or is parked
 // on the job, when that run cannot be found).
-async function skipForTick(t: MysqlSession, sql: RunSql, run: NewRun) {
+async function skipForTick(t: MysqlSession, sql: RunSql, run: NewRun, writes: Statement[]) {
   const [holder] = await t.query<HolderRow>(sql.tickHolder, [run.job, run.tick, ahead(), run.host]);
-  if (holder) await t.execute(sql.countSkip, [holder.id]);
-  else await t.execute(sql.park, [run.job]);
+  writes.push(holder ? [sql.countSkip, [holder.id]] : [sql.park, [run.job]]);
   return toHolder(holder);
 }

@@ -1,7 +1,8 @@
 import type { Connection, ResultSetHeader } from 'mysql2/promise';
 import { monotonicMs } from '../../util/time.js';
 import type { MysqlConfig } from './config.js';
-import { isRetryableTransaction } from './errors.js';
+import { isRetryableTransaction, lostReason } from './errors.js';
+import { LockProof, silenceDeadline } from './lock-proof.js';
 import type { Answer, Changed, MysqlLockProbe, MysqlSession, Statement } from './session.js';
 
 // How often the lock connection proves it is alive, and how long an answer may take.
@@ -21,13 +22,9 @@ export class Session implements MysqlSession {
   lost: string | null = null;
   readonly connectionId: number;
   private lostHandlers: ((reason: string) => void)[] = [];
-  private probe: MysqlLockProbe | null = null;
   private lockGone: string | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
-  // When (monotonicMs) the last heartbeat that came back proving the lock was sent, and who
-  // hears of each such beat (the command's watchdog: see lock.ts).
-  private lastBeat = monotonicMs();
-  private readonly beats = new Set<() => void>();
+  private readonly proof = new LockProof();
   // Rejects each statement still waiting once the session is known lost: a cut network
   // would otherwise hold it until QUERY_TIMEOUT_MS. One entry per statement, gone when it
   // settles, so nothing keeps a settled result reachable.
@@ -44,6 +41,7 @@ export class Session implements MysqlSession {
   constructor(
     private readonly connection: Connection,
     readonly config: MysqlConfig,
+    readonly maxPacketBytes: number,
   ) {
     this.connectionId = connection.threadId;
     connection.on('error', (error: Error) => this.markLost(`connection error: ${error.message}`));
@@ -72,7 +70,11 @@ export class Session implements MysqlSession {
     const [result] = await this.send(sql, statements.flatMap(([, params]) => params));
     // One statement's result comes alone, several as a list of them.
     const results = statements.length === 1 ? [result] : (result as unknown[]);
-    return results.map((r) => (Array.isArray(r) ? { rows: r, affectedRows: 0, insertId: 0 } : { rows: [], ...pick(r as ResultSetHeader) }));
+    return results.map((r) => {
+      if (Array.isArray(r)) return { rows: r, affectedRows: 0, insertId: 0 };
+      const { affectedRows, insertId } = r as ResultSetHeader;
+      return { rows: [], affectedRows, insertId };
+    });
   }
 
   // A transaction whose BEGIN and COMMIT `fn` sends inside its batches (the first and the
@@ -81,7 +83,8 @@ export class Session implements MysqlSession {
   async batchedTransaction<T>(fn: (attempt: number) => Promise<T>): Promise<T> {
     if (this.inTransaction) throw new Error('a batched transaction cannot be nested');
     for (let attempt = 1; ; attempt++) {
-      this.enter();
+      this.inTransaction = true;
+      this.transactionEnd = new Promise((resolve) => (this.endTransaction = resolve));
       try {
         return await fn(attempt);
       } catch (error) {
@@ -89,7 +92,8 @@ export class Session implements MysqlSession {
         if (!this.lost) await this.send('ROLLBACK', []).catch(() => {});
         if (this.lost || attempt >= TRANSACTION_TRIES || !isRetryableTransaction(error)) throw error;
       } finally {
-        this.leave();
+        this.inTransaction = false;
+        this.endTransaction();
       }
     }
   }
@@ -98,30 +102,12 @@ export class Session implements MysqlSession {
   // must send everything through the session it is given, and may be run more than once.
   async transaction<T>(fn: (session: MysqlSession) => Promise<T>): Promise<T> {
     if (this.inTransaction) return fn(this);
-    for (let attempt = 1; ; attempt++) {
-      this.enter();
-      try {
-        await this.send('BEGIN', []);
-        const result = await fn(this);
-        await this.send('COMMIT', []);
-        return result;
-      } catch (error) {
-        if (!this.lost) await this.send('ROLLBACK', []).catch(() => {});
-        if (this.lost || attempt >= TRANSACTION_TRIES || !isRetryableTransaction(error)) throw error;
-      } finally {
-        this.leave();
-      }
-    }
-  }
-
-  private enter(): void {
-    this.inTransaction = true;
-    this.transactionEnd = new Promise((resolve) => (this.endTransaction = resolve));
-  }
-
-  private leave(): void {
-    this.inTransaction = false;
-    this.endTransaction();
+    return this.batchedTransaction(async () => {
+      await this.send('BEGIN', []);
+      const result = await fn(this);
+      await this.send('COMMIT', []);
+      return result;
+    });
   }
 
   // `fn`'s first statement sent outside any transaction of this session: after the one under
@@ -140,9 +126,15 @@ export class Session implements MysqlSession {
       rejectLost = reject;
     });
     this.inFlight.add(rejectLost);
-    const stopDeadline = this.answerMs === null ? () => {} : this.deadline(this.answerMs);
+    const stopDeadline =
+      this.answerMs === null ? () => {} : silenceDeadline(this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason));
     try {
       return await Promise.race([this.connection.query({ sql, timeout: QUERY_TIMEOUT_MS }, params as unknown[]), lost]);
+    } catch (error) {
+      // The driver's word for an error after which the connection is gone (a packet too large,
+      // a timeout, the socket closed): the session is lost, so its store is opened again.
+      if ((error as { fatal?: unknown }).fatal === true || /closed state/.test((error as Error).message)) this.markLost(lostReason(error as Error, 'the connection failed'));
+      throw error;
     } finally {
       this.inFlight.delete(rejectLost);
       stopDeadline();
@@ -151,27 +143,6 @@ export class Session implements MysqlSession {
 
   answerWithin(ms: number): void {
     this.answerMs = ms;
-  }
-
-  // Marks the session lost once the server has said nothing for `ms` while a statement
-  // waits; checked after input already received is read (setImmediate), so a busy event
-  // loop is not taken for a silent server.
-  private deadline(ms: number): () => void {
-    const since = monotonicMs();
-    let done = false;
-    let timer: NodeJS.Timeout;
-    const check = () =>
-      setImmediate(() => {
-        if (done) return;
-        const quiet = monotonicMs() - Math.max(since, this.lastHeard);
-        if (quiet >= ms) this.markLost(`the server did not answer within ${ms / 1000} s`);
-        else timer = setTimeout(check, ms - quiet);
-      });
-    timer = setTimeout(check, ms);
-    return () => {
-      done = true;
-      clearTimeout(timer);
-    };
   }
 
   // Starts the heartbeat: a connection killed (KILL), a server restart or a cut network is
@@ -195,18 +166,14 @@ export class Session implements MysqlSession {
         });
         return;
       }
-      const sentAt = monotonicMs();
-      pendingSince = sentAt;
+      pendingSince = monotonicMs();
       this.heartbeats++;
-      const ask = async <R>(sql: string, params: readonly unknown[]) => (await this.connection.query(sql, params as unknown[]))[0] as R[];
-      (this.probe ? this.probe(ask) : ask('SELECT 1', []).then(() => null)).then(
+      this.proof.ask(this.ask).then(
         (gone) => {
           pendingSince = null;
-          if (gone) return this.loseLock(gone);
-          this.lastBeat = sentAt;
-          for (const beat of this.beats) beat();
+          if (gone) this.loseLock(gone);
         },
-        (error: Error) => this.markLost(heartbeatFailure(error)),
+        (error: Error) => this.markLost(lostReason(error, 'heartbeat failed')),
       );
     }, HEARTBEAT_MS / 2);
     this.heartbeat.unref();
@@ -215,30 +182,29 @@ export class Session implements MysqlSession {
   // From now on the heartbeat asks `probe` whether the session still holds its lock (taken
   // just now: the first beat counts from here).
   holdsLock(probe: MysqlLockProbe): void {
-    this.probe = probe;
-    this.lastBeat = monotonicMs();
+    this.proof.hold(probe);
   }
 
   // Asks now whether the lock is still this session's (as the heartbeat does): before a
   // command starts after cronguard could not beat for a while (stopped, starved), when the
   // server may have ended the silent session (wait_timeout) and freed the name.
   async confirmLock(): Promise<void> {
-    if (!this.probe || this.lost || this.lockGone) return;
-    const sentAt = monotonicMs();
-    const ask = async <R>(sql: string, params: readonly unknown[]) => (await this.connection.query(sql, params as unknown[]))[0] as R[];
-    const gone = await this.probe(ask).catch((error: Error) => heartbeatFailure(error));
+    if (!this.proof.held || this.lost || this.lockGone) return;
+    const gone = await this.proof.ask(this.ask).catch((error: Error) => lostReason(error, 'heartbeat failed'));
     if (gone) this.loseLock(gone);
-    else this.lastBeat = sentAt;
   }
 
   sinceBeatMs(): number {
-    return monotonicMs() - this.lastBeat;
+    return this.proof.sinceMs();
   }
 
   onBeat(beat: () => void): () => void {
-    this.beats.add(beat);
-    return () => this.beats.delete(beat);
+    return this.proof.onBeat(beat);
   }
+
+  // A heartbeat's question, straight on the connection (not counted as the run's statement).
+  private readonly ask = async <R>(sql: string, params: readonly unknown[]): Promise<R[]> =>
+    (await this.connection.query(sql, params as unknown[]))[0] as R[];
 
   // The lock is no longer proven held, though the connection answers: its holders hear, the
   // heartbeat stops, and statements still go out (the outcome).
@@ -279,17 +245,4 @@ export class Session implements MysqlSession {
     this.stopHeartbeat();
     for (const handler of this.lostHandlers) handler(reason);
   }
-}
-
-// Why a heartbeat failed, in the words of the connection's other ends: the driver rejects a
-// statement on a socket that just closed with "Can't add new command when connection is in
-// closed state", which says nothing to an operator.
-function heartbeatFailure(error: Error & { code?: unknown }): string {
-  if (typeof error.code === 'string' && /^E[A-Z]+$/.test(error.code)) return `connection lost: ${error.code}`;
-  if (/closed state/.test(error.message)) return 'the connection was closed';
-  return `heartbeat failed: ${error.message}`;
-}
-
-function pick({ affectedRows, insertId }: ResultSetHeader): Changed {
-  return { affectedRows, insertId };
 }

@@ -104,3 +104,12 @@ export function mysqlError(error: unknown, where: string): CronguardError {
   }
   return new UnavailableError(`MySQL at ${where}: ${message}`);
 }
+
+// Why the connection failed under a statement, in the words of its other ends: the driver
+// rejects a statement on a socket that just closed with "Can't add new command when connection
+// is in closed state", which says nothing to an operator.
+export function lostReason(error: Error & { code?: unknown }, what: string): string {
+  if (typeof error.code === 'string' && /^E[A-Z]+$/.test(error.code)) return `connection lost: ${error.code}`;
+  if (/closed state/.test(error.message)) return 'the connection was closed';
+  return `${what}: ${error.message}`;
+}

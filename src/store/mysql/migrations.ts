@@ -1,7 +1,7 @@
 import { PermissionError, UnavailableError } from '../../errors.js';
 import { sha256 } from '../../util/sha256.js';
 import { isPrivilegeError, serverErrno } from './errors.js';
-import type { MysqlSession } from './session.js';
+import { LOCK_WAIT_S, type MysqlSession } from './session.js';
 import { migrationSql, quoteName } from './sql.js';
 import m0001 from './migrations/0001_initial.sql';
 import m0002 from './migrations/0002_leases.sql';
@@ -30,6 +30,9 @@ export async function appliedVersion(session: MysqlSession, database: string): P
 // Creates the database if missing and applies what is missing. A current log is only read
 // (one statement), so a role that may not migrate runs on it. Hosts starting at once
 // serialise on GET_LOCK('cg:migrate:<db>'), and each looks again once it holds it.
+// A day: the server's own default.
+const MIGRATE_LOCK_WAIT_S = 86_400;
+
 export async function migrateMysql(session: MysqlSession, database: string): Promise<number> {
   const latest = MYSQL_MIGRATIONS.length;
   if ((await appliedVersion(session, database)) >= latest) return latest;
@@ -40,11 +43,15 @@ export async function migrateMysql(session: MysqlSession, database: string): Pro
     throw new UnavailableError(`MySQL at ${session.config.display}: another cronguard has been migrating database ${database} for ${MIGRATE_WAIT_S} s; try again later`);
   }
   try {
+    // DDL may wait for a table's metadata lock behind a long reader: a migration waits as
+    // long as it must, not the run path's 5 s (session.ts).
+    await session.query(`SET SESSION lock_wait_timeout = ${MIGRATE_LOCK_WAIT_S}`);
     await applyMigrations(session, database);
   } catch (error) {
     if (isPrivilegeError(error)) throw mayNotMigrate(session, database, error);
     throw error;
   } finally {
+    await session.query(`SET SESSION lock_wait_timeout = ${LOCK_WAIT_S}`).catch(() => {});
     await session.query(sql.unlock, [name]).catch(() => {});
   }
   return latest;

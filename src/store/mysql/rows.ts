@@ -23,9 +23,23 @@ export function runParams(run: NewRun): unknown[] {
   ];
 }
 
-// An outcome's values, in the order of its columns (status ... error).
-export function outcomeParams(o: StoredOutcome): unknown[] {
-  return [o.status, new Date(o.finishedAt), o.durationMs, o.exitCode, o.signal, o.output, o.outputTruncated ? 1 : 0, o.error];
+// An outcome's values, in the order of its columns (status ... error). Its output is cut to
+// its last third of the server's largest packet (escaping may double it, and the statement
+// has more): a longer one would be refused, and the server drops the connection with it, so
+// that the run's record, spooled, would be refused again on every later run.
+export function outcomeParams(o: StoredOutcome, maxPacketBytes: number): unknown[] {
+  const output = o.output === null ? null : lastBytes(o.output, Math.floor(maxPacketBytes / 3));
+  const truncated = o.outputTruncated || (output !== null && output.length < (o.output ?? '').length);
+  return [o.status, new Date(o.finishedAt), o.durationMs, o.exitCode, o.signal, output, truncated ? 1 : 0, o.error];
+}
+
+// The end of `text` in at most `bytes` bytes of UTF-8, beginning on a whole character.
+function lastBytes(text: string, bytes: number): string {
+  const utf8 = Buffer.from(text);
+  if (utf8.length <= bytes) return text;
+  let start = utf8.length - bytes;
+  while (start < utf8.length && ((utf8[start] as number) & 0xc0) === 0x80) start++;
+  return utf8.subarray(start).toString();
 }
 
 export type MysqlRunRow = Omit<RunRow, 'started_at' | 'finished_at' | 'tick' | 'invoked_at' | 'output_truncated'> & {

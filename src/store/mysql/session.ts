@@ -27,6 +27,8 @@ export interface MysqlSession extends SharedSession {
   readonly config: MysqlConfig;
   // The server's CONNECTION_ID() for this session: what GET_LOCK's IS_USED_LOCK names.
   readonly connectionId: number;
+  // The server's max_allowed_packet, in bytes.
+  readonly maxPacketBytes: number;
   // Why the connection is gone (killed, cut, closed), or null while it lives.
   readonly lost: string | null;
   query<R>(sql: string, params?: readonly unknown[]): Promise<R[]>;
@@ -61,7 +63,16 @@ export interface MysqlSession extends SharedSession {
 // driver escapes values with backslashes, which NO_BACKSLASH_ESCAPES would read as a quote
 // ending the string (broken statements, or injected SQL), ANSI_QUOTES would make its
 // "strings" names, and strict mode makes an over-long value an error, not a silent cut.
-const SESSION_SETUP = "SET time_zone = '+00:00', innodb_lock_wait_timeout = 5, sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'";
+// lock_wait_timeout bounds a wait for a table's metadata lock the same way (LOCK TABLES, a
+// backup's FLUSH TABLES WITH READ LOCK, an ALTER waiting: a day by default); migrations lift
+// it for their DDL (migrations.ts).
+export const LOCK_WAIT_S = 5;
+const SESSION_SETUP = `SET time_zone = '+00:00', innodb_lock_wait_timeout = ${LOCK_WAIT_S}, lock_wait_timeout = ${LOCK_WAIT_S}, sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'`;
+// The largest packet the server takes (a statement's, with its values): a run's output is cut
+// to fit it (rows.ts), or its outcome would be refused and the connection dropped.
+const MAX_PACKET = 'SELECT @@max_allowed_packet AS max_packet';
+// MySQL 5.7's default, the smallest a server of ours is likely to have.
+const DEFAULT_MAX_PACKET = 4 * 1024 * 1024;
 
 // One dedicated connection, not a pool: GET_LOCK lives exactly as long as it. The driver is
 // loaded here, on first use, so that runs of the other stores never load it.
@@ -111,8 +122,11 @@ export async function connectMysql(config: MysqlConfig, applicationName: string,
   });
   try {
     const c = await Promise.race([connecting, aborted]);
-    await Promise.race([c.query(idleTimeoutS === undefined ? SESSION_SETUP : `${SESSION_SETUP}, wait_timeout = ${Math.trunc(idleTimeoutS)}`), aborted]);
-    return new Session(c, config);
+    const setup = idleTimeoutS === undefined ? SESSION_SETUP : `${SESSION_SETUP}, wait_timeout = ${Math.trunc(idleTimeoutS)}`;
+    const [results] = await Promise.race([c.query(`${setup}; ${MAX_PACKET}`), aborted]);
+    // The SET's header, then the SELECT's rows (a stand-in server may answer with less).
+    const rows = Array.isArray(results) && Array.isArray(results[1]) ? (results[1] as { max_packet?: number | string }[]) : [];
+    return new Session(c, config, Number(rows[0]?.max_packet ?? 0) || DEFAULT_MAX_PACKET);
   } catch (error) {
     // An aborted attempt may still connect: that connection is dropped when it does.
     connecting.then((c) => c.destroy(), () => {});

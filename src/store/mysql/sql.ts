@@ -38,7 +38,20 @@ export const LOCK_SQL = {
   take: 'SELECT CASE WHEN IS_USED_LOCK(?) = CONNECTION_ID() THEN 2 ELSE GET_LOCK(?, 0) END AS got',
   release: 'DO RELEASE_LOCK(?)',
   released: 'SELECT RELEASE_LOCK(?) AS released',
+  // The same, in the admission's first packet: the answer is kept in a session variable,
+  // which the rest of the packet looks at (UNDER_LOCK), and which a retry of the admission
+  // reads again rather than asking GET_LOCK a second time (it would answer 2).
+  takeInto: 'SET @cronguard_got = CASE WHEN IS_USED_LOCK(?) = CONNECTION_ID() THEN 2 ELSE GET_LOCK(?, 0) END',
+  got: 'SELECT @cronguard_got AS got',
+  // After a failed admission: the name is freed if that admission took it.
+  releaseTaken: 'DO IF(@cronguard_got = 1, RELEASE_LOCK(?), 0)',
 } as const;
+
+// A key that a locking read of the admission's first packet looks up (lock name, key): NULL,
+// which matches no row and locks none, when the packet asked GET_LOCK (the name is not
+// null) and another session holds the name. A constant for the optimizer (a user variable
+// set before the statement): the lookup stays one index probe.
+const UNDER_LOCK = 'IF(? IS NULL OR @cronguard_got IN (1, 2), ?, NULL)';
 
 // Migrating the log (migrations.ts): its database, the progress table (one row per
 // migration, its statements done so far: MySQL commits DDL statement by statement), and
@@ -70,8 +83,10 @@ export function runSql(D: string) {
     // IGNORE would hold a shared lock first, and two admissions upgrading theirs deadlock).
     // Everything the admission reads after it sees what the previous one committed.
     lockJob: `INSERT INTO ${D}.jobs (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`,
+    // The job's row, locked (lock name, job; see UNDER_LOCK). Missing on a job's first run:
+    // the admission then makes it with lockJob and reads again.
     jobRow: `SELECT disabled, disabled_reason AS reason, disabled_at AS since, disabled_by AS \`by\`, tick, tick_host
-             FROM ${D}.jobs WHERE name = ? FOR UPDATE`,
+             FROM ${D}.jobs WHERE name = ${UNDER_LOCK} FOR UPDATE`,
     // The job's runs still `running`, and finished runs whose claims still are (job, job).
     unsettled: `SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key FROM ${D}.runs WHERE job = ? AND status = 'running'
                 UNION SELECT r.id, r.status, r.host, r.pid, r.wrapper_start, r.lock_backend, r.lock_key
@@ -89,8 +104,8 @@ export function runSql(D: string) {
     claimsCut: (n: number) => `UPDATE ${D}.requests q JOIN ${D}.runs r ON r.id = q.run_id
                                SET q.status = 'failed', q.finished_at = UTC_TIMESTAMP(6), q.exit_code = r.exit_code, q.error = ${CUT}
                                WHERE q.run_id IN (${marks(n)}) AND q.status = 'running'`,
-    // Due requests, oldest first; SKIP LOCKED: a claimer never waits for another's.
-    dueRequests: `SELECT id, args FROM ${D}.requests WHERE job = ? AND status = 'pending' AND not_before <= UTC_TIMESTAMP(6)
+    // Due requests, oldest first (lock name, job); SKIP LOCKED: a claimer never waits for another's.
+    dueRequests: `SELECT id, args FROM ${D}.requests WHERE job = ${UNDER_LOCK} AND status = 'pending' AND not_before <= UTC_TIMESTAMP(6)
                   ORDER BY id FOR UPDATE SKIP LOCKED`,
     // The latest run by id, not max(started_at): one index probe however long the log.
     lastStart: `SELECT started_at AS at FROM ${D}.runs ${BY_ID} WHERE job = ? AND status <> 'abandoned' ORDER BY id DESC LIMIT 1`,
@@ -100,7 +115,9 @@ export function runSql(D: string) {
     // The run of another host that had this tick (job, tick, ahead, host).
     tickHolder: `SELECT ${HOLDER} FROM ${D}.runs FORCE INDEX (runs_job_tick) WHERE job = ? AND tick >= ? AND tick <= ? AND host <> ? ORDER BY id DESC LIMIT 1`,
     insertRun: `INSERT INTO ${D}.runs (status, overlaps, request_id, ${RUN_COLUMNS}) VALUES ('running', 0, ?, ${RUN_MARKS})`,
-    claim: (n: number) => `UPDATE ${D}.requests SET status = 'running', claimed_at = UTC_TIMESTAMP(6), attempts = attempts + 1, run_id = ?
+    // The requests the run inserted just before serves (in the same packet: its id is LAST_INSERT_ID()).
+    claim: (n: number) => `UPDATE ${D}.requests SET status = 'running', claimed_at = UTC_TIMESTAMP(6), attempts = attempts + 1,
+                             run_id = LAST_INSERT_ID()
                            WHERE id IN (${marks(n)}) AND status = 'pending'`,
     // The job as its latest admitted run saw it, and the tick it claimed (null: unchanged).
     register: `UPDATE ${D}.jobs SET command = ?, host = ?, min_interval_ms = ?, last_seen_at = ?,

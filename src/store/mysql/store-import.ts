@@ -35,7 +35,7 @@ async function importUnder(t: MysqlSession, sql: RunSql, record: SpooledRun, run
   let id: number;
   if (!row) {
     await t.execute(sql.ensureJob, [run.job]);
-    id = (await t.execute(sql.importRun, [...runParams(run), record.childPid, ...outcomeParams(outcome)])).insertId;
+    id = (await t.execute(sql.importRun, [...runParams(run), record.childPid, ...outcomeParams(outcome, t.maxPacketBytes)])).insertId;
     await recount(t, run.job, null, outcome.status);
   } else {
     const same = row.job === run.job && row.host === run.host && row.pid === run.pid && row.started_at.getTime() === run.startedAt.getTime();
@@ -43,7 +43,7 @@ async function importUnder(t: MysqlSession, sql: RunSql, record: SpooledRun, run
     id = Number(row.id);
     const stale = outcome.status === 'abandoned' && row.status !== 'running' && row.status !== 'abandoned';
     if (!stale) {
-      await t.execute(sql.importOutcome, [record.childPid, ...outcomeParams(outcome), id]);
+      await t.execute(sql.importOutcome, [record.childPid, ...outcomeParams(outcome, t.maxPacketBytes), id]);
       if (row.status !== outcome.status) await recount(t, run.job, row.status, outcome.status);
     }
   }

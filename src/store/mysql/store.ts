@@ -4,10 +4,11 @@ import { type Cancellation, type NewRequest, requestStatusOf, type Unserved } fr
 import type { LockedAdmission, ServerLock, SharedStore } from '../shared.js';
 import type { SpooledRun } from '../spool.js';
 import type { Admission, AdmitOptions, Holder, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome } from '../types.js';
-import { admitIn } from './admit.js';
+import { type AdmissionLock, type Admitted, admitIn, keepsLock } from './admit.js';
 import { heldMysqlLocks } from './held-locks.js';
 import { admitLeased } from './lease-admit.js';
 import { type HolderRow, outcomeParams, runParams, toHolder } from './rows.js';
+import type { Statement } from './session.js';
 import { LOCK_SQL } from './sql.js';
 import { importRecord } from './store-import.js';
 import { allowRequests, claimTask, pruneLog } from './store-upkeep.js';
@@ -17,34 +18,39 @@ import { MysqlReads } from './store-reads.js';
 // GET_LOCK lock: the admission is then asked right after the lock is taken, on that session.
 export class MysqlStore extends MysqlReads implements SharedStore {
   async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
-    return this.withSchema(() => admitIn(this.session, this.sql, run, options));
+    // No GET_LOCK asked: there is always an admission.
+    const { admission } = await this.withSchema(() => admitIn(this.session, this.sql, run, options));
+    return admission as Admission;
   }
 
-  // GET_LOCK(name, 0) and, if it is ours, the admission, on this store's session. When
-  // another session holds it, the skip is counted (countSkip) on its run. A refusal frees
-  // the lock, but an idle or early loop (keepLock) keeps it to wait for work.
+  // GET_LOCK(name, 0) and, if it is ours, the admission, on this store's session: asked in
+  // the admission's first packet (admitIn). When another session holds it, the skip is
+  // counted (countSkip) on its run. A refusal frees the lock, but an idle or early loop
+  // (keepLock) keeps it to wait for work.
   async lockAndAdmit(run: NewRun, lock: LockRequest, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
     if (lock.kind === 'lease') return this.leaseAndAdmit(run, lock, options, countSkip);
     if (lock.kind !== 'named') throw new Error(`a MySQL log takes a named lock (GET_LOCK) or a lease, not ${lock.kind}`);
     const { name } = lock;
     const locked = { backend: this.session.connectionId, backendStart: null, epoch: null };
     const sentAt = monotonicMs();
-    const [row] = await this.session.query<{ got: number | null }>(LOCK_SQL.take, [name, name]);
-    if (row?.got !== 1 && row?.got !== 2) {
-      const holder = countSkip ? await this.recordOverlap(run.job, null, null) : await this.runningHolder(run.job);
-      return { ...locked, sentAt, holding: false, admission: { admitted: false, reason: 'locked', holder } };
-    }
-    let admission: Admission;
+    // Kept across the tries of withSchema, which migrates and runs the admission again.
+    const asked: AdmissionLock = { name, asked: false };
+    let admitted: Admitted;
     try {
-      admission = await this.admit(run, options);
+      admitted = await this.withSchema(() => admitIn(this.session, this.sql, run, options, asked));
     } catch (error) {
-      if (row.got === 1) await this.session.query(LOCK_SQL.release, [name]).catch(() => {});
+      // Freed if this admission took it; a failure before GET_LOCK answered leaves nothing to free.
+      if (asked.asked && !this.session.lost) await this.session.query(LOCK_SQL.releaseTaken, [name]).catch(() => {});
       throw error;
     }
-    // A name this session held before (2) is not this admission's to free.
-    const keep = row.got === 2 || admission.admitted || (options.keepLock && (admission.reason === 'idle' || admission.reason === 'interval'));
-    if (!keep) await this.session.query(LOCK_SQL.release, [name]);
-    return { ...locked, sentAt, holding: keep, admission };
+    const { got, admission } = admitted;
+    if (admission === null) {
+      const holder = 'holder' in admitted ? admitted.holder : undefined;
+      if (countSkip) await this.withSchema(() => this.write(holder ? this.sql.countSkip : this.sql.park, holder ? [holder.id] : [run.job]));
+      return { ...locked, sentAt, holding: false, admission: { admitted: false, reason: 'locked', holder: toHolder(holder) } };
+    }
+    // A name this session held before (2) stays held; one it took now admitIn freed after its COMMIT unless kept.
+    return { ...locked, sentAt, holding: got === 2 || keepsLock(admission, options), admission };
   }
 
   // -l lease: taken in the admission's transaction (lease-admit.ts). Its expiry counts from
@@ -69,47 +75,52 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     await this.session.outside(() => this.write(this.sql.releaseLease, [key.toString(), epoch.toString()]));
   }
 
-  private async runningHolder(job: string): Promise<Holder | null> {
-    const [row] = await this.withSchema(() => this.session.query<HolderRow>(this.sql.runningHolder, [job]));
-    return toHolder(row);
-  }
-
   async setChildPid(id: number, childPid: number, command: string): Promise<void> {
     await this.withSchema(() => this.write(this.sql.setChildPid, [childPid, command, id]));
   }
 
   // The outcome, with the skips parked on the job folded in (read under the row lock), the
   // finished status counted, and on the last attempt its requests ended. A lease is let go
-  // in the same transaction, a GET_LOCK after the commit: whoever takes either next finds
-  // this row finished. Returns whether the lock was still this holder's.
+  // in the same transaction, a GET_LOCK (`unlock`) after the commit: whoever takes either
+  // next finds this row finished. Two round trips: BEGIN and the locking read; the writes,
+  // COMMIT and RELEASE_LOCK. Returns whether the lock was still this holder's.
   async finishRun(id: number, o: RunOutcome, final: boolean, unlock: LockRelease | null = null): Promise<boolean> {
-    const { sql } = this;
+    const { sql, session } = this;
     const finishedAt = o.finishedAt;
-    const released = await this.withSchema(() =>
-      this.session.transaction(async (t) => {
-        const [run] = await t.query<{ job: string; status: string; parked: number; claims: number }>(sql.finishLock, [id]);
+    const name = unlock?.kind === 'named' ? unlock.name : null;
+    const lease = unlock?.kind === 'lease' ? unlock : null;
+    return this.withSchema(() =>
+      session.batchedTransaction(async () => {
+        const [, locked] = await session.batch([['BEGIN', []], [sql.finishLock, [id]]]);
+        const [run] = (locked?.rows ?? []) as { job: string; status: string; parked: number; claims: number }[];
+        const writes: Statement[] = [];
         if (run) {
           const parked = Number(run.parked);
-          if (parked > 0) await t.execute(sql.unpark, [run.job]);
-          await t.execute(sql.finish, [...outcomeParams({ ...o, finishedAt: finishedAt.toISOString() }), parked, id]);
-          if (run.status !== o.status) await this.recount(t, run.job, run.status, o.status);
-          if (final && Number(run.claims) === 1) await t.execute(sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]);
+          if (parked > 0) writes.push([sql.unpark, [run.job]]);
+          writes.push([sql.finish, [...outcomeParams({ ...o, finishedAt: finishedAt.toISOString() }, session.maxPacketBytes), parked, id]]);
+          if (run.status !== o.status) writes.push(...this.recounts(run.job, run.status, o.status));
+          if (final && Number(run.claims) === 1) writes.push([sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]]);
         }
-        if (unlock?.kind !== 'lease') return false;
-        return (await t.execute(sql.releaseLease, [unlock.key.toString(), unlock.epoch.toString()])).affectedRows > 0;
+        if (lease) writes.push([sql.releaseLease, [lease.key.toString(), lease.epoch.toString()]]);
+        writes.push(['COMMIT', []]);
+        if (name !== null) writes.push([LOCK_SQL.released, [name]]);
+        const answers = await session.batch(writes);
+        if (lease) return (answers.at(-2)?.affectedRows ?? 0) > 0;
+        return name !== null && (answers.at(-1)?.rows[0] as { released: number | null } | undefined)?.released === 1;
       }),
     );
-    if (unlock?.kind === 'lease') return released;
-    if (unlock?.kind !== 'named') return false;
-    const { name } = unlock;
-    const [row] = await this.session.query<{ released: number | null }>(LOCK_SQL.released, [name]);
-    return row?.released === 1;
   }
 
   // run_counts follows a row's status from `from` to `to` (as PostgreSQL's trigger does).
+  private recounts(job: string, from: string | null, to: string): Statement[] {
+    const statements: Statement[] = [];
+    if (from !== null && from !== 'running') statements.push([this.sql.uncount, [job, from]]);
+    if (to !== 'running') statements.push([this.sql.count, [job, to, 1, 1]]);
+    return statements;
+  }
+
   protected async recount(t: MysqlReads['session'], job: string, from: string | null, to: string): Promise<void> {
-    if (from !== null && from !== 'running') await t.execute(this.sql.uncount, [job, from]);
-    if (to !== 'running') await t.execute(this.sql.count, [job, to, 1, 1]);
+    for (const [statement, params] of this.recounts(job, from, to)) await t.execute(statement, params);
   }
 
   async returnRequests(runId: number, u: Unserved): Promise<void> {

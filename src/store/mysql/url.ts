@@ -37,7 +37,7 @@ export function resolveMysql(url: Setting, schemaSetting: Setting | undefined, e
     try {
       return decodeURIComponent(text);
     } catch {
-      throw new UsageError(`${option}: the ${what} has a broken percent-escape`);
+      throw new UsageError(`${option}: the ${what} has a broken %-escape (% and two hex digits)`);
     }
   };
   const params = queryParams(parsed, option);

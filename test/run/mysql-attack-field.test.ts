@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
-import { cronguard, fixture, release, start, startMany, waitFor } from '../helpers.js';
+import { besides, cronguard, fixture, lines, release, start, startMany, waitFor } from '../helpers.js';
 import { mysqlClient, mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
 
 // Faults found by trying to break the MySQL mode (the breaker helper's notes, "breaker
@@ -173,4 +173,60 @@ describe('breaker: MySQL mode under faults', () => {
     const rows = await mysqlQuery<{ job: string; status: string }>(`SELECT job, status FROM \`${box.database}\`.runs ORDER BY id`);
     expect(rows.map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
   });
+  // Found: the mysql lock gives the watchdog no heartbeat (Lock.heartbeat null), so a wrapper
+  // that is stopped (SIGSTOP, a debugger, a stalled cgroup) cannot stop its command when the
+  // server drops its connection (wait_timeout, a KILL, a restart): the server frees the name and
+  // the next invocation runs beside the first command. Checked by hand with a KILL of the
+  // stopped wrapper's connection: the second run's command saw the first's alive. Here the
+  // server drops it by itself: a fixed lock feeds the watchdog beats (as the lease does) and
+  // its limit ends the command before the server can free the name; unfixed, the second run
+  // either never gets the lock within its wait (wait_timeout 8 h) or runs beside the first.
+  it('a stopped wrapper: its command is ended before the server can give the lock to another run', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('stopped');
+    const pids = box.path('pids');
+    const first = start(['-n', job, '--', 'sh', '-c', `echo $$ > ${pids}; exec sleep 1000`], box.env);
+    await waitFor(() => lines(pids).length === 1, 'the command to start');
+    first.child.kill('SIGSTOP');
+    try {
+      const own = Number(lines(pids)[0]);
+      const seen = box.path('seen');
+      const second = await cronguard(['-n', job, '-w', '120s', '--', ...besides(own, seen)], box.env);
+      expect(second.code).toBe(0);
+      expect(lines(seen)).toEqual(['alone']);
+    } finally {
+      first.child.kill('SIGCONT');
+      first.child.kill('SIGTERM');
+      await first.done;
+    }
+  });
+
+  // When the job's row stays locked by another transaction (a DBA's, a stuck writer's), the
+  // admission gives up after its retries (~20 s) and the run goes on under the GET_LOCK alone,
+  // its record spooled, as with PostgreSQL: a log that cannot be asked never stops a job, so a
+  // job paused in that log runs too (README: "A run log that cannot be written never stops a
+  // job"). But a run only for requests has none it could see: it runs nothing.
+  for (const [what, args, runs] of [
+    ['a paused job runs, saying the log could not be asked', [] as string[], true],
+    ['--on-request with no request seen runs nothing', ['--on-request'], false],
+  ] as const) {
+    it(`the job's row locked by another transaction: ${what}`, async () => {
+      const box = mysqlSandbox();
+      const job = box.job('rowlock');
+      expect((await cronguard(['-n', job, '--', 'true'], box.env)).code).toBe(0);
+      if (args.length === 0) expect((await cronguard(['disable', job, '--reason', 'maintenance'], box.env)).code).toBe(0);
+      const holder = await mysqlClient();
+      try {
+        await holder.query('BEGIN');
+        await holder.query(`SELECT * FROM \`${box.database}\`.jobs WHERE name = ? FOR UPDATE`, [job]);
+        const result = await cronguard(['-n', job, ...args, '--', 'touch', box.path('ran')], box.env);
+        expect(existsSync(box.path('ran'))).toBe(runs);
+        expect(result.code).toBe(0);
+        expect(result.stderr).toMatch(/^cronguard: run log \S+ \(database \w+\) unavailable \(record the start: [^\n]*Lock wait timeout[^\n]*\)[^\n]*\n$/);
+      } finally {
+        await holder.query('ROLLBACK').catch(() => {});
+        await holder.end();
+      }
+    });
+  }
 });

@@ -1,0 +1,66 @@
+import { monotonicMs } from '../../util/time.js';
+import type { MysqlLockProbe } from './session.js';
+
+type Ask = <R>(sql: string, params: readonly unknown[]) => Promise<R[]>;
+
+// How a session tells a lost lock and a silent server (connection.ts). Between heartbeats it
+// knows how to ask the server whether the lock is still its own (the probe, once the lock is
+// held), when an answer last proved it, and who hears of each proof (the command's watchdog
+// counts on them: see lock.ts).
+export class LockProof {
+  private probe: MysqlLockProbe | null = null;
+  // When (monotonicMs) the last question that came back proving the lock was sent.
+  private lastProof = monotonicMs();
+  private readonly beats = new Set<() => void>();
+
+  get held(): boolean {
+    return this.probe !== null;
+  }
+
+  // The lock is held from now on (taken just now: the first proof counts from here).
+  hold(probe: MysqlLockProbe): void {
+    this.probe = probe;
+    this.lastProof = monotonicMs();
+  }
+
+  // Asks the server (with `ask`, or a plain round trip while no lock is held); null when the
+  // lock is proven (and its listeners hear), else why it is not this session's any more.
+  async ask(ask: Ask): Promise<string | null> {
+    const sentAt = monotonicMs();
+    const gone = this.probe ? await this.probe(ask) : await ask('SELECT 1', []).then(() => null);
+    if (gone) return gone;
+    this.lastProof = sentAt;
+    for (const beat of this.beats) beat();
+    return null;
+  }
+
+  sinceMs(): number {
+    return monotonicMs() - this.lastProof;
+  }
+
+  onBeat(beat: () => void): () => void {
+    this.beats.add(beat);
+    return () => this.beats.delete(beat);
+  }
+}
+
+// Calls `onSilent` once the server has said nothing for `ms` (its last word at `lastHeard`)
+// while a statement waits; checked after input already received is read (setImmediate), so
+// a busy event loop is not taken for a silent server. Returns what stops the watch.
+export function silenceDeadline(ms: number, lastHeard: () => number, onSilent: (reason: string) => void): () => void {
+  const since = monotonicMs();
+  let done = false;
+  let timer: NodeJS.Timeout;
+  const check = () =>
+    setImmediate(() => {
+      if (done) return;
+      const quiet = monotonicMs() - Math.max(since, lastHeard());
+      if (quiet >= ms) onSilent(`the server did not answer within ${ms / 1000} s`);
+      else timer = setTimeout(check, ms - quiet);
+    });
+  timer = setTimeout(check, ms);
+  return () => {
+    done = true;
+    clearTimeout(timer);
+  };
+}
