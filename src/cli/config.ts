@@ -187,7 +187,6 @@ function parseLock(value: string, db: DatabaseConfig | null): LockBackendName {
   // A lock of one server's kind cannot be taken on the other's.
   if (value === 'postgres' && db?.dialect === 'mysql') throw new UsageError('lock backend postgres needs a PostgreSQL database; with a MySQL URL use -l mysql (the default)');
   if (value === 'mysql' && db?.dialect === 'postgres') throw new UsageError('lock backend mysql needs a mysql:// or mariadb:// URL; with PostgreSQL use -l postgres (the default)');
-  if (value === 'lease' && db?.dialect === 'mysql') throw new UsageError('-l lease is not yet available with MySQL; use -l mysql (the default)');
   return value;
 }
 

@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
+import { MYSQL_MIGRATIONS } from '../../src/store/mysql/migrations.js';
 import { collected, cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
 import { mysqlClient } from '../mysql-helpers.js';
 import { mysqlBox } from './mysql-box.js';
@@ -142,8 +143,9 @@ describe('subcommands on a MySQL log', () => {
       expect(result.stderr).toMatch(new RegExp(`^cronguard [a-z]+: no run log in database ${box.database} at \\S+ \\(nothing was recorded there, or this user may not read it: see the README's grants\\)\\n$`));
     }
     expect(await box.rows('SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [box.database])).toEqual([]);
-    expect(await cronguard(['migrate'], box.env)).toMatchObject({ code: 0, stdout: 'run log schema at version 1\n', stderr: '' });
-    expect(await cronguard(['migrate'], box.env)).toMatchObject({ code: 0, stdout: 'run log schema at version 1\n', stderr: '' });
+    const current = `run log schema at version ${MYSQL_MIGRATIONS.length}\n`;
+    expect(await cronguard(['migrate'], box.env)).toMatchObject({ code: 0, stdout: current, stderr: '' });
+    expect(await cronguard(['migrate'], box.env)).toMatchObject({ code: 0, stdout: current, stderr: '' });
     expect(await cronguard(['history'], box.env)).toMatchObject({ code: 0, stdout: '', stderr: expect.any(String) });
   });
 });

@@ -10,9 +10,9 @@ describe('mysql run log: schema', () => {
     expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
     expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
     const tables = await mysqlQuery<{ name: string }>('SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY 1', [database]);
-    expect(tables.map((t) => t.name).sort()).toEqual(['housekeeping', 'jobs', 'requests', 'run_counts', 'runs', 'schema_migrations']);
-    const versions = await mysqlQuery(`SELECT version, complete FROM \`${database}\`.schema_migrations`);
-    expect(versions).toEqual([{ version: 1, complete: 1 }]);
+    expect(tables.map((t) => t.name).sort()).toEqual(['housekeeping', 'jobs', 'lease_epochs', 'leases', 'requests', 'run_counts', 'runs', 'schema_migrations']);
+    const versions = await mysqlQuery(`SELECT version, complete FROM \`${database}\`.schema_migrations ORDER BY version`);
+    expect(versions).toEqual(MYSQL_MIGRATIONS.map((_, i) => ({ version: i + 1, complete: 1 })));
   });
 
   it('is migrated once when 10 migrators start at once', async () => {
@@ -20,7 +20,7 @@ describe('mysql run log: schema', () => {
     const stores = await Promise.all(Array.from({ length: 10 }, () => mysqlStore(box.database)));
     const versions = await Promise.all(stores.map((s) => s.migrate()));
     expect(versions).toEqual(Array(10).fill(MYSQL_MIGRATIONS.length));
-    expect(await mysqlQuery(`SELECT version, steps, complete FROM \`${box.database}\`.schema_migrations`)).toHaveLength(1);
+    expect(await mysqlQuery(`SELECT version, steps, complete FROM \`${box.database}\`.schema_migrations`)).toHaveLength(MYSQL_MIGRATIONS.length);
   });
 
   it('resumes a migration stopped half way', async () => {

@@ -77,14 +77,7 @@ export function admitIn(session: MysqlSession, sql: RunSql, run: NewRun, options
     const refused = 'reason' in decided ? decided : null;
     const plan = 'reason' in decided ? null : decided;
     const inserted = writes.length;
-    if (plan) {
-      const trigger = plan.requests.length > 0 ? 'request' : run.trigger;
-      writes.push([sql.insertRun, [plan.requests[0]?.id ?? null, ...runParams({ ...run, trigger })]]);
-      const ids = plan.requests.map((r) => r.id);
-      if (ids.length > 0) writes.push([sql.claim(ids.length), ids]);
-      const { tick } = plan;
-      writes.push([sql.register, [run.command, run.host, options.minIntervalMs, run.startedAt, tick, tick && run.host, run.job]]);
-    }
+    if (plan) writes.push(...runWrites(sql, run, options, plan));
     writes.push(['COMMIT', []]);
     // A refused admission frees a name it took (a run keeps it); one this session held before (2) is not its to free.
     if (lock && got === 1 && refused && !keepsLock(refused, options)) writes.push([LOCK_SQL.release, [lock.name]]);
@@ -92,6 +85,32 @@ export function admitIn(session: MysqlSession, sql: RunSql, run: NewRun, options
     if (!plan) return { got, admission: refused as Refused };
     return { got, admission: { admitted: true, runId: (answers[inserted] as Answer).insertId, requests: plan.requests } };
   });
+}
+
+// The admission's rules in transaction `t` once the job's row is locked (sql.lockJob), for a
+// lock taken in that transaction before them (a lease: lease-admit.ts).
+export async function admitLocked(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions): Promise<Admission> {
+  const found = foundIn(await t.batch(reads(sql, run, options, null)), options);
+  const writes: Statement[] = [];
+  const decided = await decide(t, sql, run, options, found, writes);
+  if ('reason' in decided) {
+    if (writes.length > 0) await t.batch(writes);
+    return decided;
+  }
+  const inserted = writes.length;
+  const answers = await t.batch([...writes, ...runWrites(sql, run, options, decided)]);
+  return { admitted: true, runId: (answers[inserted] as Answer).insertId, requests: decided.requests };
+}
+
+// The run's row, its claims (of the run just inserted: LAST_INSERT_ID()) and its job's row.
+function runWrites(sql: RunSql, run: NewRun, options: AdmitOptions, plan: { requests: ClaimedRequest[]; tick: Date | null }): Statement[] {
+  const trigger = plan.requests.length > 0 ? 'request' : run.trigger;
+  const writes: Statement[] = [[sql.insertRun, [plan.requests[0]?.id ?? null, ...runParams({ ...run, trigger })]]];
+  const ids = plan.requests.map((r) => r.id);
+  if (ids.length > 0) writes.push([sql.claim(ids.length), ids]);
+  const { tick } = plan;
+  writes.push([sql.register, [run.command, run.host, options.minIntervalMs, run.startedAt, tick, tick && run.host, run.job]]);
+  return writes;
 }
 
 // Whether an admission keeps the lock it took: a run does; a refusal frees it, but an idle or

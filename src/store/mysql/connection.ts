@@ -30,6 +30,9 @@ export class Session implements MysqlSession {
   // settles, so nothing keeps a settled result reachable.
   private readonly inFlight = new Set<(error: Error) => void>();
   private inTransaction = false;
+  // Settles when the transaction under way ends (see outside).
+  private transactionEnd: Promise<void> = Promise.resolve();
+  private endTransaction = () => {};
   private answerMs: number | null = null;
   // When the server last sent anything: a statement waiting behind others that are being
   // answered is waiting its turn, not facing a server that stopped answering.
@@ -81,6 +84,7 @@ export class Session implements MysqlSession {
     if (this.inTransaction) throw new Error('a batched transaction cannot be nested');
     for (let attempt = 1; ; attempt++) {
       this.inTransaction = true;
+      this.transactionEnd = new Promise((resolve) => (this.endTransaction = resolve));
       try {
         return await fn(attempt);
       } catch (error) {
@@ -89,6 +93,7 @@ export class Session implements MysqlSession {
         if (this.lost || attempt >= TRANSACTION_TRIES || !isRetryableTransaction(error)) throw error;
       } finally {
         this.inTransaction = false;
+        this.endTransaction();
       }
     }
   }
@@ -103,6 +108,14 @@ export class Session implements MysqlSession {
       await this.send('COMMIT', []);
       return result;
     });
+  }
+
+  // `fn`'s first statement sent outside any transaction of this session: after the one under
+  // way ends, and before another can begin (`fn` sends it at once, synchronously). A lease's
+  // renewal inside another's transaction would be undone with it by a rollback.
+  async outside<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.inTransaction) await this.transactionEnd;
+    return fn();
   }
 
   private async send(sql: string, params: readonly unknown[]): Promise<[unknown, unknown]> {

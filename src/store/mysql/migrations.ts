@@ -4,9 +4,10 @@ import { isPrivilegeError, serverErrno } from './errors.js';
 import { LOCK_WAIT_S, type MysqlSession } from './session.js';
 import { migrationSql, quoteName } from './sql.js';
 import m0001 from './migrations/0001_initial.sql';
+import m0002 from './migrations/0002_leases.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
-export const MYSQL_MIGRATIONS: readonly string[] = [m0001];
+export const MYSQL_MIGRATIONS: readonly string[] = [m0001, m0002];
 
 // How long a migrator waits for another host's migration before giving up.
 const MIGRATE_WAIT_S = 120;

@@ -34,6 +34,8 @@ export interface MysqlSession extends SharedSession {
   query<R>(sql: string, params?: readonly unknown[]): Promise<R[]>;
   execute(sql: string, params?: readonly unknown[]): Promise<Changed>;
   transaction<T>(fn: (session: MysqlSession) => Promise<T>): Promise<T>;
+  // `fn`, whose first statement goes at once, after the transaction under way (if any) ends.
+  outside<T>(fn: () => Promise<T>): Promise<T>;
   // Several statements in one round trip (see Session.batch, batchedTransaction).
   batch(statements: readonly Statement[]): Promise<Answer[]>;
   batchedTransaction<T>(fn: (attempt: number) => Promise<T>): Promise<T>;

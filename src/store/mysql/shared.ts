@@ -7,6 +7,7 @@ import { connectMysqlServer, type MysqlConnectOptions } from './connect.js';
 import { isPrivilegeError, isServerError, mysqlError } from './errors.js';
 import { LOCK_IDLE_S } from './lock-name.js';
 import type { MysqlSession } from './session.js';
+import type { MysqlStore } from './store.js';
 
 // MySQL or MariaDB as the fleet's database (see ../shared.ts): the run log in a database of
 // its own, with its spool and its reconnection to record; GET_LOCK on a session of its own.
@@ -52,7 +53,13 @@ export function mysqlDatabase(config: RunConfig, db: MysqlConfig, say: Messages)
       return import('./lock.js').then(() => connecting);
     },
     openLog: (lockSession, memory, abort) => openLog(config, db, connect, lockSession as MysqlSession | null, memory, abort),
-    async databaseLock(lockSession) {
+    async databaseLock(lockSession, store, openError) {
+      if (config.lock === 'lease') {
+        // The lease lives in the log: without it there is no lock (69).
+        if (!store) throw mysqlError(openError ?? new Error('the run log is out of reach'), db.display);
+        const { mysqlLeaseLock } = await import('./lease.js');
+        return mysqlLeaseLock(config, db, store as MysqlStore, say);
+      }
       if (!lockSession) return null;
       const { mysqlLock } = await import('./lock.js');
       return mysqlLock(lockSession as MysqlSession, config.lockName as string, say);

@@ -23,6 +23,11 @@ export function readSql(D: string) {
             ON DUPLICATE KEY UPDATE disabled = TRUE, disabled_reason = ?, disabled_at = ?, disabled_by = ?`,
     resume: `UPDATE ${D}.jobs SET disabled = FALSE, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL WHERE name = ?`,
     getRun: `SELECT * FROM ${D}.runs WHERE id = ?`,
+    // Leases held now (unexpired on the server's clock), for `locks`, `status` and the web
+    // page; numbers past 2^53 as text.
+    leases: `SELECT job, host, pid, CAST(run_id AS CHAR) AS run_id, CAST(epoch AS CHAR) AS epoch, CAST(lock_key AS CHAR) AS \`key\`,
+               acquired_at, expires_at, CAST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) DIV 1000 AS CHAR) AS expires_in_ms
+             FROM ${D}.leases WHERE expires_at > UTC_TIMESTAMP(6) ORDER BY job`,
     // (chars, chars, id): RIGHT and CHAR_LENGTH count characters, not bytes.
     runTail: `SELECT ${LIST_COLUMNS}, RIGHT(output, ?) AS output, COALESCE(CHAR_LENGTH(output) > ?, 0) AS output_cut FROM ${D}.runs WHERE id = ?`,
     latestRun: `SELECT * FROM ${D}.runs ${BY_ID} WHERE job = ? ORDER BY id DESC LIMIT 1`,

@@ -170,6 +170,31 @@ export function runSql(D: string) {
     claimsNotServed: (served: number) => `UPDATE ${D}.requests SET status = 'pending', run_id = NULL, claimed_at = NULL,
                                             attempts = GREATEST(attempts - 1, 0)
                                           WHERE run_id = ? AND status = 'running'${served > 0 ? ` AND id NOT IN (${marks(served)})` : ''}`,
+    // Leases (migration 0002), taken in the admission's transaction under the job's row lock
+    // (lease-admit.ts). Whether the key's row is live (unexpired on the server's clock), read
+    // without a lock; then, by a taker that holds the epoch counter, locked (or, when there is
+    // no row, the gap where it would go: a DBA's INSERT waits for this transaction).
+    leaseLive: `SELECT expires_at > UTC_TIMESTAMP(6) AS live FROM ${D}.leases WHERE lock_key = ?`,
+    leaseRow: `SELECT expires_at > UTC_TIMESTAMP(6) AS live FROM ${D}.leases WHERE lock_key = ? FOR UPDATE`,
+    // A new epoch, read back as LAST_INSERT_ID() by the statement that takes the lease. The
+    // counter's row stays locked to the commit: takers of all keys go one at a time.
+    drawEpoch: `UPDATE ${D}.lease_epochs SET epoch = LAST_INSERT_ID(epoch + 1) WHERE id = 1`,
+    // Taking it: a new row (key, job, host, pid, ttl, ttl in ms for the expiry), or the
+    // expired one's (job, host, pid, ttl, ttl, key); both report the epoch drawn.
+    insertLease: `INSERT INTO ${D}.leases (lock_key, job, host, pid, epoch, ttl_ms, expires_at)
+                  VALUES (?, ?, ?, ?, LAST_INSERT_ID(), ?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND)`,
+    retakeLease: `UPDATE ${D}.leases SET job = ?, host = ?, pid = ?, run_id = NULL, epoch = LAST_INSERT_ID(), ttl_ms = ?,
+                    acquired_at = UTC_TIMESTAMP(6), renewed_at = UTC_TIMESTAMP(6), expires_at = UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND
+                  WHERE lock_key = ? AND expires_at <= UTC_TIMESTAMP(6)`,
+    takenEpoch: 'SELECT CAST(LAST_INSERT_ID() AS CHAR) AS epoch',
+    // The run admitted under it (run, key, epoch).
+    leaseRun: `UPDATE ${D}.leases SET run_id = ? WHERE lock_key = ? AND epoch = ?`,
+    // A renewal (ttl in ms, key, epoch): only by its holder (the epoch it took) and only while
+    // unexpired on the server's clock, over any connection; no row: the lease is lost.
+    renewLease: `UPDATE ${D}.leases SET renewed_at = UTC_TIMESTAMP(6), expires_at = UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND
+                 WHERE lock_key = ? AND epoch = ? AND expires_at > UTC_TIMESTAMP(6)`,
+    // Let go (key, epoch): by the outcome, in its transaction, or without one.
+    releaseLease: `DELETE FROM ${D}.leases WHERE lock_key = ? AND epoch = ?`,
     claimsServed: (n: number) => `UPDATE ${D}.requests SET status = ?, finished_at = ?, exit_code = ?, run_id = ?
                                   WHERE id IN (${marks(n)}) AND status = 'running'`,
   };

@@ -1,4 +1,5 @@
 import type { JobStatus } from '../jobs.js';
+import type { LeaseRow } from '../leases.js';
 import type { RequestRow } from '../requests.js';
 import { RECENT_RUNS } from '../jobs.js';
 import type { RunFilter, RunRow, RunTail, UnsettledRun } from '../types.js';
@@ -7,6 +8,8 @@ import { type MysqlJobStatus, type MysqlRequest, type MysqlRunRow, type RecentRo
 import { listRunsParams, listRunsSql } from './sql-reads.js';
 import { MysqlBase } from './store-base.js';
 
+// No such table: a log from before leases (migration 0002), read by a reader that may not upgrade it.
+const NO_TABLE = 1146;
 // MySQL's "unknown system variable" (MariaDB has no @@server_uuid).
 const UNKNOWN_VARIABLE = 1193;
 
@@ -53,6 +56,16 @@ export abstract class MysqlReads extends MysqlBase {
   async unsettledRuns(job: string): Promise<UnsettledRun[]> {
     const rows = await this.withSchema(() => this.session.query<UnsettledRun>(this.sql.unsettled, [job, job]));
     return rows.map((r) => ({ ...r, id: Number(r.id) }));
+  }
+
+  // Leases held now; none in a log from before them.
+  async leases(): Promise<LeaseRow[]> {
+    return this.withSchema(() =>
+      this.session.query<LeaseRow>(this.reads.leases).catch((error) => {
+        if (serverErrno(error) === NO_TABLE) return [];
+        throw error;
+      }),
+    );
   }
 
   // Two statements: the jobs, then their recent runs (MySQL has no LATERAL to fold them in).

@@ -6,6 +6,7 @@ import type { SpooledRun } from '../spool.js';
 import type { Admission, AdmitOptions, Holder, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome } from '../types.js';
 import { type AdmissionLock, type Admitted, admitIn, keepsLock } from './admit.js';
 import { heldMysqlLocks } from './held-locks.js';
+import { admitLeased } from './lease-admit.js';
 import { type HolderRow, outcomeParams, runParams, toHolder } from './rows.js';
 import type { Statement } from './session.js';
 import { LOCK_SQL } from './sql.js';
@@ -27,7 +28,8 @@ export class MysqlStore extends MysqlReads implements SharedStore {
   // counted (countSkip) on its run. A refusal frees the lock, but an idle or early loop
   // (keepLock) keeps it to wait for work.
   async lockAndAdmit(run: NewRun, lock: LockRequest, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
-    if (lock.kind !== 'named') throw new Error(`a MySQL log takes a named lock (GET_LOCK), not ${lock.kind}`);
+    if (lock.kind === 'lease') return this.leaseAndAdmit(run, lock, options, countSkip);
+    if (lock.kind !== 'named') throw new Error(`a MySQL log takes a named lock (GET_LOCK) or a lease, not ${lock.kind}`);
     const { name } = lock;
     const locked = { backend: this.session.connectionId, backendStart: null, epoch: null };
     const sentAt = monotonicMs();
@@ -51,18 +53,42 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     return { ...locked, sentAt, holding: got === 2 || keepsLock(admission, options), admission };
   }
 
+  // -l lease: taken in the admission's transaction (lease-admit.ts). Its expiry counts from
+  // when that transaction began (after the log was checked current, which may migrate).
+  private async leaseAndAdmit(run: NewRun, lock: LockRequest & { kind: 'lease' }, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
+    let sentAt = monotonicMs();
+    const { admission, epoch } = await this.withSchema(() => {
+      sentAt = monotonicMs();
+      return admitLeased(this.session, this.sql, run, options, { key: lock.key, ttlMs: lock.ttlMs, countSkip });
+    });
+    return { backend: this.session.connectionId, backendStart: null, epoch, sentAt, holding: epoch !== null, admission };
+  }
+
+  // Renews a lease this holder took (its epoch) for `ttlMs` more: false when it is no longer
+  // its own (expired, taken over, broken). The table exists: the lease was taken from it.
+  async renewLease(key: bigint, epoch: bigint, ttlMs: number): Promise<boolean> {
+    const params = [ttlMs, key.toString(), epoch.toString()];
+    return (await this.session.outside(() => this.session.execute(this.sql.renewLease, params))).affectedRows > 0;
+  }
+
+  async releaseLease(key: bigint, epoch: bigint): Promise<void> {
+    await this.session.outside(() => this.write(this.sql.releaseLease, [key.toString(), epoch.toString()]));
+  }
+
   async setChildPid(id: number, childPid: number, command: string): Promise<void> {
     await this.withSchema(() => this.write(this.sql.setChildPid, [childPid, command, id]));
   }
 
   // The outcome, with the skips parked on the job folded in (read under the row lock), the
-  // finished status counted, and on the last attempt its requests ended. A GET_LOCK to
-  // release (`unlock`) goes after the commit: whoever takes it next finds this row finished.
-  // Two round trips: BEGIN and the locking read; the writes, COMMIT and RELEASE_LOCK.
+  // finished status counted, and on the last attempt its requests ended. A lease is let go
+  // in the same transaction, a GET_LOCK (`unlock`) after the commit: whoever takes either
+  // next finds this row finished. Two round trips: BEGIN and the locking read; the writes,
+  // COMMIT and RELEASE_LOCK. Returns whether the lock was still this holder's.
   async finishRun(id: number, o: RunOutcome, final: boolean, unlock: LockRelease | null = null): Promise<boolean> {
     const { sql, session } = this;
     const finishedAt = o.finishedAt;
     const name = unlock?.kind === 'named' ? unlock.name : null;
+    const lease = unlock?.kind === 'lease' ? unlock : null;
     return this.withSchema(() =>
       session.batchedTransaction(async () => {
         const [, locked] = await session.batch([['BEGIN', []], [sql.finishLock, [id]]]);
@@ -75,9 +101,11 @@ export class MysqlStore extends MysqlReads implements SharedStore {
           if (run.status !== o.status) writes.push(...this.recounts(run.job, run.status, o.status));
           if (final && Number(run.claims) === 1) writes.push([sql.finishRequests, [requestStatusOf(o.status), finishedAt, o.exitCode, id]]);
         }
+        if (lease) writes.push([sql.releaseLease, [lease.key.toString(), lease.epoch.toString()]]);
         writes.push(['COMMIT', []]);
         if (name !== null) writes.push([LOCK_SQL.released, [name]]);
         const answers = await session.batch(writes);
+        if (lease) return (answers.at(-2)?.affectedRows ?? 0) > 0;
         return name !== null && (answers.at(-1)?.rows[0] as { released: number | null } | undefined)?.released === 1;
       }),
     );
