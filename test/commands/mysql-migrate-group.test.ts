@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
+import { MYSQL_MIGRATIONS } from '../../src/store/mysql/migrations.js';
 import { cronguard } from '../helpers.js';
 import { mysqlQuery, mysqlUrl } from '../mysql-helpers.js';
 import { mysqlBox } from './mysql-box.js';
@@ -36,7 +37,7 @@ describe('migrate --group with MySQL', () => {
     const web = await webUser();
     const job = box.job('report');
     const migrated = await cronguard(['migrate', '--group', web.name], box.env);
-    expect(migrated).toMatchObject({ code: 0, stderr: '', stdout: `run log schema at version 1\nuser or role ${web.name} may write requests and read the run log in database ${box.database}\n` });
+    expect(migrated).toMatchObject({ code: 0, stderr: '', stdout: `run log schema at version ${MYSQL_MIGRATIONS.length}\nuser or role ${web.name} may write requests and read the run log in database ${box.database}\n` });
 
     const client = await asWeb(web.url);
     try {
