@@ -24,20 +24,30 @@ export function runParams(run: NewRun): unknown[] {
 }
 
 // An outcome's values, in the order of its columns (status ... error). Its output is cut to
-// its last third of the server's largest packet (escaping may double it, and the statement
-// has more): a longer one would be refused, and the server drops the connection with it, so
+// its end that fits the server's largest packet as the driver sends it (a backslash before
+// each of NUL, newline, return, quote, backslash and ^Z), less room for the rest of the
+// statement: a longer one would be refused, and the server drops the connection with it, so
 // that the run's record, spooled, would be refused again on every later run.
 export function outcomeParams(o: StoredOutcome, maxPacketBytes: number): unknown[] {
-  const output = o.output === null ? null : lastBytes(o.output, Math.floor(maxPacketBytes / 3));
+  const output = o.output === null ? null : fittingEnd(o.output, maxPacketBytes - PACKET_ROOM);
   const truncated = o.outputTruncated || (output !== null && output.length < (o.output ?? '').length);
   return [o.status, new Date(o.finishedAt), o.durationMs, o.exitCode, o.signal, output, truncated ? 1 : 0, o.error];
 }
 
-// The end of `text` in at most `bytes` bytes of UTF-8, beginning on a whole character.
-function lastBytes(text: string, bytes: number): string {
+// What a packet holds beside a run's output: the statements it is sent with, the error text.
+const PACKET_ROOM = 256 * 1024;
+const ESCAPED = new Set([0x00, 0x0a, 0x0d, 0x22, 0x27, 0x5c, 0x1a]);
+
+// The end of `text` whose escaped UTF-8 takes at most `bytes`, beginning on a whole character.
+function fittingEnd(text: string, bytes: number): string {
   const utf8 = Buffer.from(text);
-  if (utf8.length <= bytes) return text;
-  let start = utf8.length - bytes;
+  if (utf8.length * 2 <= bytes) return text;
+  let start = utf8.length;
+  for (let size = 0; start > 0; start--) {
+    size += ESCAPED.has(utf8[start - 1] as number) ? 2 : 1;
+    if (size > bytes) break;
+  }
+  if (start === 0) return text;
   while (start < utf8.length && ((utf8[start] as number) & 0xc0) === 0x80) start++;
   return utf8.subarray(start).toString();
 }
