@@ -37,7 +37,9 @@ export const haveMariadbd = (() => {
 export async function privateMariadb(port: number, extra: readonly string[] = []): Promise<PrivateMariadb> {
   const dir = mkdtempSync(join(tmpdir(), 'cronguard-mariadb-'));
   chownSync(dir, Number(execFileSync('id', ['-u', 'mysql']).toString()), Number(execFileSync('id', ['-g', 'mysql']).toString()));
-  execFileSync('mariadb-install-db', [`--datadir=${dir}/data`, '--user=mysql', '--auth-root-authentication-method=normal', '--skip-test-db'], { stdio: 'ignore' });
+  execFileSync('mariadb-install-db', [`--datadir=${dir}/data`, '--user=mysql', '--auth-root-authentication-method=normal', '--skip-test-db'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let server: ChildProcess | null = null;
   const ping = () => {
     try {

@@ -37,18 +37,13 @@ export class RunRecorder extends LogLink {
   async admit(run: NewRun, options: AdmitOptions): Promise<Verdict> {
     this.adopt(run, null);
     let verdict: Verdict = { admitted: true, requests: [] };
-    let asked = false;
     await this.attempt('record the start', async (store) => {
       const admission = await store.admit(run, options);
-      asked = true;
       if (admission.admitted) {
         this.id = admission.runId;
         verdict = { admitted: true, requests: admission.requests };
       } else verdict = admission;
     });
-    // A log that could not be asked never stops a job, but a run only for requests has none
-    // it could see: it would run its command for nothing.
-    if (!asked && options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
     if (verdict.admitted) this.spoolNow(null);
     return verdict;
   }
