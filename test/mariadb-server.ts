@@ -37,9 +37,17 @@ export const haveMariadbd = (() => {
 export async function privateMariadb(port: number, extra: readonly string[] = []): Promise<PrivateMariadb> {
   const dir = mkdtempSync(join(tmpdir(), 'cronguard-mariadb-'));
   chownSync(dir, Number(execFileSync('id', ['-u', 'mysql']).toString()), Number(execFileSync('id', ['-g', 'mysql']).toString()));
-  execFileSync('mariadb-install-db', [`--datadir=${dir}/data`, '--user=mysql', '--auth-root-authentication-method=normal', '--skip-test-db'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  // Once more if it fails (seen once on a machine at load 14, reason unknown): its error then says why.
+  const install = () =>
+    execFileSync('mariadb-install-db', [`--datadir=${dir}/data`, '--user=mysql', '--auth-root-authentication-method=normal', '--skip-test-db'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+  try {
+    install();
+  } catch {
+    rmSync(join(dir, 'data'), { recursive: true, force: true });
+    install();
+  }
   let server: ChildProcess | null = null;
   const ping = () => {
     try {
