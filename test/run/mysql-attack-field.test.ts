@@ -1,65 +1,29 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
 import { besides, cronguard, fixture, lines, release, start, startMany, waitFor } from '../helpers.js';
 import { mysqlClient, mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
+import { mysqlProxy } from '../mysql-proxy.js';
 
 // Faults found by trying to break the MySQL mode, each fixed and kept here: a partition, a
 // server's odd sql_mode, an account's connection limit, table locks, an oversized output, a
 // stopped wrapper, a locked job row. Slow (a partition waits out the server's minute), so a
 // field test: CI runs it once.
 
-const servers: Server[] = [];
-const sockets = new Set<Socket>();
 const users: string[] = [];
 afterEach(async () => {
-  for (const socket of sockets) socket.destroy();
-  sockets.clear();
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
   for (const user of users.splice(0)) await mysqlQuery(`DROP USER IF EXISTS '${user}'@'%'`);
 });
 
-// A forwarder to the test server whose `partition()` is a network that goes silent for good:
-// nothing passes either way, and when the client gives up on its connection, the server's
-// side stays open and silent (the server never hears that the client went away).
-async function partitionable(): Promise<{ url: string; partition(): void }> {
-  const target = new URL(mysqlUrl());
-  let parted = false;
-  const server = createServer((client) => {
-    const upstream = connect(Number(target.port || 3306), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => {});
-    }
-    client.on('data', (chunk) => parted || upstream.write(chunk));
-    upstream.on('data', (chunk) => parted || client.write(chunk));
-    client.on('close', () => parted || upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = new URL(mysqlUrl());
-  url.port = String((server.address() as { port: number }).port);
-  return {
-    url: url.toString(),
-    partition: () => {
-      parted = true;
-    },
-  };
-}
-
 describe('breaker: MySQL mode under faults', () => {
-  // Found: after a partition the wrapper stops its command (75), but the server keeps the
-  // stranded session, and its GET_LOCK, until wait_timeout (28800 s by default) or TCP
-  // keepalive: every later run of the job skips with exit 0 and nothing on stderr for hours.
-  // The lock's session should set a short wait_timeout (a few heartbeats, e.g. 30 s) so the
-  // server frees a partitioned holder's name soon after the holder has stopped its command.
+  // After a partition the wrapper stops its command (75); the server kept the stranded
+  // session, and its GET_LOCK, until its wait_timeout (8 h by default), and every later run
+  // skipped in silence. The lock's session now asks to be ended after a minute of silence.
   it('a partition mid-run does not strand the lock on the server: a later run gets it within a minute', async () => {
     const box = mysqlSandbox();
     const job = box.job('parted');
-    const net = await partitionable();
+    const net = await mysqlProxy();
     const started = box.path('started');
     const run = start(['-n', job, '--kill-after', '1s', '--', 'sh', '-c', `touch ${started}; exec sleep 120`], { ...box.env, CRONGUARD_DATABASE_URL: net.url });
     await waitFor(() => existsSync(started), 'the command to start');

@@ -1,61 +1,25 @@
-import { connect, createServer, type Server, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cronguard, waitFor } from '../helpers.js';
 import { mysqlQuery, mysqlUrl } from '../mysql-helpers.js';
+import { mysqlProxy } from '../mysql-proxy.js';
 import { mysqlBox } from '../commands/mysql-box.js';
 import { serve } from './serve-helpers.js';
 
 // The web page on a MySQL log that stops answering, or answers with an error: 503 pages
 // that name MySQL, never a 500 or "internal error", and reading again once it is back.
 
-const servers: Server[] = [];
-const sockets = new Set<Socket>();
 const users: string[] = [];
 afterEach(async () => {
-  for (const socket of sockets) socket.destroy();
-  sockets.clear();
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
   for (const user of users.splice(0)) await mysqlQuery(`DROP USER '${user}'@'%'`);
 });
-
-// A TCP forwarder to the test server that can go silent (nothing refused, nothing closed).
-async function forwarder(): Promise<{ url: string; freeze(): void; thaw(): void }> {
-  const target = new URL(mysqlUrl());
-  let frozen = false;
-  const server = createServer((client) => {
-    const upstream = connect(Number(target.port || 3306), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => {});
-      socket.on('close', () => sockets.delete(socket));
-    }
-    client.on('data', (chunk) => frozen || upstream.write(chunk));
-    upstream.on('data', (chunk) => frozen || client.write(chunk));
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-  });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = new URL(mysqlUrl());
-  url.port = String((server.address() as { port: number }).port);
-  return {
-    url: url.toString(),
-    freeze: () => {
-      frozen = true;
-    },
-    thaw: () => {
-      frozen = false;
-    },
-  };
-}
 
 describe('serve on a MySQL log that fails', () => {
   it('answers 503 naming MySQL while the network is silent, and reads again when it is back', async () => {
     const box = mysqlBox();
     const job = box.job('frozen');
     await cronguard(['-n', job, '--', 'true'], box.env);
-    const db = await forwarder();
+    const db = await mysqlProxy();
     const server = await serve([], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
     expect(await (await server.get('/')).text()).toContain(`data-job="${job}"`);
     db.freeze();
