@@ -179,19 +179,12 @@ export interface PruneResult {
   readonly complete: boolean;
 }
 
-// A lock in the store's database that the outcome statement releases: an advisory lock of
-// the store's own session (PostgreSQL's bigint key, MySQL's GET_LOCK name), or a lease (its
-// key and the epoch this holder took).
-export type LockRelease =
-  | { readonly kind: 'advisory'; readonly key: bigint }
-  | { readonly kind: 'named'; readonly name: string }
-  | { readonly kind: 'lease'; readonly key: bigint; readonly epoch: bigint };
+// A lock in the store's database that the outcome releases: its session's advisory lock
+// (PostgreSQL's key, MySQL's GET_LOCK name), or a lease (its key and this holder's epoch).
+export type LockRelease = { readonly kind: 'advisory'; readonly key: bigint } | { readonly kind: 'named'; readonly name: string } | { readonly kind: 'lease'; readonly key: bigint; readonly epoch: bigint };
 
 // What an admission statement is asked to take with the run (see PostgresStore.lockAndAdmit).
-export type LockRequest =
-  | { readonly kind: 'advisory'; readonly key: bigint }
-  | { readonly kind: 'named'; readonly name: string }
-  | { readonly kind: 'lease'; readonly key: bigint; readonly ttlMs: number };
+export type LockRequest = { readonly kind: 'advisory'; readonly key: bigint } | { readonly kind: 'named'; readonly name: string } | { readonly kind: 'lease'; readonly key: bigint; readonly ttlMs: number };
 
 export interface RunStore {
   // Decides, under a lock already held, whether the run may start, and if so inserts its
