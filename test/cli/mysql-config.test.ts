@@ -23,7 +23,13 @@ describe('MySQL configuration: bad input', () => {
     ['a parameter given twice', ['--db', `${url}?ssl=true&ssl=false`], /--db: parameter 'ssl' given twice/],
     ['an unknown ssl-mode', ['--db', `${url}?ssl-mode=sometimes`], /--db: ssl-mode 'sometimes' is not one of disabled, preferred, required/],
     ['ssl-mode and ssl together', ['--db', `${url}?ssl-mode=required&ssl=true`], /--db: give ssl-mode or ssl, not both/],
-    ['a port out of range', ['--db', 'mysql://root@127.0.0.1:70000/test'], /--db: not a URL of the form mysql:\/\//],
+    // The whole hint, readable: no part of it masked as if it were credentials.
+    [
+      'a port out of range',
+      ['--db', 'mysql://root@127.0.0.1:70000/test'],
+      /--db: not a URL of the form mysql:\/\/USER@HOST\[:PORT\]\[\/DATABASE\], with USER:PASSWORD for a password \(percent-encode @, \/ and : in it\) \(see/,
+    ],
+    ['an unencoded / in the password', ['--db', 'mysql://root:pa/ss@127.0.0.1/test'], /--db: not a URL of the form mysql:\/\/USER@HOST\[:PORT\]/],
     ['a connect-timeout that is not seconds', ['--db', `${url}?connect-timeout=5s`], /--db: connect-timeout '5s' is not a number of seconds/],
     ['a relative socket', ['--db', 'mysql://root@localhost/?socket=mysqld.sock'], /--db: socket 'mysqld.sock' is not an absolute path/],
     ['a broken percent-escape in the password', ['--db', 'mysql://root:a%zz@127.0.0.1/test'], /--db: the password has a broken %-escape/],

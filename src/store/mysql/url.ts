@@ -30,8 +30,9 @@ export function resolveMysql(url: Setting, schemaSetting: Setting | undefined, e
   try {
     parsed = new URL(url.value);
   } catch {
-    // Not echoed: it may hold a password.
-    throw new UsageError(`${option}: not a URL of the form mysql://USER[:PASSWORD]@HOST[:PORT][/DATABASE] (percent-encode @, / and : in the password)`);
+    // Not echoed: it may hold a password. Nor is the form written with `//USER[:PASSWORD]@`,
+    // which every line's redaction (util/redact.ts) would take for credentials and mask.
+    throw new UsageError(`${option}: not a URL of the form mysql://USER@HOST[:PORT][/DATABASE], with USER:PASSWORD for a password (percent-encode @, / and : in it)`);
   }
   const decode = (text: string, what: string) => {
     try {
