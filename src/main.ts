@@ -20,6 +20,7 @@ const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   status: async () => (await import('./commands/status.js')).status,
   disable: async () => (await import('./commands/jobs.js')).disable,
   enable: async () => (await import('./commands/jobs.js')).enable,
+  schedule: async () => (await import('./commands/schedule.js')).schedule,
   request: async () => (await import('./commands/requests.js')).request,
   requests: async () => (await import('./commands/requests.js')).requests,
   check: async () => (await import('./commands/check.js')).check,

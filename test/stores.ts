@@ -25,6 +25,8 @@ export interface StoreBox extends Sandbox {
   // Finished runs written straight into the log (after `cronguard migrate`), for tests that
   // need known durations, statuses and ages.
   insertRuns(rows: readonly SeedRun[]): Promise<void>;
+  // A job's schedule set as README tells a web application to (null clears it).
+  setSchedule(job: string, spec: string | null): Promise<void>;
 }
 
 export interface SeedRun {
@@ -89,6 +91,14 @@ export function storeBox(kind: StoreKind): StoreBox {
           d.close();
         }
       },
+      setSchedule: async (job, spec) => {
+        const d = db();
+        try {
+          d.prepare('INSERT INTO jobs (name, schedule) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET schedule = excluded.schedule').run(job, spec);
+        } finally {
+          d.close();
+        }
+      },
     };
   }
   if (kind === 'mysql') return mysqlStoreBox();
@@ -107,6 +117,9 @@ export function storeBox(kind: StoreKind): StoreBox {
       await sql(`DELETE FROM "${box.schema}".requests WHERE id = $1`, [id]);
     },
     request: async (job, args = []) => Number((await sql<{ id: string }>(`SELECT "${box.schema}".request($1, $2) AS id`, [job, args]))[0]?.id),
+    setSchedule: async (job, spec) => {
+      await sql(`SELECT "${box.schema}".set_schedule($1, $2)`, [job, spec]);
+    },
   };
 }
 
@@ -136,6 +149,9 @@ function mysqlStoreBox(): StoreBox & { readonly database: string } {
     },
     forgetRequest: async (id) => {
       await mysqlQuery(`DELETE FROM ${D}.requests WHERE id = ?`, [id]);
+    },
+    setSchedule: async (job, spec) => {
+      await mysqlQuery(`INSERT INTO ${D}.jobs (name, schedule) VALUES (?, ?) ON DUPLICATE KEY UPDATE schedule = VALUES(schedule)`, [job, spec]);
     },
     request: async (job, args = []) => {
       const client = await mysqlClient();

@@ -136,6 +136,7 @@ Subcommands (cronguard help SUBCOMMAND for their options):
   request NAME       ask for a run now (or --at TIME); --wait, --cancel ID
   requests [NAME]    pending and recent requests
   disable NAME       pause a job (--reason TEXT); enable NAME resumes it
+  schedule NAME      store when it runs (--every D, --cron EXPR, --clear)
   locks              locks held right now and by whom
   migrate            create or upgrade the run-log schema
   serve              web page and JSON API over the run log (--listen ADDR:PORT)

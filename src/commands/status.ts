@@ -1,8 +1,10 @@
 import type { ChalkInstance } from 'chalk';
 import type { Settings } from '../cli/settings.js';
-import { NotFoundError } from '../errors.js';
 import { blockedSince, finalRuns, type JobStatus } from '../store/jobs.js';
 import { type LeasedJobStatus, leaseText, withLeases } from '../store/leases.js';
+import { describe, NotFoundError } from '../errors.js';
+import { scheduleDue } from '../schedule/due.js';
+import { parseSchedule } from '../schedule/spec.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { age, ago, clip, duration, percent, printable, sparkline, tableTime, terminalWidth, zoneName } from './format.js';
@@ -88,10 +90,26 @@ function detail(j: LeasedJobStatus, c: ChalkInstance): string {
     ['', j.last_success_run_id === null ? null : when(j.last_success_at)],
     ['recent', j.recent.length === 0 ? null : `${sparkline(j.recent, Math.min(50, width - 16), c)}`],
     ['', j.recent.length === 0 ? null : `${percent(j.success_rate)} of the last ${finalRuns(j.recent).length} succeeded; median ${duration(j.duration_median_ms)}, p95 ${duration(j.duration_p95_ms)}`],
+    ['schedule', j.schedule === null ? null : scheduleLine(j, now, when)],
     ['next due', j.next_due_at === null ? null : `${when(j.next_due_at)} (--min-interval ${duration(j.min_interval_ms)})`],
     ['requests', `${j.pending_requests} pending`],
     ['runs', counts || null],
   ];
   const shown = lines.filter((l): l is [string, string] => l[1] !== null);
   return `${c.bold(printable(j.job))}  ${c.dim(`(times in ${zoneName()})`)}\n${shown.map(([k, v]) => `  ${k.padEnd(13)}${v}`).join('\n')}\n`;
+}
+
+// The stored schedule, and when it is next due after the job's last start (or since when it
+// is due); a schedule written by hand that cannot be read says why.
+function scheduleLine(j: JobStatus, now: number, when: (iso: string) => string): string {
+  const text = printable(j.schedule as string);
+  let schedule: ReturnType<typeof parseSchedule>;
+  try {
+    schedule = parseSchedule(j.schedule as string);
+  } catch (error) {
+    return `${text} (cannot be read: ${printable(describe(error))})`;
+  }
+  const lastStart = j.running_since ?? j.last_started_at;
+  const due = scheduleDue(schedule, lastStart === null ? null : Date.parse(lastStart), now);
+  return `${text} (${due.due ? 'due since' : 'next'} ${when(due.at.toISOString())})`;
 }

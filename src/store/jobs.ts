@@ -65,6 +65,8 @@ export interface JobStatus {
   host: string | null;
   last_seen_at: string | null;
   min_interval_ms: number | null;
+  // Its stored schedule (`cronguard schedule`), as cronguard spells it; null without one.
+  schedule: string | null;
   // When the minimum interval lets it run again; null without one.
   next_due_at: string | null;
   last_duration_ms: number | null;

@@ -157,12 +157,14 @@ export function statements(S: string) {
                   ON CONFLICT (name) DO UPDATE SET disabled = true, disabled_reason = :reason, disabled_at = :since, disabled_by = :by`),
     resume: named(`UPDATE ${S}.jobs SET disabled = false, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL
                    WHERE name = :job`),
+    schedule: named(`INSERT INTO ${S}.jobs (name, schedule) VALUES (:job, :schedule) ON CONFLICT (name) DO UPDATE SET schedule = :schedule`),
+    unschedule: named(`UPDATE ${S}.jobs SET schedule = NULL WHERE name = :job`),
     // One row per job the log knows of (a row in jobs, or a pending request): what runs now, how
     // it last ended and last succeeded, its latest finished runs, what waits for it. Every
     // part is an index probe per job, so the cost follows the number of jobs, not of runs.
     jobStatus: named(`WITH names AS (SELECT name FROM ${S}.jobs UNION SELECT job FROM ${S}.requests WHERE status = 'pending')
                       SELECT n.name AS job, coalesce(j.disabled, false) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
-                             j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.blocked_by, j.blocked_at,
+                             j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
                              r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
                              l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.signal AS last_signal,
                              l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,

@@ -168,6 +168,10 @@ export class PostgresStore extends PostgresReads implements SharedStore {
     await this.withSchema(() => this.run(paused ? this.sql.pause : this.sql.resume, { job, ...paused }));
   }
 
+  async setSchedule(job: string, schedule: string | null): Promise<void> {
+    await this.withSchema(() => this.run(schedule === null ? this.sql.unschedule : this.sql.schedule, { job, schedule }));
+  }
+
   // Under the record's run key, or, when that names another run's row, the key made from it.
   async importRun(record: SpooledRun): Promise<number> {
     for (const runKey of [record.run.runKey, rekeyed(record)]) {

@@ -106,6 +106,8 @@ export const SQL = {
   pause: `INSERT INTO jobs (name, disabled, disabled_reason, disabled_at, disabled_by) VALUES (@job, 1, @reason, @since, @by)
           ON CONFLICT (name) DO UPDATE SET disabled = 1, disabled_reason = @reason, disabled_at = @since, disabled_by = @by`,
   resume: `UPDATE jobs SET disabled = 0, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL WHERE name = ?`,
+  schedule: `INSERT INTO jobs (name, schedule) VALUES (@job, @schedule) ON CONFLICT (name) DO UPDATE SET schedule = @schedule`,
+  unschedule: `UPDATE jobs SET schedule = NULL WHERE name = ?`,
   // One row per job the log knows of (a row in jobs, or a pending request): what runs now, how
   // it last ended and last succeeded, its latest finished runs, what waits for it. Every
   // part is an index probe per job, so the cost follows the number of jobs, not of runs.
@@ -116,7 +118,7 @@ export const SQL = {
   // own may record another host's run in between; that failure then counts as final.
   jobStatus: `WITH names AS (SELECT name FROM jobs UNION SELECT job FROM requests WHERE status = 'pending')
               SELECT n.name AS job, coalesce(j.disabled, 0) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
-                     j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.blocked_by, j.blocked_at,
+                     j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
                      r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
                      l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.signal AS last_signal,
                      l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,

@@ -185,6 +185,11 @@ export class SqliteStore implements RunStore {
     else this.db.prepare(SQL.resume).run(job);
   }
 
+  async setSchedule(job: string, schedule: string | null): Promise<void> {
+    if (schedule === null) this.db.prepare(SQL.unschedule).run(job);
+    else this.db.prepare(SQL.schedule).run({ job, schedule });
+  }
+
   async jobStatus(job: string | null): Promise<JobStatus[]> {
     type Raw = Omit<JobStatusRow, 'disabled' | 'recent' | 'runs_total'> & { disabled: number; recent: string; runs_total: string | null };
     const rows = this.db.prepare(SQL.jobStatus).all({ job }) as Raw[];

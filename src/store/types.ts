@@ -235,6 +235,8 @@ export interface RunStore {
   readonly connectionLost?: boolean;
   // Pauses (with why) or resumes a job.
   setPaused(job: string, paused: Paused | null): Promise<void>;
+  // Stores a job's schedule, as parseSchedule() spelled it; null clears it.
+  setSchedule(job: string, schedule: string | null): Promise<void>;
   jobStatus(job: string | null): Promise<JobStatus[]>;
   // Leases held now (-l lease), where the store keeps them (PostgreSQL, from migration 0014).
   leases?(): Promise<LeaseRow[]>;

@@ -5,14 +5,18 @@ import { LOCK_WAIT_S, type MysqlSession } from './session.js';
 import { migrationSql, quoteName } from './sql.js';
 import m0001 from './migrations/0001_initial.sql';
 import m0002 from './migrations/0002_leases.sql';
+import m0003 from './migrations/0003_schedules.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
-export const MYSQL_MIGRATIONS: readonly string[] = [m0001, m0002];
+export const MYSQL_MIGRATIONS: readonly string[] = [m0001, m0002, m0003];
 
 // How long a migrator waits for another host's migration before giving up.
 const MIGRATE_WAIT_S = 120;
 // A table or database that is not there (yet): the log is at version 0.
 const MISSING = new Set([1146, 1049]);
+// A statement run again after a crash that came between it and the record of its step
+// finds its work done: the column it adds is there (1060, ER_DUP_FIELDNAME).
+const DONE_BEFORE = new Set([1060]);
 
 // The schema's version: the last migration applied whole; 0 when nothing is there yet (or
 // this user may not read it: MySQL answers "denied" for a database it may not see, whether
@@ -74,7 +78,9 @@ async function applyMigrations(session: MysqlSession, database: string): Promise
     const steps = migrationStatements(MYSQL_MIGRATIONS[v - 1] as string, D);
     if (!row) await session.query(sql.begin, [v]);
     for (let step = Number(row?.steps ?? 0); step < steps.length; step++) {
-      await session.query(steps[step] as string);
+      await session.query(steps[step] as string).catch((error: unknown) => {
+        if (!DONE_BEFORE.has(serverErrno(error) ?? 0)) throw error;
+      });
       await session.query(sql.step, [step + 1, v]);
     }
     await session.query(sql.complete, [v]);

@@ -22,6 +22,8 @@ export function readSql(D: string) {
     pause: `INSERT INTO ${D}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by) VALUES (?, TRUE, ?, ?, ?)
             ON DUPLICATE KEY UPDATE disabled = TRUE, disabled_reason = ?, disabled_at = ?, disabled_by = ?`,
     resume: `UPDATE ${D}.jobs SET disabled = FALSE, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL WHERE name = ?`,
+    schedule: `INSERT INTO ${D}.jobs (name, schedule) VALUES (?, ?) ON DUPLICATE KEY UPDATE schedule = ?`,
+    unschedule: `UPDATE ${D}.jobs SET schedule = NULL WHERE name = ?`,
     getRun: `SELECT * FROM ${D}.runs WHERE id = ?`,
     // Leases held now (unexpired on the server's clock), for `locks`, `status` and the web
     // page; numbers past 2^53 as text.
@@ -37,7 +39,7 @@ export function readSql(D: string) {
     // correlated derived table is MySQL 8's alone.
     jobStatus: `WITH names AS (SELECT name FROM ${D}.jobs UNION SELECT job FROM ${D}.requests WHERE status = 'pending')
                 SELECT n.name AS job, COALESCE(j.disabled, FALSE) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
-                       j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.blocked_by, j.blocked_at,
+                       j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
                        r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
                        l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.\`signal\` AS last_signal,
                        l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,

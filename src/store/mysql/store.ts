@@ -184,6 +184,10 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     await this.withSchema(() => this.write(this.reads.pause, [job, ...values, ...values]));
   }
 
+  async setSchedule(job: string, schedule: string | null): Promise<void> {
+    await this.withSchema(() => this.write(schedule === null ? this.reads.unschedule : this.reads.schedule, schedule === null ? [job] : [job, schedule, schedule]));
+  }
+
   async prune(options: PruneOptions): Promise<PruneResult> {
     return this.withSchema(() => pruneLog(this.session, this.reads, options));
   }

@@ -1,0 +1,45 @@
+import { dueAfterMs } from '../store/jobs.js';
+import type { Schedule } from './spec.js';
+
+// cron starts a line a little before its minute as often as a little after. A fire time
+// counts as come this long before it, and a start this long after it still counts as its
+// run: a tenth of the time since the fire before it, at most 30 s (as for --min-interval).
+const MAX_SLACK_MS = 30_000;
+
+// When a scheduled job is due: its most recent fire time is later than its last start (any
+// outcome but abandoned), so a host that was down runs a missed job once when it is back,
+// never once per missed fire. Null `lastStartMs`: never started, due at once.
+export interface Due {
+  readonly due: boolean;
+  // The fire time that makes it due, or when it next will be: what status shows.
+  readonly at: Date;
+}
+
+export function scheduleDue(schedule: Schedule, lastStartMs: number | null, nowMs: number): Due {
+  if (schedule.kind === 'every') {
+    if (lastStartMs === null) return { due: true, at: new Date(nowMs) };
+    const at = lastStartMs + schedule.everyMs;
+    return { due: nowMs >= lastStartMs + dueAfterMs(schedule.everyMs), at: new Date(at) };
+  }
+  const fire = latestFire(schedule, nowMs);
+  if (fire !== null && (lastStartMs === null || fire.at > lastStartMs + fire.slack)) return { due: true, at: new Date(fire.at) };
+  return { due: false, at: nextFire(schedule, Math.max(nowMs, fire === null ? nowMs : fire.at)) ?? new Date(8.64e15) };
+}
+
+// The latest fire time that has come (within its slack), with that slack.
+function latestFire(schedule: Extract<Schedule, { kind: 'cron' }>, nowMs: number): { at: number; slack: number } | null {
+  for (const at of schedule.cron.previousRuns(2, new Date(nowMs + MAX_SLACK_MS + 1))) {
+    const slack = slackOf(schedule, at.getTime());
+    if (at.getTime() <= nowMs + slack) return { at: at.getTime(), slack };
+  }
+  return null;
+}
+
+function slackOf(schedule: Extract<Schedule, { kind: 'cron' }>, atMs: number): number {
+  const [before] = schedule.cron.previousRuns(1, new Date(atMs));
+  return before === undefined ? MAX_SLACK_MS : Math.min((atMs - before.getTime()) / 10, MAX_SLACK_MS);
+}
+
+function nextFire(schedule: Extract<Schedule, { kind: 'cron' }>, afterMs: number): Date | null {
+  return schedule.cron.nextRun(new Date(afterMs));
+}

@@ -1,0 +1,106 @@
+import { Cron } from 'croner';
+import { UsageError } from '../errors.js';
+import { parseDuration } from '../util/duration.js';
+
+// A job's stored schedule (`cronguard schedule`): a period, or a 5-field cron expression
+// read in a time zone (the host's when none is given). `text` is its canonical spelling,
+// the one the run log stores and every reader shows.
+export type Schedule =
+  | { readonly kind: 'every'; readonly everyMs: number; readonly text: string }
+  | { readonly kind: 'cron'; readonly expr: string; readonly tz: string | null; readonly text: string; readonly cron: Cron };
+
+// cron's own shorthands, as Vixie cron spells them out.
+const MACROS: Record<string, string> = {
+  '@yearly': '0 0 1 1 *',
+  '@annually': '0 0 1 1 *',
+  '@monthly': '0 0 1 * *',
+  '@weekly': '0 0 * * 0',
+  '@daily': '0 0 * * *',
+  '@midnight': '0 0 * * *',
+  '@hourly': '0 * * * *',
+};
+
+// One item of a field: `*`, a value or a range of values (numbers or 3-letter names), with
+// an optional step. Portable cron only: Quartz's L, W, # and ? are refused, so that a
+// schedule means the same in every reader of the log, PostgreSQL's set_schedule() included
+// (migration 0017, which checks fields with the same rules and words).
+const ITEM = /^(\*|[0-9]+|[a-z]{3})(?:-([0-9]+|[a-z]{3}))?(?:\/([0-9]+))?$/;
+const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
+const WEEKDAYS = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
+const FIELDS: readonly { what: string; lo: number; hi: number; names?: string[] }[] = [
+  { what: 'minute', lo: 0, hi: 59 },
+  { what: 'hour', lo: 0, hi: 23 },
+  { what: 'day', lo: 1, hi: 31 },
+  { what: 'month', lo: 1, hi: 12, names: MONTHS },
+  { what: 'weekday', lo: 0, hi: 7, names: WEEKDAYS },
+];
+
+// Why a field is not one cronguard reads; null when it is.
+function fieldProblem(field: string, { what, lo, hi, names }: (typeof FIELDS)[number]): string | null {
+  for (const item of field.toLowerCase().split(',')) {
+    const m = ITEM.exec(item);
+    if (m === null || (m[1] === '*' && m[2] !== undefined)) return `has a field cronguard does not read, '${field}'`;
+    if (m[3] !== undefined && Number(m[3]) < 1) return `is not valid: a step of ${m[3]}`;
+    const bounds: number[] = [];
+    for (const value of [m[1], m[2]]) {
+      if (value === undefined || value === '*') continue;
+      const v = /^[0-9]+$/.test(value) ? Number(value) : names?.includes(value) ? names.indexOf(value) + lo : Number.NaN;
+      if (!(v >= lo && v <= hi)) return `is not valid: ${what} ${value} is outside ${lo}-${hi}`;
+      bounds.push(v);
+    }
+    if (bounds.length === 2 && (bounds[0] as number) > (bounds[1] as number)) return `is not valid: ${what} range ${m[1]}-${m[2]} runs backwards`;
+  }
+  return null;
+}
+
+const MAX_TEXT = 200;
+
+// Parses a schedule as `cronguard schedule`, the SQL function and the web page take it:
+// `every DURATION`, or `[TZ=ZONE ]MIN HOUR DOM MON DOW` (or @daily and its kin). A mistake
+// is a UsageError (64) that says what is wrong and how it is spelled right.
+// `label` names what was given, in the error: the flag, or the stored schedule.
+export function parseSchedule(input: string, label = 'schedule'): Schedule {
+  const text = input.trim().replace(/\s+/g, ' ');
+  if (text === '') throw new UsageError(`${label}: empty (use e.g. "every 15m", "0 3 * * 1-5" or "TZ=Europe/Warsaw 0 3 * * *")`);
+  if (text.length > MAX_TEXT) throw new UsageError(`${label}: at most ${MAX_TEXT} characters`);
+  const every = /^every (\S+)$/i.exec(text);
+  if (every) return everySchedule(every[1] as string, `${label}: every`);
+  const zoned = /^(?:CRON_)?TZ=(\S+) (.*)$/.exec(text);
+  return cronSchedule(zoned ? (zoned[2] as string) : text, zoned ? validZone(zoned[1] as string, label) : null, label);
+}
+
+export function everySchedule(duration: string, label = 'every'): Schedule {
+  const everyMs = parseDuration(duration, label);
+  if (everyMs < 1000) throw new UsageError(`${label}: ${duration} is shorter than 1s`);
+  return { kind: 'every', everyMs, text: `every ${duration}` };
+}
+
+export function cronSchedule(expression: string, tz: string | null, label = 'schedule'): Schedule {
+  const trimmed = expression.trim().replace(/\s+/g, ' ');
+  const expr = MACROS[trimmed.toLowerCase()] ?? trimmed;
+  const fields = expr.split(' ');
+  const bad = (why: string) => new UsageError(`${label}: '${trimmed}' ${why} (five fields: minute hour day-of-month month day-of-week, e.g. "0 3 * * 1-5")`);
+  if (fields.length !== 5) throw bad(`has ${fields.length} field${fields.length === 1 ? '' : 's'}`);
+  const problem = fields.map((f, i) => fieldProblem(f, FIELDS[i] as (typeof FIELDS)[number])).find((p) => p !== null);
+  if (problem) throw bad(problem);
+  let cron: Cron;
+  try {
+    cron = new Cron(expr, { mode: '5-part', paused: true, ...(tz === null ? {} : { timezone: tz }) });
+  } catch (error) {
+    throw bad(`is not valid: ${String((error as Error).message).replace(/^CronPattern: /, '')}`);
+  }
+  // 31 February and its kin: a schedule that is never due would read as a job that waits.
+  if (cron.nextRun(new Date()) === null) throw bad('never fires');
+  return { kind: 'cron', expr, tz, text: tz === null ? expr : `TZ=${tz} ${expr}`, cron };
+}
+
+// An IANA zone name the runtime knows; the error lists how one is spelled.
+export function validZone(zone: string, label = 'schedule'): string {
+  try {
+    // `europe/warsaw` is stored as Europe/Warsaw; an alias (EST5EDT) as it was given.
+    const known = new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone;
+    return known.toLowerCase() === zone.toLowerCase() ? known : zone;
+  } catch {
+    throw new UsageError(`${label}: unknown time zone '${zone}' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)`);
+  }
+}

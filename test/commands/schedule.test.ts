@@ -1,0 +1,115 @@
+import { describe, expect, it } from 'vitest';
+import { cronguard } from '../helpers.js';
+import { pgSandbox, sql } from '../pg-helpers.js';
+import { STORES, storeBox } from '../stores.js';
+
+const DETAIL = '(five fields: minute hour day-of-month month day-of-week, e.g. "0 3 * * 1-5")';
+
+describe.each(STORES)('cronguard schedule (%s)', (kind) => {
+  it('sets, shows, changes and clears a job\'s schedule, which status --json carries', async () => {
+    const box = storeBox(kind);
+    const job = box.job('report');
+    const set = await cronguard(['schedule', job, '--cron', '0 3 * * 1-5', '--tz', 'europe/warsaw'], box.env);
+    expect(set).toMatchObject({ code: 0, stdout: '' });
+    expect(set.stderr).toMatch(new RegExp(`^cronguard: ${job} scheduled: TZ=Europe/Warsaw 0 3 \\* \\* 1-5 \\(next fire \\d{4}-\\d\\d-\\d\\dT0[12]:00:00\\.000Z\\)\\n$`));
+    expect(await cronguard(['schedule', job], box.env)).toMatchObject({ code: 0, stdout: 'TZ=Europe/Warsaw 0 3 * * 1-5\n', stderr: '' });
+    expect(await cronguard(['schedule', job, '--every', '15m'], box.env)).toMatchObject({ code: 0, stderr: `cronguard: ${job} scheduled: every 15m\n` });
+    const [status] = JSON.parse((await cronguard(['status', '--json', job], box.env)).stdout) as { schedule: string }[];
+    expect(status?.schedule).toBe('every 15m');
+    // Never run: due since now.
+    expect((await cronguard(['status', job], box.env)).stdout).toMatch(/\n {2}schedule {5}every 15m \(due since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(/);
+    expect(await cronguard(['schedule', job, '--cron', 'TZ=UTC @daily'], box.env)).toMatchObject({ code: 0 });
+    expect((await cronguard(['schedule', job], box.env)).stdout).toBe('TZ=UTC 0 0 * * *\n');
+    expect(await cronguard(['schedule', job, '--clear'], box.env)).toMatchObject({ code: 0, stderr: `cronguard: ${job} has no schedule now\n` });
+    expect((await cronguard(['schedule', job], box.env)).stdout).toBe('none\n');
+  });
+
+  it('sets and clears it by SQL, as a web application does', async () => {
+    const box = storeBox(kind);
+    const job = box.job('app');
+    await cronguard(['migrate'], box.env);
+    await box.setSchedule(job, 'every 2h');
+    expect((await cronguard(['schedule', job], box.env)).stdout).toBe('every 2h\n');
+    await box.setSchedule(job, '30 6 * * *');
+    expect((await cronguard(['schedule', job], box.env)).stdout).toBe('30 6 * * *\n');
+    await box.setSchedule(job, null);
+    expect((await cronguard(['schedule', job], box.env)).stdout).toBe('none\n');
+  });
+
+  it.skipIf(kind === 'postgres')('shows a schedule written by hand that cannot be read, and why', async () => {
+    const box = storeBox(kind);
+    const job = box.job('hand');
+    await cronguard(['migrate'], box.env);
+    await box.setSchedule(job, '61 * * * *');
+    expect((await cronguard(['status', job], box.env)).stdout).toContain(`  schedule     61 * * * * (cannot be read: schedule: '61 * * * *' is not valid: minute 61 is outside 0-59`);
+  });
+
+  it('refuses a schedule of the wrong shape by SQL', async () => {
+    const box = storeBox(kind);
+    await cronguard(['migrate'], box.env);
+    for (const spec of ['0 3 * *', 'every', 'rm -rf /', '0 3 * * 1; x', 'every 1h 0 * * * *']) {
+      await expect(box.setSchedule(box.job('app'), spec), spec).rejects.toThrow();
+    }
+    expect((await cronguard(['schedule', box.job('app')], box.env)).stdout).toBe('none\n');
+  });
+
+  it.each([
+    [['--cron', '61 * * * *'], `--cron: '61 * * * *' is not valid: minute 61 is outside 0-59 ${DETAIL}`],
+    [['--cron', '0 0 31 2 *'], `--cron: '0 0 31 2 *' never fires ${DETAIL}`],
+    [['--cron', '0 3 * * *', '--tz', 'Mars/Olympus'], "--tz: unknown time zone 'Mars/Olympus' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)"],
+    [['--every', 'soon'], "--every: invalid duration 'soon' (use e.g. 500ms, 10s, 5m, 2h, 1d, 1h30m or a number of seconds)"],
+    [['--every', '100ms'], '--every: 100ms is shorter than 1s'],
+    [['--every', '1h', '--cron', '0 * * * *'], 'give one of --every, --cron or --clear'],
+    [['--tz', 'UTC'], '--tz applies to --cron'],
+  ])('refuses %j with one line and 64, storing nothing', async (flags, message) => {
+    const box = storeBox(kind);
+    const job = box.job('bad');
+    await cronguard(['schedule', job, '--every', '1h'], box.env);
+    const result = await cronguard(['schedule', job, ...flags], box.env);
+    expect(result).toMatchObject({ code: 64, stdout: '', stderr: `cronguard schedule: ${message} (see cronguard schedule --help)\n` });
+    expect((await cronguard(['schedule', job], box.env)).stdout).toBe('every 1h\n');
+  });
+
+  it('clearing an unknown job is "not found" (1), not a silent success', async () => {
+    const box = storeBox(kind);
+    expect(await cronguard(['schedule', box.job('nosuch'), '--clear'], box.env)).toMatchObject({
+      code: 1,
+      stderr: `cronguard schedule: no job ${box.job('nosuch')} in the run log; nothing to clear\n`,
+    });
+  });
+});
+
+describe('PostgreSQL: set_schedule(job, spec)', () => {
+  it('checks every value as cronguard schedule does, and stores the same spelling', async () => {
+    const box = pgSandbox();
+    await cronguard(['migrate'], box.env);
+    const set = async (spec: string | null) => (await sql<{ s: string | null }>(`SELECT "${box.schema}".set_schedule('j', $1) AS s`, [spec]))[0]?.s;
+    expect(await set('  0  3 * *  MON-FRI ')).toBe('0 3 * * MON-FRI');
+    expect(await set('CRON_TZ=europe/warsaw @daily')).toBe('TZ=Europe/Warsaw 0 0 * * *');
+    expect(await set('every 1h30m')).toBe('every 1h30m');
+    for (const [spec, message] of [
+      ['61 * * * *', `schedule: '61 * * * *' is not valid: minute 61 is outside 0-59 ${DETAIL}`],
+      ['0 0 * 13 *', `schedule: '0 0 * 13 *' is not valid: month 13 is outside 1-12 ${DETAIL}`],
+      ['0 5-3 * * *', `schedule: '0 5-3 * * *' is not valid: hour range 5-3 runs backwards ${DETAIL}`],
+      ['*/0 * * * *', `schedule: '*/0 * * * *' is not valid: a step of 0 ${DETAIL}`],
+      ['0 0 L * *', `schedule: '0 0 L * *' has a field cronguard does not read, 'L' ${DETAIL}`],
+      ['0 3 * *', `schedule: '0 3 * *' has 4 fields ${DETAIL}`],
+      ['TZ=Mars/Olympus 0 3 * * *', "schedule: unknown time zone 'Mars/Olympus' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)"],
+      ['every 500ms', 'schedule: every 500ms is shorter than 1s'],
+      ['every soon', "schedule: every: invalid duration 'soon' (use e.g. 500ms, 10s, 5m, 2h, 1d, 1h30m or a number of seconds)"],
+    ] as const) {
+      await expect(set(spec), spec).rejects.toMatchObject({ code: '22023', message });
+    }
+    expect((await cronguard(['schedule', 'j'], box.env)).stdout).toBe('every 1h30m\n');
+    expect(await set(null)).toBeNull();
+    expect((await cronguard(['schedule', 'j'], box.env)).stdout).toBe('none\n');
+  });
+
+  it('holds a plain UPDATE to the shape', async () => {
+    const box = pgSandbox();
+    await cronguard(['schedule', 'j', '--every', '1h'], box.env);
+    await expect(sql(`UPDATE "${box.schema}".jobs SET schedule = '0  3 * * *' WHERE name = 'j'`)).rejects.toMatchObject({ code: '23514' });
+    await sql(`UPDATE "${box.schema}".jobs SET schedule = '0 3 * * *' WHERE name = 'j'`);
+    expect((await cronguard(['schedule', 'j'], box.env)).stdout).toBe('0 3 * * *\n');
+  });
+});

@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { UsageError } from '../../src/errors.js';
+import { scheduleDue } from '../../src/schedule/due.js';
+import { parseSchedule } from '../../src/schedule/spec.js';
+
+const at = (iso: string) => Date.parse(iso);
+
+describe('a schedule as it is written', () => {
+  it.each([
+    ['every 15m', 'every 15m'],
+    ['  every   2s ', 'every 2s'],
+    ['0 3 * * 1-5', '0 3 * * 1-5'],
+    ['0  3 * *   MON-FRI', '0 3 * * MON-FRI'],
+    ['TZ=Europe/Warsaw 0 3 * * *', 'TZ=Europe/Warsaw 0 3 * * *'],
+    ['CRON_TZ=europe/warsaw 0 3 * * *', 'TZ=Europe/Warsaw 0 3 * * *'],
+    ['@daily', '0 0 * * *'],
+    ['TZ=UTC @hourly', 'TZ=UTC 0 * * * *'],
+    ['*/5 0-6,22,23 1,15 jan-jun/2 0,7', '*/5 0-6,22,23 1,15 jan-jun/2 0,7'],
+  ])('%j is stored as %j', (input, text) => {
+    expect(parseSchedule(input).text).toBe(text);
+  });
+
+  it.each([
+    ['', /empty/],
+    ['every', /has 1 field/],
+    ['every soon', /schedule: every: invalid duration 'soon'/],
+    ['every 500ms', /shorter than 1s/],
+    ['0 3 * *', /'0 3 \* \*' has 4 fields/],
+    ['0 3 * * * *', /has 6 fields/],
+    ['61 * * * *', /'61 \* \* \* \*' is not valid: minute 61 is outside 0-59 \(five fields: minute hour/],
+    ['0 24 * * *', /hour 24 is outside 0-23/],
+    ['0 0 0 * *', /day 0 is outside 1-31/],
+    ['0 0 * 13 *', /month 13 is outside 1-12/],
+    ['0 0 * foo *', /month foo is outside 1-12/],
+    ['0 0 * * 8', /weekday 8 is outside 0-7/],
+    ['0 5-3 * * *', /hour range 5-3 runs backwards/],
+    ['0 0 * feb-jan *', /month range feb-jan runs backwards/],
+    ['*/0 * * * *', /a step of 0/],
+    ['*-5 * * * *', /does not read, '\*-5'/],
+    ['0 0 L * *', /a field cronguard does not read, 'L'/],
+    ['0 0 * * 5#2', /does not read, '5#2'/],
+    ['0 0 ? * *', /does not read, '\?'/],
+    ['0 0 31 2 *', /never fires/],
+    ['TZ=Mars/Olympus 0 3 * * *', /unknown time zone 'Mars\/Olympus' \(an IANA name/],
+    ['x'.repeat(201), /at most 200 characters/],
+  ])('%j is refused: %s', (input, message) => {
+    expect(() => parseSchedule(input)).toThrow(UsageError);
+    expect(() => parseSchedule(input)).toThrow(message);
+  });
+});
+
+describe('when a scheduled job is due', () => {
+  it('every D: D after the last start, less the slack cron jitter needs; at once when never started', () => {
+    const s = parseSchedule('every 1h');
+    expect(scheduleDue(s, null, at('2026-12-03T10:00:00Z')).due).toBe(true);
+    expect(scheduleDue(s, at('2026-12-03T10:00:00Z'), at('2026-12-03T10:59:29Z')).due).toBe(false);
+    expect(scheduleDue(s, at('2026-12-03T10:00:00Z'), at('2026-12-03T10:59:31Z'))).toEqual({ due: true, at: new Date('2026-12-03T11:00:00Z') });
+  });
+
+  it('a cron expression: due once its latest fire time is later than the last start', () => {
+    const s = parseSchedule('TZ=UTC 0 3 * * *');
+    const lastStart = at('2026-12-02T03:00:01Z');
+    expect(scheduleDue(s, lastStart, at('2026-12-03T02:58:00Z'))).toEqual({ due: false, at: new Date('2026-12-03T03:00:00Z') });
+    expect(scheduleDue(s, lastStart, at('2026-12-03T03:00:00.500Z')).due).toBe(true);
+    // cron started the minute's line a moment early: that start is the fire's run...
+    expect(scheduleDue(s, lastStart, at('2026-12-03T02:59:59.600Z')).due).toBe(true);
+    // ...and the next minute's line does not run it again.
+    expect(scheduleDue(s, at('2026-12-03T02:59:59.600Z'), at('2026-12-03T03:01:00.200Z')).due).toBe(false);
+  });
+
+  it('every minute, with cron a little early or late each time, runs once a minute', () => {
+    const s = parseSchedule('TZ=UTC * * * * *');
+    let last: number | null = null;
+    let ran = 0;
+    const starts = [0.5, 59.6, 120.3, 179.8, 240.9, 299.1, 360.1].map((s) => at('2026-12-03T10:00:00Z') + s * 1000);
+    for (const now of starts) {
+      if (scheduleDue(s, last, now).due) {
+        ran++;
+        last = now;
+      }
+    }
+    expect(ran).toBe(starts.length);
+  });
+
+  it('after downtime, a missed job runs once, not once per missed fire', () => {
+    const s = parseSchedule('TZ=UTC 0 * * * *');
+    const lastStart = at('2026-12-03T01:00:00Z');
+    expect(scheduleDue(s, lastStart, at('2026-12-03T07:42:00Z'))).toEqual({ due: true, at: new Date('2026-12-03T07:00:00Z') });
+    expect(scheduleDue(s, at('2026-12-03T07:42:00Z'), at('2026-12-03T07:43:00Z'))).toEqual({ due: false, at: new Date('2026-12-03T08:00:00Z') });
+  });
+
+  it('across the spring-forward gap, a job at 02:30 runs at 03:00, once', () => {
+    // Europe/Warsaw, 29 March 2026: 02:00 CET becomes 03:00 CEST (01:00 UTC).
+    const s = parseSchedule('TZ=Europe/Warsaw 30 2 * * *');
+    const lastStart = at('2026-03-28T01:30:00Z');
+    expect(scheduleDue(s, lastStart, at('2026-03-29T00:58:00Z'))).toEqual({ due: false, at: new Date('2026-03-29T01:00:00Z') });
+    expect(scheduleDue(s, lastStart, at('2026-03-29T01:00:01Z'))).toEqual({ due: true, at: new Date('2026-03-29T01:00:00Z') });
+    expect(scheduleDue(s, at('2026-03-29T01:00:01Z'), at('2026-03-29T02:00:00Z')).due).toBe(false);
+    expect(scheduleDue(s, at('2026-03-29T01:00:01Z'), at('2026-03-30T00:30:01Z')).due).toBe(true);
+  });
+
+  it('across the fall-back repeat, a job at 02:30 runs at the first 02:30 only', () => {
+    // 25 October 2026: 03:00 CEST becomes 02:00 CET (01:00 UTC), so 02:30 comes twice.
+    const s = parseSchedule('TZ=Europe/Warsaw 30 2 * * *');
+    const first = at('2026-10-25T00:30:02Z');
+    expect(scheduleDue(s, at('2026-10-24T00:30:00Z'), first).due).toBe(true);
+    expect(scheduleDue(s, first, at('2026-10-25T01:30:02Z'))).toEqual({ due: false, at: new Date('2026-10-26T01:30:00Z') });
+  });
+
+  it('reads the expression in its zone, not the host\'s', () => {
+    const s = parseSchedule('TZ=America/New_York 0 9 * * 1-5');
+    // Thursday 3 December 2026, 09:00 EST is 14:00 UTC.
+    expect(scheduleDue(s, at('2026-12-02T14:00:00Z'), at('2026-12-03T13:59:00Z'))).toEqual({ due: false, at: new Date('2026-12-03T14:00:00Z') });
+    expect(scheduleDue(s, at('2026-12-02T14:00:00Z'), at('2026-12-03T14:00:30Z')).due).toBe(true);
+    // Friday's run done, the next is Monday's.
+    expect(scheduleDue(s, at('2026-12-04T14:00:00Z'), at('2026-12-05T12:00:00Z')).at).toEqual(new Date('2026-12-07T14:00:00Z'));
+  });
+});
