@@ -41,6 +41,7 @@ function fieldProblem(field: string, { what, lo, hi, names }: (typeof FIELDS)[nu
     const m = ITEM.exec(item);
     if (m === null || (m[1] === '*' && m[2] !== undefined)) return `has a field cronguard does not read, '${field}'`;
     if (m[3] !== undefined && Number(m[3]) < 1) return `is not valid: a step of ${m[3]}`;
+    if (m[3] !== undefined && m[1] !== '*' && m[2] === undefined) return `is not valid: a step needs a range or * before it (${m[1]}-${hi}/${m[3]}, not ${item})`;
     const bounds: number[] = [];
     for (const value of [m[1], m[2]]) {
       if (value === undefined || value === '*') continue;
@@ -63,7 +64,7 @@ export function parseSchedule(input: string, label = 'schedule'): Schedule {
   const text = input.trim().replace(/\s+/g, ' ');
   if (text === '') throw new UsageError(`${label}: empty (use e.g. "every 15m", "0 3 * * 1-5" or "TZ=Europe/Warsaw 0 3 * * *")`);
   if (text.length > MAX_TEXT) throw new UsageError(`${label}: at most ${MAX_TEXT} characters`);
-  const every = /^every (\S+)$/i.exec(text);
+  const every = /^every (.+)$/i.exec(text);
   if (every) return everySchedule(every[1] as string, `${label}: every`);
   const zoned = /^(?:CRON_)?TZ=(\S+) (.*)$/.exec(text);
   return cronSchedule(zoned ? (zoned[2] as string) : text, zoned ? validZone(zoned[1] as string, label) : null, label);

@@ -2,7 +2,8 @@ import { hostname } from 'node:os';
 import type { Context, Hono } from 'hono';
 import { liveDir, liveName } from '../run/live-file.js';
 import { LiveReader } from '../commands/live-reader.js';
-import { CronguardError } from '../errors.js';
+import { CronguardError, UsageError } from '../errors.js';
+import { parseSchedule } from '../schedule/spec.js';
 import { withLeases } from '../store/leases.js';
 import { argsProblem } from '../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
@@ -95,6 +96,26 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
       return 'resumed=1';
     }),
   );
+  // As `cronguard schedule`: checked the same way; an empty field clears it.
+  app.post('/jobs/:name/schedule', (c) =>
+    action(c, ctx, async (name, form) => {
+      const text = typeof form.schedule === 'string' ? form.schedule : '';
+      if (text.trim() === '') {
+        await ctx.store.write((s) => s.setSchedule(name, null));
+        return 'scheduled=0';
+      }
+      const schedule = (() => {
+        try {
+          return parseSchedule(text);
+        } catch (error) {
+          if (error instanceof UsageError) throw new BadInput(`Schedule: ${error.message.replace(/^schedule: /, '')}.`);
+          throw error;
+        }
+      })();
+      await ctx.store.write((s) => s.setSchedule(name, schedule.text));
+      return 'scheduled=1';
+    }),
+  );
 }
 
 
@@ -120,6 +141,8 @@ async function action(c: Context, ctx: ServeContext, done: (name: string, form: 
 function notice(c: Context): string | null {
   if (c.req.query('paused') !== undefined) return 'Paused: its invocations skip until it is resumed.';
   if (c.req.query('resumed') !== undefined) return 'Resumed.';
+  if (c.req.query('scheduled') === '1') return 'Schedule saved.';
+  if (c.req.query('scheduled') === '0') return 'Schedule cleared.';
   return null;
 }
 

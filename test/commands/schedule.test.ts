@@ -92,6 +92,7 @@ describe('PostgreSQL: set_schedule(job, spec)', () => {
       ['0 0 * 13 *', `schedule: '0 0 * 13 *' is not valid: month 13 is outside 1-12 ${DETAIL}`],
       ['0 5-3 * * *', `schedule: '0 5-3 * * *' is not valid: hour range 5-3 runs backwards ${DETAIL}`],
       ['*/0 * * * *', `schedule: '*/0 * * * *' is not valid: a step of 0 ${DETAIL}`],
+      ['0 2/6 * * *', `schedule: '0 2/6 * * *' is not valid: a step needs a range or * before it (2-23/6, not 2/6) ${DETAIL}`],
       ['0 0 L * *', `schedule: '0 0 L * *' has a field cronguard does not read, 'L' ${DETAIL}`],
       ['0 3 * *', `schedule: '0 3 * *' has 4 fields ${DETAIL}`],
       ['TZ=Mars/Olympus 0 3 * * *', "schedule: unknown time zone 'Mars/Olympus' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)"],

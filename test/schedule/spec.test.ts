@@ -37,6 +37,7 @@ describe('a schedule as it is written', () => {
     ['0 0 * feb-jan *', /month range feb-jan runs backwards/],
     ['*/0 * * * *', /a step of 0/],
     ['*-5 * * * *', /does not read, '\*-5'/],
+    ['5/10 * * * *', /a step needs a range or \* before it \(5-59\/10, not 5\/10\)/],
     ['0 0 L * *', /a field cronguard does not read, 'L'/],
     ['0 0 * * 5#2', /does not read, '5#2'/],
     ['0 0 ? * *', /does not read, '\?'/],

@@ -41,6 +41,7 @@ ${blockedSince(j) === null ? '' : html`<dt>Blocked</dt><dd class="bad">skipped $
 <dt>Last run</dt><dd>${j.last_run_id === null ? 'none finished' : html`<a href="/runs/${j.last_run_id}">run ${j.last_run_id}</a> ${statusBadge(j.last_status, j.last_exit_code, j.last_signal)} ${time(j.last_started_at)}, ${duration(j.last_duration_ms)}`}</dd>
 <dt>Last success</dt><dd>${j.last_success_run_id === null ? html`<span class="bad">never</span>` : html`<a href="/runs/${j.last_success_run_id}">run ${j.last_success_run_id}</a> ${time(j.last_success_at)}`}</dd>
 <dt>Recent</dt><dd>${sparkline(j.recent, 50)} ${percent(j.success_rate)} ok; median ${duration(j.duration_median_ms)}, p95 ${duration(j.duration_p95_ms)}</dd>
+<dt>Schedule</dt><dd id="schedule">${j.schedule === null ? html`<span class="muted">none</span>` : html`<code>${j.schedule}</code>`}</dd>
 <dt>Command</dt><dd><code>${j.command ?? '-'}</code></dd>
 <dt>Host</dt><dd>${j.host ?? '-'}${j.last_seen_at ? html`, last seen ${time(j.last_seen_at)}` : ''}</dd>
 <dt>Requests</dt><dd>${j.pending_requests} pending</dd>
@@ -72,6 +73,11 @@ function actions(j: JobStatus, name: string, csrf: string): Html {
 <small id="args-help" class="muted">Appended to the command line of the run that serves the request (all of them with --batch).</small>
 </form>
 ${pause}
+<form method="post" action="/jobs/${name}/schedule" class="card">${token}
+<label>Schedule <input type="text" name="schedule" value="${j.schedule ?? ''}" maxlength="200" placeholder="every 15m, 0 3 * * 1-5, TZ=Europe/Warsaw 0 3 * * *" aria-describedby="schedule-help"></label>
+<button type="submit" name="set-schedule">Save schedule</button>
+<small id="schedule-help" class="muted">Empty clears it. The crontab line keeps the command.</small>
+</form>
 </div>`;
 }
 

@@ -22,6 +22,9 @@ BEGIN
     IF m IS NULL THEN RETURN format('has a field cronguard does not read, ''%s''', field); END IF;
     IF m[3] IS NOT NULL AND m[3]::numeric < 1 THEN RETURN format('is not valid: a step of %s', m[3]); END IF;
     IF m[1] = '*' AND m[2] IS NOT NULL THEN RETURN format('has a field cronguard does not read, ''%s''', field); END IF;
+    IF m[3] IS NOT NULL AND m[1] <> '*' AND m[2] IS NULL THEN
+      RETURN format('is not valid: a step needs a range or * before it (%s-%s/%s, not %s)', m[1], hi, m[3], item);
+    END IF;
     bounds := ARRAY[]::int[];
     FOREACH item IN ARRAY ARRAY[m[1], m[2]] LOOP
       CONTINUE WHEN item IS NULL OR item = '*';
