@@ -3,6 +3,7 @@ import { NotFoundError, UsageError } from '../errors.js';
 import { cronSchedule, everySchedule, parseSchedule, type Schedule, validZone } from '../schedule/spec.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
+import { printable } from './format.js';
 
 interface Flags {
   every?: string;
@@ -28,7 +29,8 @@ export async function schedule(args: readonly string[], settings: Settings): Pro
   try {
     const [job] = await log.jobStatus(name);
     if (wanted === undefined) {
-      process.stdout.write(`${job?.schedule ?? 'none'}\n`);
+      // Written by hand, it may hold anything its shape allows: never a control character raw.
+      process.stdout.write(`${printable(job?.schedule ?? 'none')}\n`);
       return 0;
     }
     if (wanted === null) {

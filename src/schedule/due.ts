@@ -19,10 +19,12 @@ export function scheduleDue(schedule: Schedule, lastStartMs: number | null, nowM
   if (schedule.kind === 'every') {
     if (lastStartMs === null) return { due: true, at: new Date(nowMs) };
     const at = lastStartMs + schedule.everyMs;
-    return { due: nowMs >= lastStartMs + dueAfterMs(schedule.everyMs), at: new Date(at) };
+    const due = nowMs >= lastStartMs + dueAfterMs(schedule.everyMs);
+    // Due a moment early (the slack): due since now, not since a time still to come.
+    return { due, at: new Date(due ? Math.min(at, nowMs) : at) };
   }
   const fire = latestFire(schedule, nowMs);
-  if (fire !== null && (lastStartMs === null || fire.at > lastStartMs + fire.slack)) return { due: true, at: new Date(fire.at) };
+  if (fire !== null && (lastStartMs === null || fire.at > lastStartMs + fire.slack)) return { due: true, at: new Date(Math.min(fire.at, nowMs)) };
   return { due: false, at: nextFire(schedule, Math.max(nowMs, fire === null ? nowMs : fire.at)) ?? new Date(8.64e15) };
 }
 

@@ -1,4 +1,5 @@
 import { Cron } from 'croner';
+import { printable } from '../commands/format.js';
 import { UsageError } from '../errors.js';
 import { parseDuration } from '../util/duration.js';
 
@@ -37,15 +38,17 @@ const FIELDS: readonly { what: string; lo: number; hi: number; names?: string[] 
 
 // Why a field is not one cronguard reads; null when it is.
 function fieldProblem(field: string, { what, lo, hi, names }: (typeof FIELDS)[number]): string | null {
-  for (const item of field.toLowerCase().split(',')) {
-    const m = ITEM.exec(item);
+  for (const item of field.split(',')) {
+    const m = ITEM.exec(item.toLowerCase());
     if (m === null || (m[1] === '*' && m[2] !== undefined)) return `has a field cronguard does not read, '${field}'`;
     if (m[3] !== undefined && Number(m[3]) < 1) return `is not valid: a step of ${m[3]}`;
+    if (m[3] !== undefined && (m[3].length > 4 || Number(m[3]) > hi)) return `is not valid: a step of ${m[3]} is more than ${hi}`;
     if (m[3] !== undefined && m[1] !== '*' && m[2] === undefined) return `is not valid: a step needs a range or * before it (${m[1]}-${hi}/${m[3]}, not ${item})`;
     const bounds: number[] = [];
     for (const value of [m[1], m[2]]) {
       if (value === undefined || value === '*') continue;
-      const v = /^[0-9]+$/.test(value) ? Number(value) : names?.includes(value) ? names.indexOf(value) + lo : Number.NaN;
+      // Past four digits a value is out of range whatever its leading zeros, as in SQL.
+      const v = /^[0-9]{1,4}$/.test(value) ? Number(value) : names?.includes(value) ? names.indexOf(value) + lo : Number.NaN;
       if (!(v >= lo && v <= hi)) return `is not valid: ${what} ${value} is outside ${lo}-${hi}`;
       bounds.push(v);
     }
@@ -61,7 +64,7 @@ const MAX_TEXT = 200;
 // is a UsageError (64) that says what is wrong and how it is spelled right.
 // `label` names what was given, in the error: the flag, or the stored schedule.
 export function parseSchedule(input: string, label = 'schedule'): Schedule {
-  const text = input.trim().replace(/\s+/g, ' ');
+  const text = spaced(input);
   if (text === '') throw new UsageError(`${label}: empty (use e.g. "every 15m", "0 3 * * 1-5" or "TZ=Europe/Warsaw 0 3 * * *")`);
   if (text.length > MAX_TEXT) throw new UsageError(`${label}: at most ${MAX_TEXT} characters`);
   const every = /^every (.+)$/i.exec(text);
@@ -71,22 +74,31 @@ export function parseSchedule(input: string, label = 'schedule'): Schedule {
 }
 
 export function everySchedule(duration: string, label = 'every'): Schedule {
-  const everyMs = parseDuration(duration, label);
-  if (everyMs < 1000) throw new UsageError(`${label}: ${duration} is shorter than 1s`);
+  let everyMs: number;
+  try {
+    everyMs = parseDuration(duration, label);
+  } catch (error) {
+    // One line, whatever the input held.
+    throw new UsageError(printable((error as Error).message));
+  }
+  if (everyMs < 1000) throw new UsageError(`${label}: ${printable(duration)} is shorter than 1s`);
   return { kind: 'every', everyMs, text: `every ${duration}` };
 }
 
 export function cronSchedule(expression: string, tz: string | null, label = 'schedule'): Schedule {
-  const trimmed = expression.trim().replace(/\s+/g, ' ');
-  const expr = MACROS[trimmed.toLowerCase()] ?? trimmed;
+  const trimmed = spaced(expression);
+  const expr = Object.hasOwn(MACROS, trimmed.toLowerCase()) ? (MACROS[trimmed.toLowerCase()] as string) : trimmed;
   const fields = expr.split(' ');
-  const bad = (why: string) => new UsageError(`${label}: '${trimmed}' ${why} (five fields: minute hour day-of-month month day-of-week, e.g. "0 3 * * 1-5")`);
+  const bad = (why: string) => new UsageError(`${label}: '${printable(trimmed)}' ${printable(why)} (five fields: minute hour day-of-month month day-of-week, e.g. "0 3 * * 1-5")`);
   if (fields.length !== 5) throw bad(`has ${fields.length} field${fields.length === 1 ? '' : 's'}`);
   const problem = fields.map((f, i) => fieldProblem(f, FIELDS[i] as (typeof FIELDS)[number])).find((p) => p !== null);
   if (problem) throw bad(problem);
   let cron: Cron;
   try {
-    cron = new Cron(expr, { mode: '5-part', paused: true, ...(tz === null ? {} : { timezone: tz }) });
+    // Vixie cron's rule: day of month OR day of week when both are restricted; AND when either
+    // starts with `*` (so `*/2` and `mon` is Mondays on odd days, as crontab(5) has it).
+    const domAndDow = (fields[2] as string).startsWith('*') || (fields[4] as string).startsWith('*');
+    cron = new Cron(expr, { mode: '5-part', paused: true, domAndDow, ...(tz === null ? {} : { timezone: tz }) });
   } catch (error) {
     throw bad(`is not valid: ${String((error as Error).message).replace(/^CronPattern: /, '')}`);
   }
@@ -98,10 +110,16 @@ export function cronSchedule(expression: string, tz: string | null, label = 'sch
 // An IANA zone name the runtime knows; the error lists how one is spelled.
 export function validZone(zone: string, label = 'schedule'): string {
   try {
-    // `europe/warsaw` is stored as Europe/Warsaw; an alias (EST5EDT) as it was given.
-    const known = new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone;
-    return known.toLowerCase() === zone.toLowerCase() ? known : zone;
+    // Kept as given: set_schedule() keeps it so too, as no reader knows another's aliases.
+    new Intl.DateTimeFormat('en-US', { timeZone: zone });
+    return zone;
   } catch {
-    throw new UsageError(`${label}: unknown time zone '${zone}' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)`);
+    throw new UsageError(`${label}: unknown time zone '${printable(zone)}' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)`);
   }
+}
+
+// Blanks as cron reads them: spaces and tabs between fields, line ends around them; any
+// other character (a no-break space) is part of a field, and refused there. As set_schedule().
+function spaced(text: string): string {
+  return text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '').replace(/[ \t\r\n]+/g, ' ');
 }

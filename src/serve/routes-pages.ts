@@ -99,7 +99,8 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
   // As `cronguard schedule`: checked the same way; an empty field clears it.
   app.post('/jobs/:name/schedule', (c) =>
     action(c, ctx, async (name, form) => {
-      const text = typeof form.schedule === 'string' ? form.schedule : '';
+      if (typeof form.schedule !== 'string') throw new BadInput('Schedule: the form has no schedule field (an empty one clears it).');
+      const text = form.schedule;
       if (text.trim() === '') {
         await ctx.store.write((s) => s.setSchedule(name, null));
         return 'scheduled=0';

@@ -9,7 +9,7 @@ describe.each(STORES)('cronguard schedule (%s)', (kind) => {
   it('sets, shows, changes and clears a job\'s schedule, which status --json carries', async () => {
     const box = storeBox(kind);
     const job = box.job('report');
-    const set = await cronguard(['schedule', job, '--cron', '0 3 * * 1-5', '--tz', 'europe/warsaw'], box.env);
+    const set = await cronguard(['schedule', job, '--cron', '0 3 * * 1-5', '--tz', 'Europe/Warsaw'], box.env);
     expect(set).toMatchObject({ code: 0, stdout: '' });
     expect(set.stderr).toMatch(new RegExp(`^cronguard: ${job} scheduled: TZ=Europe/Warsaw 0 3 \\* \\* 1-5 \\(next fire \\d{4}-\\d\\d-\\d\\dT0[12]:00:00\\.000Z\\)\\n$`));
     expect(await cronguard(['schedule', job], box.env)).toMatchObject({ code: 0, stdout: 'TZ=Europe/Warsaw 0 3 * * 1-5\n', stderr: '' });
@@ -42,6 +42,9 @@ describe.each(STORES)('cronguard schedule (%s)', (kind) => {
     await cronguard(['migrate'], box.env);
     await box.setSchedule(job, '61 * * * *');
     expect((await cronguard(['status', job], box.env)).stdout).toContain(`  schedule     61 * * * * (cannot be read: schedule: '61 * * * *' is not valid: minute 61 is outside 0-59`);
+    // The zone passes the shape check with any character: shown escaped, on one line.
+    await box.setSchedule(job, 'TZ=\x1b[2J 0 0 * * *');
+    expect(await cronguard(['schedule', job], box.env)).toMatchObject({ code: 0, stdout: 'TZ=\\x1b[2J 0 0 * * *\n' });
   });
 
   it('refuses a schedule of the wrong shape by SQL', async () => {
@@ -61,6 +64,11 @@ describe.each(STORES)('cronguard schedule (%s)', (kind) => {
     [['--every', '100ms'], '--every: 100ms is shorter than 1s'],
     [['--every', '1h', '--cron', '0 * * * *'], 'give one of --every, --cron or --clear'],
     [['--tz', 'UTC'], '--tz applies to --cron'],
+    [['--cron', 'constructor'], `--cron: 'constructor' has 1 field ${DETAIL}`],
+    [['--cron', '__proto__'], `--cron: '__proto__' has 1 field ${DETAIL}`],
+    [['--cron', '@daily', '--tz', 'Europe/Warsaw\nX'], "--tz: unknown time zone 'Europe/Warsaw\\nX' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)"],
+    [['--every', '1m\nX'], "--every: invalid duration '1m\\nX' (use e.g. 500ms, 10s, 5m, 2h, 1d, 1h30m or a number of seconds)"],
+    [['--cron', '0 0 * * \x1b[2J'], `--cron: '0 0 * * \\x1b[2J' has a field cronguard does not read, '\\x1b[2J' ${DETAIL}`],
   ])('refuses %j with one line and 64, storing nothing', async (flags, message) => {
     const box = storeBox(kind);
     const job = box.job('bad');
@@ -85,7 +93,11 @@ describe('PostgreSQL: set_schedule(job, spec)', () => {
     await cronguard(['migrate'], box.env);
     const set = async (spec: string | null) => (await sql<{ s: string | null }>(`SELECT "${box.schema}".set_schedule('j', $1) AS s`, [spec]))[0]?.s;
     expect(await set('  0  3 * *  MON-FRI ')).toBe('0 3 * * MON-FRI');
-    expect(await set('CRON_TZ=europe/warsaw @daily')).toBe('TZ=Europe/Warsaw 0 0 * * *');
+    expect(await set('CRON_TZ=Europe/Warsaw @daily')).toBe('TZ=Europe/Warsaw 0 0 * * *');
+    // A zone is kept as given, as the CLI keeps it; names only PostgreSQL knows are refused.
+    expect(await set('\tTZ=us/eastern\t0 9 * * *\r\n')).toBe('TZ=us/eastern 0 9 * * *');
+    await expect(set('TZ=posixrules 0 3 * * *')).rejects.toMatchObject({ code: '22023' });
+    await expect(set('every 0.9999s')).resolves.toBe('every 0.9999s');
     expect(await set('every 1h30m')).toBe('every 1h30m');
     for (const [spec, message] of [
       ['61 * * * *', `schedule: '61 * * * *' is not valid: minute 61 is outside 0-59 ${DETAIL}`],
@@ -96,7 +108,10 @@ describe('PostgreSQL: set_schedule(job, spec)', () => {
       ['0 0 L * *', `schedule: '0 0 L * *' has a field cronguard does not read, 'L' ${DETAIL}`],
       ['0 3 * *', `schedule: '0 3 * *' has 4 fields ${DETAIL}`],
       ['TZ=Mars/Olympus 0 3 * * *', "schedule: unknown time zone 'Mars/Olympus' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)"],
-      ['every 500ms', 'schedule: every 500ms is shorter than 1s'],
+      ['every 500ms', 'schedule: every: 500ms is shorter than 1s'],
+      ['0 0 * * */8', `schedule: '0 0 * * */8' is not valid: a step of 8 is more than 7 ${DETAIL}`],
+      ['00007 0 * * *', `schedule: '00007 0 * * *' is not valid: minute 00007 is outside 0-59 ${DETAIL}`],
+      ['0 0\u00a01 * *', `schedule: '0 0\u00a01 * *' has 4 fields ${DETAIL}`],
       ['every soon', "schedule: every: invalid duration 'soon' (use e.g. 500ms, 10s, 5m, 2h, 1d, 1h30m or a number of seconds)"],
     ] as const) {
       await expect(set(spec), spec).rejects.toMatchObject({ code: '22023', message });

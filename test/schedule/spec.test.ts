@@ -12,7 +12,8 @@ describe('a schedule as it is written', () => {
     ['0 3 * * 1-5', '0 3 * * 1-5'],
     ['0  3 * *   MON-FRI', '0 3 * * MON-FRI'],
     ['TZ=Europe/Warsaw 0 3 * * *', 'TZ=Europe/Warsaw 0 3 * * *'],
-    ['CRON_TZ=europe/warsaw 0 3 * * *', 'TZ=Europe/Warsaw 0 3 * * *'],
+    ['CRON_TZ=europe/warsaw 0 3 * * *', 'TZ=europe/warsaw 0 3 * * *'],
+    ['\t0 3 * * *\r\n', '0 3 * * *'],
     ['@daily', '0 0 * * *'],
     ['TZ=UTC @hourly', 'TZ=UTC 0 * * * *'],
     ['*/5 0-6,22,23 1,15 jan-jun/2 0,7', '*/5 0-6,22,23 1,15 jan-jun/2 0,7'],
@@ -25,6 +26,10 @@ describe('a schedule as it is written', () => {
     ['every', /has 1 field/],
     ['every soon', /schedule: every: invalid duration 'soon'/],
     ['every 500ms', /shorter than 1s/],
+    ['constructor', /'constructor' has 1 field/],
+    ['0 0 * 1-12/13 *', /a step of 13 is more than 12/],
+    ['0 0 * * */99999999999', /a step of 99999999999 is more than 7/],
+    ['00007 0 * * *', /minute 00007 is outside 0-59/],
     ['0 3 * *', /'0 3 \* \*' has 4 fields/],
     ['0 3 * * * *', /has 6 fields/],
     ['61 * * * *', /'61 \* \* \* \*' is not valid: minute 61 is outside 0-59 \(five fields: minute hour/],
@@ -55,7 +60,9 @@ describe('when a scheduled job is due', () => {
     const s = parseSchedule('every 1h');
     expect(scheduleDue(s, null, at('2026-12-03T10:00:00Z')).due).toBe(true);
     expect(scheduleDue(s, at('2026-12-03T10:00:00Z'), at('2026-12-03T10:59:29Z')).due).toBe(false);
-    expect(scheduleDue(s, at('2026-12-03T10:00:00Z'), at('2026-12-03T10:59:31Z'))).toEqual({ due: true, at: new Date('2026-12-03T11:00:00Z') });
+    // Due within the slack: due since now, not since 11:00, still to come.
+    expect(scheduleDue(s, at('2026-12-03T10:00:00Z'), at('2026-12-03T10:59:31Z'))).toEqual({ due: true, at: new Date('2026-12-03T10:59:31Z') });
+    expect(scheduleDue(s, at('2026-12-03T10:00:00Z'), at('2026-12-03T11:20:00Z'))).toEqual({ due: true, at: new Date('2026-12-03T11:00:00Z') });
   });
 
   it('a cron expression: due once its latest fire time is later than the last start', () => {
@@ -115,5 +122,14 @@ describe('when a scheduled job is due', () => {
     expect(scheduleDue(s, at('2026-12-02T14:00:00Z'), at('2026-12-03T14:00:30Z')).due).toBe(true);
     // Friday's run done, the next is Monday's.
     expect(scheduleDue(s, at('2026-12-04T14:00:00Z'), at('2026-12-05T12:00:00Z')).at).toEqual(new Date('2026-12-07T14:00:00Z'));
+  });
+
+  it('day of month and day of week: OR when both are restricted, AND when either starts with *, as Vixie cron', () => {
+    // Thursday 3 December 2026.
+    const or = parseSchedule('TZ=UTC 0 0 3,4 * mon');
+    expect(scheduleDue(or, at('2026-12-02T12:00:00Z'), at('2026-12-03T00:00:30Z')).due).toBe(true);
+    const and = parseSchedule('TZ=UTC 0 0 */2 * mon');
+    // Mondays on odd days only: 7 December is one.
+    expect(scheduleDue(and, at('2026-12-02T12:00:00Z'), at('2026-12-03T12:00:00Z')).at).toEqual(new Date('2026-12-07T00:00:00Z'));
   });
 });

@@ -16,7 +16,7 @@ describe.each(STORES)('the job page\'s schedule field (%s)', (kind) => {
     await cronguard(['-n', job, '--', 'true'], box.env);
     const server = await serve([], box.env);
     const csrf = await server.csrf(`/jobs/${job}`);
-    const saved = await server.post(`/jobs/${job}/schedule`, { csrf, schedule: ' CRON_TZ=europe/warsaw  0 3 * * MON-FRI ' });
+    const saved = await server.post(`/jobs/${job}/schedule`, { csrf, schedule: ' CRON_TZ=Europe/Warsaw  0 3 * * MON-FRI ' });
     expect(saved.status).toBe(303);
     expect(saved.headers.get('location')).toBe(`/jobs/${job}?scheduled=1`);
     expect(await scheduleOf(job, box.env)).toBe('TZ=Europe/Warsaw 0 3 * * MON-FRI\n');
@@ -29,6 +29,14 @@ describe.each(STORES)('the job page\'s schedule field (%s)', (kind) => {
     expect(bad.status).toBe(400);
     expect(await bad.text()).toContain("Schedule: &#39;0 3 * * 8&#39; is not valid: weekday 8 is outside 0-7");
     expect((await server.post(`/jobs/${job}/schedule`, { csrf, schedule: '<script>alert(1)</script>' })).status).toBe(400);
+    const nul = await server.post(`/jobs/${job}/schedule`, { csrf, schedule: 'every 1m\0' });
+    expect(nul.status).toBe(400);
+    expect(await nul.text()).toContain("invalid duration &#39;1m\\x00&#39;");
+    // A form without the field clears nothing.
+    const missing = await server.post(`/jobs/${job}/schedule`, { csrf });
+    expect(missing.status).toBe(400);
+    expect(await missing.text()).toContain('Schedule: the form has no schedule field');
+    expect((await server.post(`/jobs/${job}/schedule`, { csrf, schedule: 'constructor' })).status).toBe(400);
     expect(await scheduleOf(job, box.env)).toBe('TZ=Europe/Warsaw 0 3 * * MON-FRI\n');
 
     expect((await server.post(`/jobs/${job}/schedule`, { csrf, schedule: '' })).headers.get('location')).toBe(`/jobs/${job}?scheduled=0`);

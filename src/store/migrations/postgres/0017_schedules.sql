@@ -21,6 +21,7 @@ BEGIN
     m := regexp_match(lower(item), '^(\*|[0-9]+|[a-z]{3})(?:-([0-9]+|[a-z]{3}))?(?:/([0-9]+))?$');
     IF m IS NULL THEN RETURN format('has a field cronguard does not read, ''%s''', field); END IF;
     IF m[3] IS NOT NULL AND m[3]::numeric < 1 THEN RETURN format('is not valid: a step of %s', m[3]); END IF;
+    IF m[3] IS NOT NULL AND (length(m[3]) > 4 OR m[3]::int > hi) THEN RETURN format('is not valid: a step of %s is more than %s', m[3], hi); END IF;
     IF m[1] = '*' AND m[2] IS NOT NULL THEN RETURN format('has a field cronguard does not read, ''%s''', field); END IF;
     IF m[3] IS NOT NULL AND m[1] <> '*' AND m[2] IS NULL THEN
       RETURN format('is not valid: a step needs a range or * before it (%s-%s/%s, not %s)', m[1], hi, m[3], item);
@@ -48,7 +49,8 @@ END $$;
 -- the schedule as stored; a mistake raises 22023 with what is wrong.
 CREATE FUNCTION {{schema}}.set_schedule(job text, spec text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
-  s text := regexp_replace(btrim(coalesce(spec, '')), '\s+', ' ', 'g');
+  -- Blanks as cron reads them (and schedule/spec.ts): spaces and tabs, line ends around.
+  s text := regexp_replace(btrim(coalesce(spec, ''), E' \t\r\n'), E'[ \t\r\n]+', ' ', 'g');
   zone text;
   fields text[];
   problem text;
@@ -68,17 +70,19 @@ BEGIN
     IF s !~ '^every (([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+|[0-9]+(\.[0-9]+)?)$' THEN
       RAISE EXCEPTION 'schedule: every: invalid duration ''%'' (use e.g. 500ms, 10s, 5m, 2h, 1d, 1h30m or a number of seconds)', substr(s, 7) USING ERRCODE = '22023';
     END IF;
-    SELECT CASE WHEN substr(s, 7) ~ '^[0-9.]+$' THEN substr(s, 7)::numeric * 1000
+    SELECT round(CASE WHEN substr(s, 7) ~ '^[0-9.]+$' THEN substr(s, 7)::numeric * 1000
                 ELSE (SELECT sum(p[1]::numeric * CASE p[2] WHEN 'ms' THEN 1 WHEN 's' THEN 1000 WHEN 'm' THEN 60000 WHEN 'h' THEN 3600000 ELSE 86400000 END)
-                      FROM regexp_matches(substr(s, 7), '([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)', 'g') AS p) END INTO ms;
-    IF ms < 1000 THEN RAISE EXCEPTION 'schedule: % is shorter than 1s', s USING ERRCODE = '22023'; END IF;
+                      FROM regexp_matches(substr(s, 7), '([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)', 'g') AS p) END) INTO ms;
+    IF ms < 1000 THEN RAISE EXCEPTION 'schedule: every: % is shorter than 1s', substr(s, 7) USING ERRCODE = '22023'; END IF;
     IF ms > 3650 * 86400000::numeric THEN RAISE EXCEPTION 'schedule: every: ''%'' is longer than 3650d', substr(s, 7) USING ERRCODE = '22023'; END IF;
   ELSE
     IF s ~ '^(CRON_)?TZ=\S+ ' THEN
       zone := substring(s FROM '^(?:CRON_)?TZ=(\S+) ');
       s := substring(s FROM '^\S+ (.*)$');
-      SELECT name INTO zone FROM pg_timezone_names WHERE lower(name) = lower(zone) ORDER BY name = zone DESC LIMIT 1;
-      IF zone IS NULL THEN
+      -- Kept as given (as the CLI keeps it); the names only PostgreSQL's tz files have are refused,
+      -- since cronguard reads schedules through Node's Intl, which does not know them.
+      IF NOT EXISTS (SELECT FROM pg_timezone_names WHERE lower(name) = lower(zone)
+                     AND name !~ '^(posix|right)/' AND name NOT IN ('Factory', 'localtime', 'posixrules')) THEN
         RAISE EXCEPTION 'schedule: unknown time zone ''%'' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)',
           substring(spec FROM 'TZ=(\S+)') USING ERRCODE = '22023';
       END IF;
