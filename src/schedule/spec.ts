@@ -1,7 +1,7 @@
 import { Cron } from 'croner';
-import { printable } from '../commands/format.js';
 import { UsageError } from '../errors.js';
 import { parseDuration } from '../util/duration.js';
+import { printable } from '../util/printable.js';
 
 // A job's stored schedule (`cronguard schedule`): a period, or a 5-field cron expression
 // read in a time zone (the host's when none is given). `text` is its canonical spelling,
