@@ -40,7 +40,7 @@ async function main(args: readonly string[]): Promise<number> {
     return EXIT.usage;
   }
   if (first === 'help') return help(args.slice(1));
-  if (first in SUBCOMMANDS) return subcommand(first, args.slice(1));
+  if (Object.hasOwn(SUBCOMMANDS, first)) return subcommand(first, args.slice(1));
   const parsed = parseRunArgs(first === 'run' ? args.slice(1) : args);
   if (parsed.options.help) {
     process.stdout.write(runHelp());
@@ -99,7 +99,7 @@ async function help(args: readonly string[]): Promise<number> {
     process.stdout.write(runHelp());
     return 0;
   }
-  if (!(topic in SUBCOMMANDS)) throw new UsageError(`help: no subcommand '${topic}'`);
+  if (!Object.hasOwn(SUBCOMMANDS, topic)) throw new UsageError(`help: no subcommand '${topic}'`);
   return subcommand(topic, ['--help']);
 }
 

@@ -87,7 +87,7 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
     const match = /^([A-Za-z_]+)\s*=\s*(.*)$/.exec(line);
     if (!match) throw new UsageError(`${where}: expected 'key = value'`);
     const key = (match[1] as string).toLowerCase().replace(/^cronguard_/, '');
-    if (!(key in SETTING_ENV)) {
+    if (!Object.hasOwn(SETTING_ENV, key)) {
       throw new UsageError(`${where}: unknown setting '${match[1]}' (known: ${Object.keys(SETTING_ENV).join(', ')})`);
     }
     const value = settingValue(match[2] as string);

@@ -27,6 +27,14 @@ describe('help and usage', () => {
   it('refuses help for something that is not a subcommand', async () => {
     const result = await cronguard(['help', 'frobnicate'], sandbox().env);
     expect(result).toMatchObject({ code: 64, stdout: '', stderr: "cronguard: help: no subcommand 'frobnicate' (see cronguard --help)\n" });
+    // Nor is a name every object inherits: once an internal error (70).
+    expect(await cronguard(['help', 'constructor'], sandbox().env)).toMatchObject({ code: 64, stderr: "cronguard: help: no subcommand 'constructor' (see cronguard --help)\n" });
+    const box = sandbox();
+    // `cronguard constructor` is a run of a command of that name, which does not exist.
+    const run = await cronguard(['constructor'], box.env);
+    expect(run.code).toBe(127);
+    expect(run.stderr).toMatch(/command not found: constructor/);
+    expect(run.stderr).not.toMatch(/internal error|\n\s+at /);
   });
 
   it.each([[[]], ...SUBCOMMANDS.map((s) => [[s, '--help']])])('%j fits 80 columns', async (args) => {
