@@ -56,7 +56,14 @@ describe('a lockfile holder that stalls', () => {
     const container = join(box.lockDir, 'late.lockdir');
     const holder = start(['-l', 'lockfile', '-n', 'late', '--', 'touch', box.path('ran')], box.env);
     const mine = (name: string) => readFileSync(join(container, name), 'utf8').endsWith(` ${holder.child.pid}\n`);
-    await waitFor(() => readdirSync(container).some(mine), 'the holder to take the lease');
+    // Past its last look at the container: the holder removes its predecessor only once it
+    // checked that nothing overtook its new epoch. An epoch written before that look would
+    // make it find the lock held, and skip (0; seen once in CI).
+    const alone = () => {
+      const names = readdirSync(container);
+      return names.length === 1 && mine(names[0] as string);
+    };
+    await waitFor(alone, 'the holder to take the lease');
     // Meanwhile its lease went stale and another host took the next epoch.
     const epoch = Math.max(...readdirSync(container).map((name) => Number(name.slice('epoch-'.length))));
     writeFileSync(join(container, `epoch-${epoch + 1}`), 'elsewhere 1\n');
