@@ -59,6 +59,8 @@ export interface RunConfig {
   readonly everyTick: boolean;
   readonly minIntervalMs: number | null;
   readonly onRequest: boolean;
+  // --scheduled: the job's stored schedule says when it is due.
+  readonly scheduled: boolean;
   readonly batch: boolean;
   readonly batchMax: number | null;
   readonly retries: number;

@@ -34,6 +34,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'everyTick', long: 'every-tick', help: 'shared log: run even if another host ran this job in this minute' },
   { key: 'minInterval', long: 'min-interval', value: 'DURATION', help: 'skip unless the last run started at least DURATION ago, less a tenth (at most 30s) for cron\'s jitter (a request overrides)' },
   { key: 'onRequest', long: 'on-request', help: 'run only for "run now" requests (with --min-interval: for either)' },
+  { key: 'scheduled', long: 'scheduled', help: "run when the job's stored schedule (cronguard schedule) is due, or for a request; without one it does not run" },
   { key: 'batch', long: 'batch', help: 'one run for all due requests, their arguments appended to the command (identical ones once)' },
   { key: 'batchMax', long: 'batch-max', value: 'N', help: 'at most N requests in one --batch run; the rest wait' },
   { key: 'retries', long: 'retries', value: 'N', help: 're-run a failed attempt up to N more times, holding the lock' },

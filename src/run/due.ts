@@ -25,6 +25,12 @@ export async function notDue(recorder: RunRecorder, config: RunConfig, options: 
   }
   if (answer.requested || options.keepLock || answer.unsettled.some((r) => settledUnderLock(r, run))) return null;
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
+  // A job without a readable schedule is the admission's to say so (once a day).
+  if (options.scheduled !== null && !options.manual && job?.schedule != null) {
+    const last = job.running_since ?? (job.last_status === 'abandoned' ? null : job.last_started_at);
+    const verdict = options.scheduled.verdict(job.schedule, null, last === null ? null : Date.parse(last), Date.now());
+    return verdict.due || verdict.refusal.reason !== 'schedule' ? null : verdict.refusal;
+  }
   if (options.minIntervalMs === null || options.manual || !job) return null;
   const last = job.running_since ?? (job.last_status === 'abandoned' ? null : job.last_started_at);
   // Due by the admission's own rule, cron's jitter allowed for (dueAfterMs).

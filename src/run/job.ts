@@ -46,7 +46,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     const notRun = (error: unknown) => {
       throw stop.signal.aborted ? interrupted('before the command started; nothing ran') : error;
     };
-    const options = admitOptions(config, manual);
+    const options = await admitOptions(config, manual);
     gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
     // A lock other jobs share is taken only by a job that is due (see due.ts).
     const early = config.sharedLock ? await notDue(gate.recorder, config, options, run) : null;
@@ -134,8 +134,8 @@ function lockWaitMs(config: RunConfig, manual: boolean): number {
   return Math.max(config.waitMs, Math.min(HANDOVER_MS, config.forMs));
 }
 
-// The rules an admission applies, from the configuration.
-function admitOptions(config: RunConfig, manual: boolean): AdmitOptions {
+// The rules an admission applies, from the configuration. --scheduled loads its cron reader.
+async function admitOptions(config: RunConfig, manual: boolean): Promise<AdmitOptions> {
   // Holding a local lock proves that whatever held this same lock before has ended, pid
   // reused or not; other rows are gone when their wrapper process is.
   const sameLock = config.lock === 'flock' || config.lock === 'lockfile';
@@ -149,6 +149,7 @@ function admitOptions(config: RunConfig, manual: boolean): AdmitOptions {
     batchMax: config.batchMax,
     manual,
     keepLock: config.forMs !== null,
+    scheduled: config.scheduled ? (await import('../schedule/rule.js')).scheduledRule() : null,
   };
 }
 

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { describe } from '../errors.js';
+import { describe, UnavailableError } from '../errors.js';
 import type { RecorderParts } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
@@ -15,10 +15,16 @@ export class LogLink {
   // Why the log failed, until it is said (see unavailable).
   protected failure: string | null = null;
 
+  // Why this run cannot start without its log (--scheduled: whether the job is due is the
+  // log's to say); null once the admission answered, or when it can.
+  protected needed: string | null;
+
   constructor(
     protected readonly parts: RecorderParts,
     protected readonly say: Messages,
+    needed: string | null = null,
   ) {
+    this.needed = needed;
     this.store = parts.store;
     if (parts.store) say.verbose(`run log ${parts.where}`);
     if (parts.openError !== null) this.unavailable('open', parts.openError);
@@ -94,7 +100,19 @@ export class LogLink {
     if (this.warned || this.failure !== null) return;
     const why = this.parts.denied?.(error) ? `permission denied: ${(error as Error).message}` : describe(error);
     this.failure = `run log ${this.parts.where} unavailable (${what}: ${why})`;
-    if (!this.spooling) this.sayFailure('the job runs unrecorded');
+    if (!this.spooling && this.needed === null) this.sayFailure('the job runs unrecorded');
+  }
+
+  // Ends a run that cannot start without its log, when the log did not answer: one line, 69.
+  protected requireLog(): void {
+    if (this.needed === null) return;
+    if (!this.writable) {
+      const failure = this.failure ?? `run log ${this.parts.where} unavailable`;
+      // Said by this line, not again when the log closes.
+      [this.failure, this.warned] = [null, true];
+      throw new UnavailableError(`${failure}; ${this.needed}; nothing ran`);
+    }
+    this.needed = null;
   }
 
   protected sayFailure(then: string): void {

@@ -21,7 +21,7 @@ export async function sqliteLog(config: RunConfig, say: Messages): Promise<RunRe
       openError = error;
     }
   }
-  return new RunRecorder({ store, spool: null, reopen: null, openError, where: `in ${config.stateDir}` }, say);
+  return new RunRecorder({ store, spool: null, reopen: null, openError, where: `in ${config.stateDir}` }, say, needed(config));
 }
 
 export interface OpenedLog {
@@ -33,7 +33,12 @@ export interface OpenedLog {
 // The shared log, on the lock's session when there is one.
 export async function sharedLog(config: RunConfig, say: Messages, database: SharedDatabase, session: SharedSession | null, abort?: AbortSignal): Promise<OpenedLog> {
   const log = await database.openLog(session, (version) => schemaMemory(config, version), abort);
-  return { store: log.store, recorder: new RunRecorder(log.parts, say) };
+  return { store: log.store, recorder: new RunRecorder(log.parts, say, needed(config)) };
+}
+
+// Why a run cannot start unless its log answers its admission.
+function needed(config: RunConfig): string | null {
+  return config.scheduled ? `--scheduled cannot tell whether ${config.name} is due` : null;
 }
 
 // The schema stamp: a file in the state dir whose name carries the schema version this code

@@ -26,6 +26,11 @@ export class RunRecorder extends LogLink {
 
   // The run was already admitted and recorded by the statement that took the lock.
   adopt(run: NewRun, id: number | null): void {
+    this.needed = null;
+    this.begin(run, id);
+  }
+
+  private begin(run: NewRun, id: number | null): void {
     this.run = run;
     this.id = id;
     this.childPid = null;
@@ -35,7 +40,7 @@ export class RunRecorder extends LogLink {
   // Under a lock already held: may this run start, and which requests does it serve? A log
   // that cannot answer says yes, to none.
   async admit(run: NewRun, options: AdmitOptions): Promise<Verdict> {
-    this.adopt(run, null);
+    this.begin(run, null);
     let verdict: Verdict = { admitted: true, requests: [] };
     await this.attempt('record the start', async (store) => {
       const admission = await store.admit(run, options);
@@ -44,6 +49,7 @@ export class RunRecorder extends LogLink {
         verdict = { admitted: true, requests: admission.requests };
       } else verdict = admission;
     });
+    this.requireLog();
     if (verdict.admitted) this.spoolNow(null);
     return verdict;
   }

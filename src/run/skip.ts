@@ -24,6 +24,15 @@ export async function skipped(config: RunConfig, refusal: Refused, lock: string,
       const next = new Date(last + dueAfterMs(config.minIntervalMs ?? 0)).toISOString();
       return skip(`the last run started ${formatDuration(Date.now() - last)} ago, less than --min-interval ${formatDuration(config.minIntervalMs ?? 0)}; next due at ${next}`);
     }
+    case 'schedule':
+      return skip(`not due: its schedule '${refusal.schedule}' next fires at ${refusal.nextAt}`);
+    case 'unscheduled': {
+      const why = refusal.problem ?? 'it has no stored schedule';
+      const fix = `set one with: cronguard schedule ${config.name} --every D (or --cron EXPR)`;
+      // Once a day (the log keeps when it was said): under cron, a mail a day until it is set.
+      if (refusal.warn && !config.verbose) say.warn(`${config.name} did not run: --scheduled, but ${why}; ${fix} (said once a day)`);
+      return skip(`--scheduled, but ${why}; ${fix}`);
+    }
     case 'locked': {
       // Someone at a terminal is told (a colleague must not think the job ran); under cron
       // a skip stays silent. A stranger holding it was already said.

@@ -6,7 +6,7 @@ import { openLockBackend } from '../lock/index.js';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { DatabaseLock } from '../lock/database.js';
 import { type LockedAdmission, type SharedDatabase, type SharedSession, sharedDatabase } from '../store/shared.js';
-import type { AdmitOptions, NewRun } from '../store/types.js';
+import { type AdmitOptions, keepsLock, type NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 import type { Refused, RunRecorder, Verdict } from './recorder.js';
@@ -97,7 +97,7 @@ function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log: Opene
         const { admission } = admitted;
         const held = admitted.holding ? hold(admitted, admitted.sentAt) : null;
         if (!admission.admitted) {
-          if (held && keeps(options, admission)) return { ...admission, held };
+          if (held && keepsLock(admission, options)) return { ...admission, held };
           return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;
         }
         log.recorder.adopt(stamped, admission.runId);
@@ -153,7 +153,7 @@ function localGate(
     await recorder.deliverSpool();
     const verdict = await recorder.admit(atLock(run), options);
     if (verdict.admitted) return { ...verdict, lock };
-    if (keeps(options, verdict)) return { ...verdict, held: lock };
+    if (keepsLock(verdict, options)) return { ...verdict, held: lock };
     await lock.release();
     return verdict;
   };
@@ -193,10 +193,6 @@ function waiting(config: RunConfig, lock: string, say: Messages): () => null {
   };
 }
 
-// A loop keeps the lock while nothing is due yet, and waits for work.
-function keeps(options: AdmitOptions, refusal: Refused): boolean {
-  return options.keepLock && (refusal.reason === 'idle' || refusal.reason === 'interval');
-}
 
 // The run as recorded: it started when it got the lock.
 function atLock(run: NewRun): NewRun {

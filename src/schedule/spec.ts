@@ -98,7 +98,10 @@ export function cronSchedule(expression: string, tz: string | null, label = 'sch
     // Vixie cron's rule: day of month OR day of week when both are restricted; AND when either
     // starts with `*` (so `*/2` and `mon` is Mondays on odd days, as crontab(5) has it).
     const domAndDow = (fields[2] as string).startsWith('*') || (fields[4] as string).startsWith('*');
-    cron = new Cron(expr, { mode: '5-part', paused: true, domAndDow, ...(tz === null ? {} : { timezone: tz }) });
+    // Across DST changes, as Vixie cron: a job at a fixed time (no * or / in its minute and
+    // hour) runs once when its time comes twice, and at the change when its time is skipped;
+    // the others run at every local time that comes, twice or not at all.
+    cron = new Cron(expr, { mode: '5-part', paused: true, domAndDow, fixedTimeRule: 'no-wildcard', ...(tz === null ? {} : { timezone: tz }) });
   } catch (error) {
     throw bad(`is not valid: ${String((error as Error).message).replace(/^CronPattern: /, '')}`);
   }

@@ -1,9 +1,10 @@
 // The PostgreSQL store's rows as cronguard's types have them (ids as numbers, times as ISO
 // text), and the run and outcome as its statements take them.
+import { printable } from '../util/printable.js';
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
 import type { RequestRow } from './requests.js';
 import type { StoredOutcome } from './spool.js';
-import type { Holder, NewRun, Refusal, RunningRow, RunRow } from './types.js';
+import type { Holder, NewRun, Refusal, RunningRow, RunRow, ScheduledRule } from './types.js';
 
 // What the admit() function returns (migration 0005).
 export interface AdmitResult {
@@ -16,7 +17,21 @@ export interface AdmitResult {
   holder?: HolderRow | null;
   disabled?: Paused | null;
   last_started_at?: string | null;
+  // 'schedule' and 'unscheduled' (migration 0019).
+  schedule?: string;
+  problem?: string | null;
+  warn?: boolean;
   version: number | null;
+}
+
+// A refusal by the stored schedule, as the other stores say it (store/types.ts): when it
+// next fires is croner's to tell, from what admit() read.
+export function scheduleRefusal(r: AdmitResult, rule: ScheduledRule | null, nowMs: number) {
+  if (r.reason === 'unscheduled') return { problem: r.problem ?? null, warn: r.warn === true };
+  if (r.reason !== 'schedule' || rule === null) return {};
+  const last = r.last_started_at ? Date.parse(r.last_started_at) : null;
+  const verdict = rule.verdict(r.schedule ?? null, null, last, nowMs);
+  return { schedule: printable(r.schedule ?? ''), nextAt: verdict.due ? new Date(nowMs).toISOString() : (verdict.refusal.nextAt ?? new Date(nowMs).toISOString()) };
 }
 
 // A run row's id, host, pid and start, as a row or as row_to_json made it.

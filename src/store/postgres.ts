@@ -5,7 +5,7 @@ import { PostgresReads } from './postgres-reads.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import type { Paused } from './jobs.js';
 import type { LockedAdmission, SharedStore } from './shared.js';
-import { type AdmitResult, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toRequestRow } from './postgres-rows.js';
+import { type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toRequestRow } from './postgres-rows.js';
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import {
   type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome,
@@ -54,6 +54,7 @@ export class PostgresStore extends PostgresReads implements SharedStore {
       batch_max: options.batchMax,
       manual: options.manual,
       keep_lock: options.keepLock,
+      ...(options.scheduled === null ? {} : { scheduled: true, zone: options.scheduled.zone }),
     };
     type Row = { r: AdmitResult; orphaned: RunningRow[]; backend: number; backend_start: string | null; holding: boolean; epoch: string | null; system_identifier: string };
     let sentAt = 0;
@@ -75,7 +76,7 @@ export class PostgresStore extends PostgresReads implements SharedStore {
     const orphaned = (row?.orphaned ?? []).filter(options.isGone).map((o) => String(o.id));
     if (orphaned.length > 0) await this.run(this.sql.settleClaims, { ids: orphaned });
     if (!r.admitted) {
-      const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined } as const;
+      const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined, ...scheduleRefusal(r, options.scheduled, run.startedAt.getTime()) } as const;
       return { ...locked, admission: refused };
     }
     return { ...locked, admission: { admitted: true, runId: Number(r.id), requests: r.requests.map((q) => claimedRequest(Number(q.id), q.args)) } };

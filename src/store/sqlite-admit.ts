@@ -73,11 +73,20 @@ function claimedFrom(id: number, args: Buffer | null): ClaimedRequest {
   }
 }
 
-// With nothing requested: --on-request or the interval may say no.
+// With nothing requested: --on-request, the interval or the stored schedule may say no.
 function refusal(db: BetterSqlite3.Database, run: NewRun, options: AdmitOptions): Admission | null {
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
+  const lastStart = () => (db.prepare(SQL.lastStart).get(run.job) as { at: string } | undefined)?.at ?? null;
+  if (options.scheduled !== null && !options.manual) {
+    const job = db.prepare(SQL.scheduleOf).get(run.job) as { schedule: string | null; said: string | null } | undefined;
+    const last = lastStart();
+    const verdict = options.scheduled.verdict(job?.schedule ?? null, job?.said ?? null, last === null ? null : Date.parse(last), run.startedAt.getTime());
+    if (verdict.due) return null;
+    if (verdict.refusal.warn) db.prepare(SQL.saidUnscheduled).run(run.job, run.startedAt.toISOString());
+    return verdict.refusal;
+  }
   if (options.minIntervalMs !== null && !options.manual) {
-    const last = (db.prepare(SQL.lastStart).get(run.job) as { at: string } | undefined)?.at ?? null;
+    const last = lastStart();
     if (last !== null && Date.parse(last) > run.startedAt.getTime() - dueAfterMs(options.minIntervalMs)) {
       return { admitted: false, reason: 'interval', lastStartedAt: last };
     }

@@ -44,6 +44,9 @@ export const SQL = {
                  WHERE id = @id AND status = 'pending'`,
   // The latest run by id, not max(started_at): one index probe however long the log.
   lastStart: `SELECT started_at AS at FROM runs WHERE job = ? AND status <> 'abandoned' ORDER BY id DESC LIMIT 1`,
+  scheduleOf: `SELECT schedule, unscheduled_said_at AS said FROM jobs WHERE name = ?`,
+  // A run of --scheduled said that the job has no schedule (job, when): once a day.
+  saidUnscheduled: `INSERT INTO jobs (name, unscheduled_said_at) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET unscheduled_said_at = excluded.unscheduled_said_at`,
   pendingOverlaps: `SELECT pending_overlaps AS n FROM jobs WHERE name = ?`,
   resetOverlaps: `UPDATE jobs SET pending_overlaps = 0 WHERE name = ?`,
   insertRun: `INSERT INTO runs (status, overlaps, request_id, ${RUN_COLUMNS}) VALUES ('running', @overlaps, @request_id, ${RUN_VALUES})`,

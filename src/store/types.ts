@@ -96,9 +96,17 @@ export interface Holder {
 }
 
 // Why an invocation did not run: the lock is held, the job is paused, nothing was
-// requested (--on-request), the minimum interval has not passed, or another host ran this
-// tick.
-export type Refusal = 'locked' | 'disabled' | 'idle' | 'interval' | 'tick';
+// requested (--on-request), the minimum interval has not passed, another host ran this
+// tick, its stored schedule is not due (--scheduled), or it has no schedule it can read.
+export type Refusal = 'locked' | 'disabled' | 'idle' | 'interval' | 'tick' | 'schedule' | 'unscheduled';
+
+// Whether an admission keeps the lock it took: a run does; a refusal frees it, but a loop
+// (--for) that finds nothing due yet keeps it to wait for work.
+export function keepsLock(admission: Admission, options: AdmitOptions): boolean {
+  return admission.admitted || (options.keepLock && WAITING.has(admission.reason));
+}
+
+const WAITING: ReadonlySet<Refusal> = new Set(['idle', 'interval', 'schedule', 'unscheduled']);
 
 // The answer to "may this invocation run?": a run id and the requests it serves, or why not.
 export type Admission =
@@ -109,7 +117,24 @@ export type Admission =
       readonly holder?: Holder | null;
       readonly paused?: Paused;
       readonly lastStartedAt?: string;
+      // 'schedule': the schedule, and when it next fires.
+      readonly schedule?: string;
+      readonly nextAt?: string;
+      // 'unscheduled': why the stored one cannot be read (null: there is none), and whether
+      // this invocation is the one of the day that says so (the store noted it).
+      readonly problem?: string | null;
+      readonly warn?: boolean;
     };
+
+// --scheduled: whether the stored schedule is due, decided in the admission, under the lock.
+export interface ScheduledRule {
+  // The host's time zone, in which a schedule without TZ= is read.
+  readonly zone: string;
+  // `saidAt`: when a run last said the job has no schedule.
+  verdict(spec: string | null, saidAt: string | null, lastStartMs: number | null, nowMs: number): ScheduleVerdict;
+}
+
+export type ScheduleVerdict = { readonly due: true } | { readonly due: false; readonly refusal: Extract<Admission, { admitted: false }> };
 
 export interface AdmitOptions {
   // Apply the fleet rule: skip when another host already ran this job in the run's tick.
@@ -129,6 +154,8 @@ export interface AdmitOptions {
   readonly manual: boolean;
   // A loop (--for) keeps the lock while nothing is due (idle, interval), to wait for work.
   readonly keepLock: boolean;
+  // --scheduled: run when the stored schedule is due (or for requests); null without it.
+  readonly scheduled: ScheduledRule | null;
 }
 
 export interface RunOutcome {

@@ -10,7 +10,7 @@ describe('scheduling options that mean nothing: one line, 64, nothing run or rec
     ['--every longer than --for', ['--every', '1m', '--for', '30s'], /--every is longer than --for/],
     ['--every of no time', ['--every', '0', '--for', '30s'], /--every: the period must be longer than 0/],
     ['--on-request with --every but no --for', ['--on-request', '--every', '10s'], /--every needs --for/],
-    ['--for alone', ['--for', '55s'], /--for applies to --every or --on-request/],
+    ['--for alone', ['--for', '55s'], /--for applies to --every, --on-request or --scheduled/],
     ['--retries -1', ['--retries', '-1'], /--retries: '-1' is not a whole number from 0 to 100/],
     ['--retries 1000', ['--retries', '1000'], /from 0 to 100/],
     ['--retry-delay without --retries', ['--retry-delay', '5s'], /--retry-delay applies with --retries/],

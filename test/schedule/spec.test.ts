@@ -107,6 +107,18 @@ describe('when a scheduled job is due', () => {
     expect(scheduleDue(s, at('2026-03-29T01:00:01Z'), at('2026-03-30T00:30:01Z')).due).toBe(true);
   });
 
+  it('in the skipped hour, a job at fixed times (a list too) runs at the change, as Vixie cron; one with * or / does not', () => {
+    const before = at('2026-03-28T01:30:00Z');
+    expect(scheduleDue(parseSchedule('TZ=Europe/Warsaw 0,30 2 * * *'), before, at('2026-03-29T01:00:01Z'))).toEqual({ due: true, at: new Date('2026-03-29T01:00:00Z') });
+    expect(scheduleDue(parseSchedule('TZ=Europe/Warsaw */30 2 * * *'), before, at('2026-03-29T01:00:01Z')).due).toBe(false);
+  });
+
+  it('across the fall-back repeat, a job with * or / runs in both 02:00 hours', () => {
+    const s = parseSchedule('TZ=Europe/Warsaw */30 2 * * *');
+    // 02:30 CEST (00:30 UTC) and 02:30 CET (01:30 UTC).
+    expect(scheduleDue(s, at('2026-10-25T00:30:02Z'), at('2026-10-25T01:30:02Z'))).toEqual({ due: true, at: new Date('2026-10-25T01:30:00Z') });
+  });
+
   it('across the fall-back repeat, a job at 02:30 runs at the first 02:30 only', () => {
     // 25 October 2026: 03:00 CEST becomes 02:00 CET (01:00 UTC), so 02:30 comes twice.
     const s = parseSchedule('TZ=Europe/Warsaw 30 2 * * *');

@@ -36,10 +36,12 @@ describe('mysql run log: schema', () => {
   it('takes a column already added as done, when the migrator died before recording that step', async () => {
     const { store, database } = await freshStore();
     await store.migrate();
-    // 0003 adds jobs.schedule in one statement: run again, it finds the column there (1060).
-    await mysqlQuery(`UPDATE \`${database}\`.schema_migrations SET steps = 0, complete = FALSE WHERE version = 3`);
-    expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
-    expect(await mysqlQuery(`SELECT version, steps, complete FROM \`${database}\`.schema_migrations WHERE version = 3`)).toEqual([{ version: 3, steps: 1, complete: 1 }]);
+    // The latest (0004) adds a column of jobs in one statement, as 0003 did: run again, it
+    // finds the column there (1060).
+    const latest = MYSQL_MIGRATIONS.length;
+    await mysqlQuery(`UPDATE \`${database}\`.schema_migrations SET steps = 0, complete = FALSE WHERE version = ?`, [latest]);
+    expect(await store.migrate()).toBe(latest);
+    expect(await mysqlQuery(`SELECT version, steps, complete FROM \`${database}\`.schema_migrations WHERE version = ?`, [latest])).toEqual([{ version: latest, steps: 1, complete: 1 }]);
   });
 
   it('a reader finds no log without creating one', async () => {

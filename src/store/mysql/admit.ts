@@ -1,9 +1,10 @@
 import { dueAfterMs } from '../jobs.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
-import type { Admission, AdmitOptions, NewRun, RunningRow, UnsettledRun } from '../types.js';
-import { type HolderRow, iso, parseJson, runParams, toHolder } from './rows.js';
+import { type Admission, type AdmitOptions, keepsLock, type NewRun, type RunningRow, type UnsettledRun } from '../types.js';
+import { type HolderRow, iso, parseJson, runParams } from './rows.js';
 import type { Answer, MysqlSession, Statement } from './session.js';
 import { LOCK_SQL, type RunSql } from './sql.js';
+import { claimTick, skipForTick } from './ticks.js';
 
 // Database locks: holding one proves that every run under it before has ended, on any host
 // (a local lock proves it for this host's runs only).
@@ -16,6 +17,8 @@ interface JobRow {
   by: string | null;
   tick: Date | null;
   tick_host: string | null;
+  schedule: string | null;
+  said: Date | string | null;
 }
 
 // GET_LOCK asked in the admission's first packet (MysqlStore.lockAndAdmit). `asked`: a packet
@@ -113,12 +116,6 @@ function runWrites(sql: RunSql, run: NewRun, options: AdmitOptions, plan: { requ
   return writes;
 }
 
-// Whether an admission keeps the lock it took: a run does; a refusal frees it, but an idle or
-// early loop (keepLock) keeps it to wait for work.
-export function keepsLock(admission: Admission, options: AdmitOptions): boolean {
-  return admission.admitted || (options.keepLock && (admission.reason === 'idle' || admission.reason === 'interval'));
-}
-
 // The first packet's reads (see Found); `name`: the GET_LOCK asked before them, under which
 // their locking reads are (sql.ts UNDER_LOCK).
 function reads(sql: RunSql, run: NewRun, options: AdmitOptions, name: string | null): Statement[] {
@@ -131,7 +128,7 @@ function reads(sql: RunSql, run: NewRun, options: AdmitOptions, name: string | n
   return statements;
 }
 
-const needsLastStart = (options: AdmitOptions) => options.minIntervalMs !== null && !options.manual;
+const needsLastStart = (options: AdmitOptions) => (options.minIntervalMs !== null || options.scheduled !== null) && !options.manual;
 
 function foundIn(answers: readonly Answer[], options: AdmitOptions): Found {
   const [job, unsettled, due, last] = answers.map((a) => a.rows);
@@ -160,7 +157,7 @@ async function decide(
   const settled = await settle(t, sql, run, options, found, writes);
   const requests = dueRequests(settled.due, options);
   if (requests.length === 0) {
-    const no = refusal(settled.last, run, options);
+    const no = refusal(settled, run, options, sql, writes);
     if (no) return no;
   }
   let tick: Date | null = null;
@@ -210,41 +207,19 @@ function dueRequests(rows: Found['due'], options: AdmitOptions): ClaimedRequest[
   return due.filter((r) => r.args.length === 0 || r === firstWithArgs);
 }
 
-// With nothing requested: --on-request or the interval may say no.
-function refusal(last: Found['last'], run: NewRun, options: AdmitOptions): Refused | null {
+// With nothing requested: --on-request, the interval or the stored schedule may say no.
+function refusal({ job, last }: Found, run: NewRun, options: AdmitOptions, sql: RunSql, writes: Statement[]): Refused | null {
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
+  if (options.scheduled !== null && !options.manual) {
+    const verdict = options.scheduled.verdict(job?.schedule ?? null, iso(job?.said ?? null), last?.at.getTime() ?? null, run.startedAt.getTime());
+    if (verdict.due) return null;
+    if (verdict.refusal.warn) writes.push([sql.saidUnscheduled, [run.startedAt, run.job]]);
+    return verdict.refusal;
+  }
   if (options.minIntervalMs !== null && !options.manual) {
     if (last && last.at.getTime() > run.startedAt.getTime() - dueAfterMs(options.minIntervalMs)) {
       return { admitted: false, reason: 'interval', lastStartedAt: iso(last.at) as string };
     }
   }
   return null;
-}
-
-// This host's current minute, and the latest tick it believes: a claimed tick beyond it
-// came from a clock running ahead.
-function ahead(): Date {
-  return new Date(Math.floor(Date.now() / 60_000) * 60_000 + 60_000);
-}
-
-// One run per tick (PostgreSQL 0002, 0012): the run's minute, claimed on the job's locked
-// row, or null when another host has it. Ticks only move forward; the same host may claim
-// again; a tick beyond this host's clock is bogus; a tick whose run neither started its
-// command nor still may (its wrapper gone before) was not served and may be taken.
-async function claimTick(t: MysqlSession, sql: RunSql, run: NewRun, job: JobRow | null): Promise<Date | null> {
-  const mine = run.tick as Date;
-  const held = job?.tick ?? null;
-  const bogus = held !== null && held.getTime() > ahead().getTime();
-  let free = held === null || bogus || mine.getTime() > held.getTime() || job?.tick_host === run.host;
-  if (!free) free = (await t.query(sql.tickServed, [run.job, held, job?.tick_host])).length === 0;
-  if (!free) return null;
-  return held === null || bogus || mine.getTime() > held.getTime() ? mine : held;
-}
-
-// A refusal for the tick counts as a skip of the other host's run that had it (or is parked
-// on the job, when that run cannot be found).
-async function skipForTick(t: MysqlSession, sql: RunSql, run: NewRun, writes: Statement[]) {
-  const [holder] = await t.query<HolderRow>(sql.tickHolder, [run.job, run.tick, ahead(), run.host]);
-  writes.push(holder ? [sql.countSkip, [holder.id]] : [sql.park, [run.job]]);
-  return toHolder(holder);
 }

@@ -1,4 +1,4 @@
-import type { Admission, AdmitOptions, NewRun } from '../types.js';
+import { type Admission, type AdmitOptions, keepsLock, type NewRun } from '../types.js';
 import { admitLocked } from './admit.js';
 import { serverErrno } from './errors.js';
 import { type HolderRow, toHolder } from './rows.js';
@@ -42,7 +42,7 @@ export function admitLeased(session: MysqlSession, sql: RunSql, run: NewRun, opt
       await t.execute(sql.leaseRun, [admission.runId, key, epoch.toString()]);
       return { admission, epoch };
     }
-    if (options.keepLock && (admission.reason === 'idle' || admission.reason === 'interval')) return { admission, epoch };
+    if (keepsLock(admission, options)) return { admission, epoch };
     await t.execute(sql.releaseLease, [key, epoch.toString()]);
     return { admission, epoch: null };
   });

@@ -85,7 +85,8 @@ export function runSql(D: string) {
     lockJob: `INSERT INTO ${D}.jobs (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`,
     // The job's row, locked (lock name, job; see UNDER_LOCK). Missing on a job's first run:
     // the admission then makes it with lockJob and reads again.
-    jobRow: `SELECT disabled, disabled_reason AS reason, disabled_at AS since, disabled_by AS \`by\`, tick, tick_host
+    jobRow: `SELECT disabled, disabled_reason AS reason, disabled_at AS since, disabled_by AS \`by\`, tick, tick_host, schedule,
+                    unscheduled_said_at AS said
              FROM ${D}.jobs WHERE name = ${UNDER_LOCK} FOR UPDATE`,
     // The job's runs still `running`, and finished runs whose claims still are (job, job).
     unsettled: `SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key FROM ${D}.runs WHERE job = ? AND status = 'running'
@@ -108,6 +109,8 @@ export function runSql(D: string) {
     dueRequests: `SELECT id, args FROM ${D}.requests WHERE job = ${UNDER_LOCK} AND status = 'pending' AND not_before <= UTC_TIMESTAMP(6)
                   ORDER BY id FOR UPDATE SKIP LOCKED`,
     // The latest run by id, not max(started_at): one index probe however long the log.
+    // A run of --scheduled said that the job has no schedule (when, job): once a day.
+    saidUnscheduled: `UPDATE ${D}.jobs SET unscheduled_said_at = ? WHERE name = ?`,
     lastStart: `SELECT started_at AS at FROM ${D}.runs ${BY_ID} WHERE job = ? AND status <> 'abandoned' ORDER BY id DESC LIMIT 1`,
     // Whether the job's claimed tick (job, tick, tick_host) was served: by a run that started
     // its command or still may.

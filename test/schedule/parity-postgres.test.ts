@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { scheduleDue } from '../../src/schedule/due.js';
+import { parseSchedule } from '../../src/schedule/spec.js';
+import { cronguard } from '../helpers.js';
+import { pgSandbox, sql } from '../pg-helpers.js';
+
+// PostgreSQL's admission reads a stored schedule in SQL (migration 0018); SQLite and MySQL
+// read it with croner (schedule/due.ts). The same job must be due, or not, whichever store
+// it logs to: the two are asked the same questions, around DST changes, month ends, leap
+// days and cron's jitter, and must agree on every answer.
+const SCHEDULES = [
+  'every 2s',
+  'every 1h30m',
+  'every 1d',
+  '* * * * *',
+  '*/5 * * * *',
+  '0 * * * *',
+  '30 2 * * *',
+  'TZ=Europe/Warsaw 30 2 * * *',
+  'TZ=Europe/Warsaw */15 2 * * *',
+  'TZ=Europe/Warsaw 0 3 * * *',
+  'TZ=America/New_York 0 9 * * 1-5',
+  'TZ=America/New_York 30 1 * * *',
+  'TZ=Australia/Lord_Howe 15 2 * * *',
+  'TZ=Asia/Kolkata 0 0 1 * *',
+  '0 0 29 2 *',
+  '0 12 1,15 * mon',
+  '0 12 */2 * mon',
+  '15 10 * jan-jun/2 sun,7',
+  '5-50/15 0-6,22,23 * * *',
+  '0 0 31 * *',
+];
+
+// Times: near the 2026 DST changes of the zones above, at and around whole minutes (where
+// the slack for cron's jitter decides), and spread over the year.
+function times(): number[] {
+  const around = ['2026-03-29T01:00:00Z', '2026-10-25T01:00:00Z', '2026-03-08T07:00:00Z', '2026-11-01T06:00:00Z', '2026-04-04T15:00:00Z', '2026-10-03T15:30:00Z', '2028-02-29T00:00:00Z', '2026-12-31T23:59:00Z'];
+  const out: number[] = [];
+  for (const t of around) for (const d of [-3600e3, -1830e3, -61e3, -30e3, -1e3, 0, 1e3, 29e3, 31e3, 1799e3, 3600e3, 5400e3]) out.push(Date.parse(t) + d);
+  let seed = 20261203;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed / 2147483648;
+  };
+  for (let i = 0; i < 40; i++) out.push(Date.parse('2026-01-01T00:00:00Z') + Math.floor(random() * 366 * 86400) * 1000);
+  return out;
+}
+
+// Last starts: never, just before, around the latest fire, a day and a month before.
+const LAST = [null, -1e3, -20e3, -59e3, -61e3, -3599e3, -86400e3, -30 * 86400e3];
+
+describe('a stored schedule read by PostgreSQL and by croner', () => {
+  it('is due, or not, for both alike', async () => {
+    const box = pgSandbox();
+    expect((await cronguard(['migrate'], box.env)).code).toBe(0);
+    const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+    const cases: { spec: string; last: number | null; now: number }[] = [];
+    for (const spec of SCHEDULES) for (const now of times()) for (const d of LAST) cases.push({ spec, now, last: d === null ? null : now + d });
+    const rows = await sql<{ due: boolean | null }>(
+      `SELECT ("${box.schema}".schedule_due(s, $4, l, n)->>'due')::boolean AS due
+       FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) WITH ORDINALITY AS c(s, l, n, i) ORDER BY i`,
+      [cases.map((c) => c.spec), cases.map((c) => (c.last === null ? null : new Date(c.last).toISOString())), cases.map((c) => new Date(c.now).toISOString()), zone],
+    );
+    const differ = cases.flatMap((c, i) => {
+      const js = scheduleDue(parseSchedule(c.spec), c.last, c.now).due;
+      const db = rows[i]?.due;
+      return js === db ? [] : [`${c.spec} at ${new Date(c.now).toISOString()}, last ${c.last === null ? 'never' : new Date(c.last).toISOString()}: croner ${js}, SQL ${db}`];
+    });
+    expect(differ.slice(0, 20)).toEqual([]);
+    // Both answers occur: the cases ask something.
+    expect(new Set(rows.map((r) => r.due))).toEqual(new Set([true, false]));
+  });
+
+  it('says why it cannot read one that an UPDATE by hand let through', async () => {
+    const box = pgSandbox();
+    expect((await cronguard(['migrate'], box.env)).code).toBe(0);
+    const ask = async (spec: string) => (await sql<{ v: unknown }>(`SELECT "${box.schema}".schedule_due($1, 'UTC', NULL, now()) AS v`, [spec]))[0]?.v;
+    expect(await ask('61 * * * *')).toEqual({ problem: "its stored schedule: '61 * * * *' is not valid: minute 61 is outside 0-59" });
+    expect(await ask('TZ=Mars/Olympus 0 3 * * *')).toEqual({ problem: "its stored schedule: unknown time zone 'Mars/Olympus'" });
+  });
+});
