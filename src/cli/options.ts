@@ -41,7 +41,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'retryDelay', long: 'retry-delay', value: 'DURATION', help: 'before the first retry; doubling, at most 1h (default 10s)' },
   { key: 'retryOnTimeout', long: 'retry-on-timeout', help: 'retry an attempt that timed out too' },
   { key: 'every', long: 'every', value: 'DURATION', help: 'holding the lock, start the command every DURATION (needs --for)' },
-  { key: 'for', long: 'for', value: 'DURATION', help: 'keep the lock this long for --every or --on-request, serving requests at once; finding it held, wait up to 10s for it (the loop before hands over)' },
+  { key: 'for', long: 'for', value: 'DURATION', help: 'keep the lock this long for --every, --on-request or --scheduled, serving requests at once; finding it held, wait up to 10s for it (the loop before hands over)' },
   { key: 'jitter', long: 'jitter', value: 'DURATION', help: 'wait a random time up to DURATION before trying the lock' },
   { key: 'metricsDir', long: 'metrics-dir', value: 'DIR', help: "rewrite DIR/cronguard_NAME.prom for node_exporter's textfile collector ($CRONGUARD_METRICS_DIR)" },
   { key: 'pingUrl', long: 'ping-url', value: 'URL', help: 'report each run to URL (Healthchecks): URL/start, then URL or URL/fail' },

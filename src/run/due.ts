@@ -2,6 +2,7 @@ import type { RunConfig } from '../cli/config.js';
 import { dueAfterMs } from '../store/jobs.js';
 import type { AdmitOptions, NewRun, UnsettledRun } from '../store/types.js';
 import { isSameProcess } from '../util/process-id.js';
+import { monotonicMs } from '../util/time.js';
 import type { Refused, RunRecorder } from './recorder.js';
 
 // Whether an invocation is certainly not due, asked of the log before its lock is taken.
@@ -48,4 +49,18 @@ function settledUnderLock(r: UnsettledRun, run: NewRun): boolean {
   const here = r.host === run.host;
   const sameLock = r.lock_backend === run.lockBackend && r.lock_key === run.lockKey && (run.lockBackend === 'postgres' || run.lockBackend === 'mysql' || here);
   return sameLock || (here && !isSameProcess(r.pid, r.wrapper_start));
+}
+
+// When a --scheduled loop (--for) looks at its schedule again: when it next fires, as the
+// refusal says; soon after a run, for the refusal that says when next; and at least once a
+// minute, so that a schedule changed meanwhile applies within a minute. Monotonic ms;
+// never without --scheduled (the loop then wakes for --every and requests only).
+const LOOK_AGAIN_MS = 60_000;
+const AFTER_RUN_MS = 1_000;
+
+export function scheduledLook(config: RunConfig, refusal: Refused | null): number {
+  if (!config.scheduled) return Number.POSITIVE_INFINITY;
+  if (refusal === null) return monotonicMs() + AFTER_RUN_MS;
+  const untilFire = refusal.reason === 'schedule' && refusal.nextAt ? Math.max(0, Date.parse(refusal.nextAt) - Date.now()) : LOOK_AGAIN_MS;
+  return monotonicMs() + Math.min(untilFire, LOOK_AGAIN_MS);
 }

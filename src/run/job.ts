@@ -9,7 +9,7 @@ import { monotonicMs } from '../util/time.js';
 import { userName } from '../util/user.js';
 import { type Attempts, LockGuard, runAttempts } from './attempts.js';
 import { startable } from './command.js';
-import { notDue } from './due.js';
+import { notDue, scheduledLook } from './due.js';
 import { housekeep } from './housekeeping.js';
 import { Interrupted } from './interrupted.js';
 import type { Refused } from './recorder.js';
@@ -58,13 +58,17 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     say.verbose(`${config.name}: holding ${gate.description}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
     const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, stop: stop.signal, metrics };
-    if (!admission.admitted) return await repeat(ctx, gate, run, { invokedMs, admittedAt }, 0);
+    if (!admission.admitted) {
+      // A loop that holds the lock waiting for work says as a single run would why it waits.
+      if (admission.reason === 'unscheduled') await skipped(config, admission as Refused, gate.description, say, manual);
+      return await repeat(ctx, gate, run, { invokedMs, admittedAt }, 0, scheduledLook(config, admission as Refused));
+    }
     if (stop.signal.aborted) {
       await gate.recorder.finish(notStarted(stop.signal.reason), true);
       throw interrupted('before the command started; nothing ran');
     }
     const code = await runAttempts(ctx, run, admission.requests);
-    return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt }, code);
+    return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt }, code, scheduledLook(config, null));
   } finally {
     for (const signal of FORWARDED) process.off(signal, onSignal);
     const ran = admission?.admitted || admission?.held;
@@ -90,7 +94,7 @@ interface LoopStart {
 // longer than D delays the next, never overlaps) until W has passed, at once when a request
 // comes; --on-request --for W: only for requests. The exit code is that of the last run
 // that failed, if any did.
-async function repeat(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, firstCode: number): Promise<number> {
+async function repeat(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, firstCode: number, firstLook: number): Promise<number> {
   const { config, say, stop } = ctx;
   // The window counts from the invocation: --for 1m ends as the next minute's invocation,
   // waiting for the lock (lockWaitMs), takes over.
@@ -99,8 +103,9 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, f
   const every = config.everyMs ?? Number.POSITIVE_INFINITY;
   let code = firstCode;
   let next = at.admittedAt + every;
+  let look = firstLook;
   for (;;) {
-    await watch.until(Math.min(next, deadline), stop);
+    await watch.until(Math.min(next, look, deadline), stop);
     if (stop.aborted) throw new Interrupted(config.name, stop.reason as NodeJS.Signals, 'while waiting for the next run');
     if (ctx.guard.lost) {
       say.warn(`${config.name}: lock lost (${ctx.guard.lost}) while waiting for the next run; no further runs`);
@@ -116,7 +121,11 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, f
       const result = await runAttempts(ctx, run, verdict.requests);
       if (endsLoop(stop, result)) return result;
       if (result !== 0) code = result;
-    } else if (verdict.reason === 'disabled') {
+    }
+    look = scheduledLook(config, verdict.admitted ? null : verdict);
+    // Said once a day, in a loop as by single runs (see skipped).
+    if (!verdict.admitted && verdict.reason === 'unscheduled') await skipped(config, verdict, gate.description, say, false);
+    if (!verdict.admitted && verdict.reason === 'disabled') {
       await skipped(config, verdict, gate.description, say, false);
       return code;
     }

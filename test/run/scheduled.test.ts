@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { cronguard, sandbox } from '../helpers.js';
+import { collected, cronguard, sandbox, start, waitFor } from '../helpers.js';
 import { sql } from '../pg-helpers.js';
 import { STORES, type StoreBox, storeBox } from '../stores.js';
 
@@ -93,14 +93,29 @@ describe.each(STORES)('--scheduled (%s)', (kind) => {
     expect(existsSync(marker)).toBe(false);
   });
 
-  it('in a loop (--every --for), runs each time the schedule is due and no more often', async () => {
+  it.each([[['--every', '500ms']], [[]]])('in a loop (%j --for), runs each time the schedule is due and no more often', async (every) => {
     const box = storeBox(kind);
     const job = box.job('loop');
     expect((await cronguard(['schedule', job, '--every', '2s'], box.env)).code).toBe(0);
-    expect(await cronguard(['-n', job, '--scheduled', '--every', '500ms', '--for', '5s', '--', 'true'], box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(await cronguard(['-n', job, '--scheduled', ...every, '--for', '5s', '--', 'true'], box.env)).toMatchObject({ code: 0, stderr: '' });
     const starts = (await box.runs()).map((r) => Date.parse(r.started_at));
+    // Without --every, the loop wakes when the schedule next fires (the refusal says when).
     expect(starts.length).toBeGreaterThanOrEqual(2);
     for (let i = 1; i < starts.length; i++) expect((starts[i] as number) - (starts[i - 1] as number)).toBeGreaterThanOrEqual(1800);
+  });
+
+  it('a loop without a schedule says so once, and runs when one is set meanwhile', async () => {
+    const box = storeBox(kind);
+    const job = box.job('loopset');
+    const loop = start(['-n', job, '--scheduled', '--every', '200ms', '--for', '1h', '--', 'true'], box.env);
+    const seen = collected(loop);
+    await waitFor(() => seen.stderr().includes('did not run'), 'the loop to say it has no schedule');
+    await box.setSchedule(job, 'every 1h');
+    await waitFor(async () => (await box.runs()).length === 1, 'the loop to run once the schedule is set');
+    loop.child.kill('SIGTERM');
+    const result = await loop.done;
+    expect(result.stderr).toBe(`cronguard: ${job} did not run: --scheduled, but it has no stored schedule; set one with: cronguard schedule ${job} --every D (or --cron EXPR) (said once a day)\ncronguard: ${job}: stopped by SIGTERM while waiting for the next run\n`);
+    expect(await box.runs()).toHaveLength(1);
   });
 });
 
