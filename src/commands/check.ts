@@ -1,5 +1,6 @@
 import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, storeError, UsageError } from '../errors.js';
+import type { JobSchedule } from '../schedule/job.js';
 import { blockedSince, type JobStatus } from '../store/jobs.js';
 import { formatDuration, parseDuration } from '../util/duration.js';
 import { printable } from './format.js';
@@ -12,7 +13,9 @@ const STATES = ['OK', 'WARNING', 'CRITICAL', 'UNKNOWN'] as const;
 type State = 0 | 1 | 2 | 3;
 
 interface Limits {
-  maxAgeMs: number;
+  // Without a stored schedule: how old the last success may be. With one: how late after
+  // its fire time the job may be.
+  maxAgeMs: number | null;
   warnAgeMs: number | null;
   maxDurationMs: number | null;
 }
@@ -32,23 +35,29 @@ export async function check(args: readonly string[], settings: Settings): Promis
   try {
     const program = withStoreOptions(subcommand('check', 'monitoring-plugin check: has NAME succeeded recently?'))
       .argument('<name>', 'the job')
-      .requiredOption('--max-age <duration>', 'CRITICAL when the last success is older')
-      .option('--warn-age <duration>', 'WARNING when the last success is older')
+      .option('--max-age <duration>', 'CRITICAL when the last success is older; with a stored schedule, when the job is this late')
+      .option('--warn-age <duration>', 'WARNING when the last success is older (with a stored schedule: this late)')
       .option('--max-duration <duration>', 'CRITICAL when a running run has run longer')
       .option('--json', 'print one JSON object');
     parse(program, args);
-    const flags = program.opts<{ maxAge: string; warnAge?: string; maxDuration?: string; json?: boolean }>();
+    const flags = program.opts<{ maxAge?: string; warnAge?: string; maxDuration?: string; json?: boolean }>();
     json = flags.json === true;
     const name = validateName(program.args[0] as string);
     const limits: Limits = {
-      maxAgeMs: parseDuration(flags.maxAge, '--max-age'),
+      maxAgeMs: flags.maxAge === undefined ? null : parseDuration(flags.maxAge, '--max-age'),
       warnAgeMs: flags.warnAge === undefined ? null : parseDuration(flags.warnAge, '--warn-age'),
       maxDurationMs: flags.maxDuration === undefined ? null : parseDuration(flags.maxDuration, '--max-duration'),
     };
-    if (limits.warnAgeMs !== null && limits.warnAgeMs >= limits.maxAgeMs) throw new UsageError('--warn-age must be shorter than --max-age');
+    if (limits.warnAgeMs !== null && limits.maxAgeMs !== null && limits.warnAgeMs >= limits.maxAgeMs) throw new UsageError('--warn-age must be shorter than --max-age');
     const store = await new StoreChoice(program.opts(), settings).openExisting();
     const [job] = store ? await store.jobStatus(name).finally(() => store.close()) : [];
-    return print(name, job ? judge(job, limits, Date.now()) : never(name), json);
+    const now = Date.now();
+    // croner only for a job that has a schedule.
+    const schedule = job?.schedule != null ? (await import('../schedule/job.js')).jobSchedule(job, now) : null;
+    if (limits.maxAgeMs === null && schedule === null) {
+      throw new UsageError(`--max-age is needed${job ? `: ${name} has no stored schedule to be late by` : ''} (e.g. --max-age 1h)`);
+    }
+    return print(name, job ? judge(job, limits, now, schedule) : never(name), json);
   } catch (error) {
     if (error instanceof HelpShown) throw error;
     const known = error instanceof CronguardError ? error : storeError(error);
@@ -62,8 +71,8 @@ function never(name: string): Verdict {
 
 // A skip because a user who does not share the job held its lock is at least a WARNING
 // until a run starts again: the job did not run, and nothing else would say so.
-export function judge(job: JobStatus, limits: Limits, now: number): Verdict {
-  const verdict = judgeRuns(job, limits, now);
+export function judge(job: JobStatus, limits: Limits, now: number, schedule: JobSchedule | null = null): Verdict {
+  const verdict = judgeRuns(job, limits, now, schedule);
   const blocked = blockedSince(job);
   if (blocked === null || job.state === 'disabled') return verdict;
   const why = `did not run ${formatDuration(now - Date.parse(blocked))} ago: its lock was held by ${job.blocked_by}, who does not share the job`;
@@ -72,12 +81,13 @@ export function judge(job: JobStatus, limits: Limits, now: number): Verdict {
   return { ...verdict, state: 1, message: `${job.job} ${why}; ${succeeded}` };
 }
 
-function judgeRuns(job: JobStatus, limits: Limits, now: number): Verdict {
+function judgeRuns(job: JobStatus, limits: Limits, now: number, schedule: JobSchedule | null): Verdict {
   const name = job.job;
   const age = job.last_success_at === null ? null : now - Date.parse(job.last_success_at);
   const running = job.running_since === null ? null : now - Date.parse(job.running_since);
   const perf: Verdict['perf'] = [];
-  if (age !== null) perf.push(['last_success_age', age / 1000, limits.warnAgeMs && limits.warnAgeMs / 1000, limits.maxAgeMs / 1000]);
+  const byAge = schedule === null;
+  if (age !== null) perf.push(['last_success_age', age / 1000, byAge ? limits.warnAgeMs && limits.warnAgeMs / 1000 : null, byAge ? limits.maxAgeMs && limits.maxAgeMs / 1000 : null]);
   if (job.last_success_duration_ms !== null) perf.push(['last_success_duration', job.last_success_duration_ms / 1000, null, null]);
   if (running !== null) perf.push(['running_for', running / 1000, null, limits.maxDurationMs && limits.maxDurationMs / 1000]);
   const succeeded = age === null ? 'has never succeeded' : `succeeded ${formatDuration(age)} ago in ${formatDuration(job.last_success_duration_ms ?? 0)}`;
@@ -96,13 +106,34 @@ function judgeRuns(job: JobStatus, limits: Limits, now: number): Verdict {
     const how = job.last_exit_code === null ? job.last_status : `${job.last_status} (exit ${job.last_exit_code})`;
     return { state: 2, message: `${name} last run ${how} ${formatDuration(now - Date.parse(job.last_started_at as string))} ago (run ${job.last_run_id}); last ${succeeded}`, perf };
   }
-  if (age === null || age > limits.maxAgeMs) {
-    return { state: 2, message: `${name} ${succeeded} (over --max-age ${formatDuration(limits.maxAgeMs)})`, perf };
+  if (schedule !== null) return judgeSchedule(job, schedule, limits, now, { age, succeeded, perf });
+  if (age === null || (limits.maxAgeMs !== null && age > limits.maxAgeMs)) {
+    return { state: 2, message: `${name} ${succeeded} (over --max-age ${formatDuration(limits.maxAgeMs ?? 0)})`, perf };
   }
   if (limits.warnAgeMs !== null && age > limits.warnAgeMs) {
     return { state: 1, message: `${name} ${succeeded} (over --warn-age ${formatDuration(limits.warnAgeMs)})`, perf };
   }
   return { state: 0, message: `${name} ${succeeded}${running === null ? '' : `; running for ${formatDuration(running)}`}`, perf };
+}
+
+// A job with a stored schedule is late when its schedule made it due more than --max-age
+// (--warn-age) ago and it has not started since, or when it has not succeeded in twice its
+// schedule's period: a late run that succeeded does not hide one that stopped running.
+function judgeSchedule(job: JobStatus, schedule: JobSchedule, limits: Limits, now: number, runs: { age: number | null; succeeded: string; perf: Verdict['perf'] }): Verdict {
+  const { age, succeeded, perf } = runs;
+  const name = job.job;
+  if (schedule.due === null) return { state: 2, message: `${name} has a stored schedule that cannot be read (${schedule.problem}): --scheduled does not run it; last ${succeeded}`, perf };
+  const late = schedule.due.due ? now - schedule.due.at.getTime() : 0;
+  perf.push(['late', late / 1000, limits.warnAgeMs && limits.warnAgeMs / 1000, limits.maxAgeMs && limits.maxAgeMs / 1000]);
+  const since = `is late: due since ${schedule.due.at.toISOString()} by its schedule '${schedule.text}', ${formatDuration(late)} ago`;
+  if (limits.maxAgeMs !== null && late > limits.maxAgeMs) return { state: 2, message: `${name} ${since} (over --max-age ${formatDuration(limits.maxAgeMs)}); last ${succeeded}`, perf };
+  const period = schedule.periodMs;
+  if (period !== null && age !== null && age > 2 * period) {
+    return { state: 2, message: `${name} ${succeeded}, more than twice its schedule's period (${formatDuration(period)}, '${schedule.text}')`, perf };
+  }
+  if (limits.warnAgeMs !== null && late > limits.warnAgeMs) return { state: 1, message: `${name} ${since} (over --warn-age ${formatDuration(limits.warnAgeMs)}); last ${succeeded}`, perf };
+  const next = schedule.due.due ? `due since ${schedule.due.at.toISOString()}` : `next due ${schedule.due.at.toISOString()}`;
+  return { state: 0, message: `${name} ${succeeded}; ${next}`, perf };
 }
 
 function print(job: string | null, v: Verdict, json: boolean): number {

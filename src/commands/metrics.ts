@@ -10,6 +10,6 @@ export async function metrics(args: readonly string[], settings: Settings): Prom
   parse(program, args);
   const store = await new StoreChoice(program.opts(), settings).openExisting();
   const jobs = store ? await store.jobStatus(null).finally(() => store.close()) : [];
-  process.stdout.write(exposition(jobs));
+  process.stdout.write(await exposition(jobs));
   return 0;
 }

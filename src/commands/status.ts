@@ -2,9 +2,8 @@ import type { ChalkInstance } from 'chalk';
 import type { Settings } from '../cli/settings.js';
 import { blockedSince, finalRuns, type JobStatus } from '../store/jobs.js';
 import { type LeasedJobStatus, leaseText, withLeases } from '../store/leases.js';
-import { describe, NotFoundError } from '../errors.js';
-import { scheduleDue } from '../schedule/due.js';
-import { parseSchedule } from '../schedule/spec.js';
+import { NotFoundError } from '../errors.js';
+import { type JobSchedule, jobSchedule } from '../schedule/job.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { age, ago, clip, duration, percent, printable, sparkline, tableTime, terminalWidth, zoneName } from './format.js';
@@ -102,14 +101,7 @@ function detail(j: LeasedJobStatus, c: ChalkInstance): string {
 // The stored schedule, and when it is next due after the job's last start (or since when it
 // is due); a schedule written by hand that cannot be read says why.
 function scheduleLine(j: JobStatus, now: number, when: (iso: string) => string): string {
-  const text = printable(j.schedule as string);
-  let schedule: ReturnType<typeof parseSchedule>;
-  try {
-    schedule = parseSchedule(j.schedule as string);
-  } catch (error) {
-    return `${text} (cannot be read: ${printable(describe(error))})`;
-  }
-  const lastStart = j.running_since ?? j.last_started_at;
-  const due = scheduleDue(schedule, lastStart === null ? null : Date.parse(lastStart), now);
-  return `${text} (${due.due ? 'due since' : 'next'} ${when(due.at.toISOString())})`;
+  const s = jobSchedule(j, now) as JobSchedule;
+  if (s.due === null) return `${printable(s.text)} (cannot be read: ${printable(s.problem ?? '')})`;
+  return `${printable(s.text)} (${s.due.due ? 'due since' : 'next'} ${when(s.due.at.toISOString())})`;
 }

@@ -25,6 +25,8 @@ const FAMILIES: readonly Family[] = [
   { name: 'cronguard_last_exit_code', type: 'gauge', help: "The latest finished run's exit code (128+N when killed by signal N).", samples: (j) => exitCode(j) },
   { name: 'cronguard_running', type: 'gauge', help: 'Whether a run is in progress (1) or not (0).', samples: (j) => [[{}, j.state === 'running' ? 1 : 0]] },
   { name: 'cronguard_paused', type: 'gauge', help: 'Whether the job is paused with cronguard disable.', samples: (j) => [[{}, j.state === 'disabled' ? 1 : 0]] },
+  // With a stored schedule (--scheduled) or --min-interval: alert on `time() - metric > N`.
+  { name: 'cronguard_next_due_timestamp_seconds', type: 'gauge', help: 'When the job is next due by its stored schedule or --min-interval, or since when it is due (Unix time).', samples: (j) => seconds(j.next_due_at) },
   { name: 'cronguard_pending_requests', type: 'gauge', help: 'Run-now requests waiting for the job.', samples: (j) => [[{}, j.pending_requests]] },
   { name: 'cronguard_runs_total', type: 'counter', help: 'Finished runs, by status.', samples: (j) => FINISHED.map((status) => [{ status }, j.runs_total[status] ?? 0]) },
 ];
@@ -35,7 +37,10 @@ function exitCode(j: JobStatus): [Record<string, string>, number][] {
   return signal === undefined ? [] : [[{}, 128 + signal]];
 }
 
-export function exposition(jobs: readonly JobStatus[]): string {
+export async function exposition(listed: readonly JobStatus[]): Promise<string> {
+  // A stored schedule says when its job is due (croner, loaded only when a job has one).
+  const scheduled = listed.some((j) => j.schedule !== null) ? (await import('../schedule/job.js')).withScheduleDue : null;
+  const jobs = scheduled === null ? listed : listed.map((j) => scheduled(j, Date.now()));
   const lines: string[] = [];
   for (const family of FAMILIES) {
     const samples = jobs.flatMap((j) => family.samples(j).map(([labels, value]) => sample(family.name, { job: j.job, ...labels }, value)));

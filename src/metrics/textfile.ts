@@ -25,7 +25,7 @@ export class Textfile {
   async update(store: RunStore | null): Promise<void> {
     try {
       const [job] = store ? await store.jobStatus(this.job) : [];
-      if (job) writeAtomically(this.dir, this.path, exposition([job]));
+      if (job) writeAtomically(this.dir, this.path, await exposition([job]));
     } catch (error) {
       if (this.warned) return;
       this.warned = true;

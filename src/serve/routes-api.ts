@@ -64,7 +64,7 @@ export function apiRoutes(app: Hono, ctx: ServeContext): void {
 
   app.get('/metrics', async (c) => {
     const jobs = await ctx.store.read((s) => s.jobStatus(null), []);
-    return c.body(exposition(jobs), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+    return c.body(await exposition(jobs), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
   });
 }
 

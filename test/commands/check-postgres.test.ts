@@ -85,7 +85,7 @@ describe.each(STORES)('check (%s)', (kind) => {
     await cronguard(['-n', box.job('other'), '--', 'true'], box.env);
     const cases: [string[], RegExp][] = [
       [[box.job('never'), '--max-age', '1h'], /^UNKNOWN - never\S* has never run \(no such job in the run log\)\n$/],
-      [[box.job('other')], /^UNKNOWN - cronguard check: required option '--max-age <duration>' not specified\n$/],
+      [[box.job('other')], /^UNKNOWN - cronguard check: --max-age is needed: other\S* has no stored schedule to be late by \(e\.g\. --max-age 1h\)\n$/],
       [[box.job('other'), '--max-age', 'soon'], /^UNKNOWN - cronguard check: --max-age: invalid duration 'soon'/],
       [[box.job('other'), '--max-age', '1h', '--warn-age', '2h'], /^UNKNOWN - cronguard check: --warn-age must be shorter than --max-age\n$/],
       [['bad/name', '--max-age', '1h'], /^UNKNOWN - cronguard check: .*bad\/name/],

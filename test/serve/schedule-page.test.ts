@@ -21,7 +21,8 @@ describe.each(STORES)('the job page\'s schedule field (%s)', (kind) => {
     expect(saved.headers.get('location')).toBe(`/jobs/${job}?scheduled=1`);
     expect(await scheduleOf(job, box.env)).toBe('TZ=Europe/Warsaw 0 3 * * MON-FRI\n');
     const page = await (await server.get(`/jobs/${job}?scheduled=1`)).text();
-    expect(page).toContain('<dd id="schedule"><code>TZ=Europe/Warsaw 0 3 * * MON-FRI</code></dd>');
+    // With when it next fires: the job ran just now, so not before its next 03:00 in Warsaw.
+    expect(page).toMatch(/<dd id="schedule"><code>TZ=Europe\/Warsaw 0 3 \* \* MON-FRI<\/code> <span class="muted">next<\/span> <time datetime="\d{4}-\d\d-\d\dT0[12]:00:00\.000Z">/);
     expect(page).toContain('name="schedule" value="TZ=Europe/Warsaw 0 3 * * MON-FRI"');
     expect(page).toContain('Schedule saved.');
 
@@ -63,7 +64,7 @@ describe('the schedule field on a read-only server', () => {
     await cronguard(['schedule', 'ro', '--every', '1h'], box.env);
     const server = await serve(['--read-only'], box.env);
     const page = await (await server.get('/jobs/ro')).text();
-    expect(page).toContain('<dd id="schedule"><code>every 1h</code></dd>');
+    expect(page).toMatch(/<dd id="schedule"><code>every 1h<\/code> <span class="muted">next<\/span> <time /);
     expect(page).not.toContain('name="schedule"');
     expect((await server.post('/jobs/ro/schedule', { schedule: '' })).status).toBe(403);
     expect(await scheduleOf('ro', box.env)).toBe('every 1h\n');
@@ -85,7 +86,8 @@ describe.skipIf(!chromiumPresent)(browserTitle('the schedule field in a browser'
     expect(await page.locator('#schedule').textContent()).toBe('none');
     await page.fill('input[name="schedule"]', '*/15 8-18 * * 1-5');
     await Promise.all([page.waitForURL(/\?scheduled=1$/), page.click('button[name="set-schedule"]')]);
-    expect(await page.locator('#schedule').textContent()).toBe('*/15 8-18 * * 1-5');
+    expect(await page.locator('#schedule code').textContent()).toBe('*/15 8-18 * * 1-5');
+    expect(await page.locator('#schedule').textContent()).toMatch(/^\*\/15 8-18 \* \* 1-5 (next|due since) \S/);
     expect(await page.inputValue('input[name="schedule"]')).toBe('*/15 8-18 * * 1-5');
     await page.screenshot({ path: `${SHOTS}/job-schedule.png`, fullPage: true });
     await page.fill('input[name="schedule"]', 'every now and then');

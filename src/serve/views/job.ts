@@ -1,4 +1,5 @@
 import { html } from 'hono/html';
+import { jobSchedule } from '../../schedule/job.js';
 import { blockedSince, type JobStatus } from '../../store/jobs.js';
 import { type LeasedJobStatus, leaseText } from '../../store/leases.js';
 import type { RequestRow } from '../../store/requests.js';
@@ -28,6 +29,15 @@ export interface JobPage {
   readonly requested: RequestRow | null;
 }
 
+// The stored schedule, and when it next makes the job due (or since when it is due); one
+// that cannot be read says why.
+function scheduleCell(j: JobStatus): Html | string {
+  const s = jobSchedule(j, Date.now());
+  if (s === null) return html`<span class="muted">none</span>`;
+  if (s.due === null) return html`<code>${s.text}</code> <span class="bad">cannot be read: ${s.problem}</span>`;
+  return html`<code>${s.text}</code> <span class="muted">${s.due.due ? 'due since' : 'next'}</span> ${time(s.due.at.toISOString())}`;
+}
+
 // A job: how it stands, its buttons, its runs (paged, filtered) and its requests.
 export function jobView(p: JobPage): Html {
   const j = p.job;
@@ -41,7 +51,7 @@ ${blockedSince(j) === null ? '' : html`<dt>Blocked</dt><dd class="bad">skipped $
 <dt>Last run</dt><dd>${j.last_run_id === null ? 'none finished' : html`<a href="/runs/${j.last_run_id}">run ${j.last_run_id}</a> ${statusBadge(j.last_status, j.last_exit_code, j.last_signal)} ${time(j.last_started_at)}, ${duration(j.last_duration_ms)}`}</dd>
 <dt>Last success</dt><dd>${j.last_success_run_id === null ? html`<span class="bad">never</span>` : html`<a href="/runs/${j.last_success_run_id}">run ${j.last_success_run_id}</a> ${time(j.last_success_at)}`}</dd>
 <dt>Recent</dt><dd>${sparkline(j.recent, 50)} ${percent(j.success_rate)} ok; median ${duration(j.duration_median_ms)}, p95 ${duration(j.duration_p95_ms)}</dd>
-<dt>Schedule</dt><dd id="schedule">${j.schedule === null ? html`<span class="muted">none</span>` : html`<code>${j.schedule}</code>`}</dd>
+<dt>Schedule</dt><dd id="schedule">${scheduleCell(j)}</dd>
 <dt>Command</dt><dd><code>${j.command ?? '-'}</code></dd>
 <dt>Host</dt><dd>${j.host ?? '-'}${j.last_seen_at ? html`, last seen ${time(j.last_seen_at)}` : ''}</dd>
 <dt>Requests</dt><dd>${j.pending_requests} pending</dd>

@@ -1,0 +1,43 @@
+import { describe } from '../errors.js';
+import type { JobStatus } from '../store/jobs.js';
+import { type Due, scheduleDue } from './due.js';
+import { parseSchedule, type Schedule } from './spec.js';
+
+// A job's stored schedule as status, check, metrics and the web page show it.
+export interface JobSchedule {
+  readonly text: string;
+  // Why the stored one cannot be read (an UPDATE by hand); null when it can.
+  readonly problem: string | null;
+  // When it is next due after the job's last start, or since when it is due; null when unread.
+  readonly due: Due | null;
+  // The time between its fires around now (a cron expression's may vary, over a month, a DST
+  // change): what check calls its period.
+  readonly periodMs: number | null;
+}
+
+export function jobSchedule(j: JobStatus, now: number): JobSchedule | null {
+  if (j.schedule === null) return null;
+  let schedule: Schedule;
+  try {
+    schedule = parseSchedule(j.schedule);
+  } catch (error) {
+    return { text: j.schedule, problem: describe(error), due: null, periodMs: null };
+  }
+  const lastStart = j.running_since ?? (j.last_status === 'abandoned' ? null : j.last_started_at);
+  const due = scheduleDue(schedule, lastStart === null ? null : Date.parse(lastStart), now);
+  return { text: j.schedule, problem: null, due, periodMs: periodOf(schedule, now) };
+}
+
+function periodOf(schedule: Schedule, now: number): number | null {
+  if (schedule.kind === 'every') return schedule.everyMs;
+  const [latest, before] = schedule.cron.previousRuns(2, new Date(now));
+  if (latest && before) return latest.getTime() - before.getTime();
+  const [next, after] = schedule.cron.nextRuns(2, new Date(now));
+  return next && after ? after.getTime() - next.getTime() : null;
+}
+
+// The job with next_due_at by its stored schedule when it has one it can read.
+export function withScheduleDue(j: JobStatus, now: number): JobStatus {
+  const due = jobSchedule(j, now)?.due;
+  return due ? { ...j, next_due_at: due.at.toISOString() } : j;
+}
