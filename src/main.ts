@@ -131,9 +131,18 @@ function hint(error: CronguardError): string {
   return ` (see ${error.command ?? 'cronguard'} --help)`;
 }
 
+// Not process.exit() at once: on Node.js 24 it shuts V8's platform down while the isolate
+// still runs, and a background compile waiting for a garbage collection then deadlocks it
+// (nodejs/node#54918): about 3 runs in 100 after a large output never ended, their job done.
+// Letting the event loop end disposes the isolate first. A handle left open (a bug) still
+// ends the process, late, by process.exit.
+const EXIT_FALLBACK_MS = 2000;
+
 async function exit(code: number): Promise<never> {
   await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
-  process.exit(code);
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), EXIT_FALLBACK_MS).unref();
+  return new Promise<never>(() => {});
 }
 
 // Node prints process warnings (deprecations, a library's notices) to stderr, which cron
