@@ -151,7 +151,8 @@ function mysqlStoreBox(): StoreBox & { readonly database: string } {
       await mysqlQuery(`DELETE FROM ${D}.requests WHERE id = ?`, [id]);
     },
     setSchedule: async (job, spec) => {
-      await mysqlQuery(`INSERT INTO ${D}.jobs (name, schedule) VALUES (?, ?) ON DUPLICATE KEY UPDATE schedule = VALUES(schedule)`, [job, spec]);
+      await mysqlQuery(`INSERT IGNORE INTO ${D}.jobs (name) VALUES (?)`, [job]);
+      await mysqlQuery(`UPDATE ${D}.jobs SET schedule = ? WHERE name = ?`, [spec, job]);
     },
     request: async (job, args = []) => {
       const client = await mysqlClient();

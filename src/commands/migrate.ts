@@ -23,7 +23,7 @@ export async function migrate(args: readonly string[], settings: Settings): Prom
     } finally {
       await store.close();
     }
-    const where = choice.db.dialect === 'mysql' ? `user or role ${group} may write requests and read the run log in database` : `role ${group} may write requests and read the run log in schema`;
+    const where = choice.db.dialect === 'mysql' ? `user or role ${group} may write requests and schedules and read the run log in database` : `role ${group} may write requests and schedules and read the run log in schema`;
     process.stdout.write(`${where} ${choice.db.schema}\n`);
     return 0;
   }
@@ -34,7 +34,7 @@ export async function migrate(args: readonly string[], settings: Settings): Prom
   } finally {
     await store.close();
   }
-  if (group !== undefined) process.stdout.write(`group ${group} may write requests and read the run log in ${choice.stateDir}\n`);
+  if (group !== undefined) process.stdout.write(`group ${group} may write requests and schedules and read the run log in ${choice.stateDir}\n`);
   return 0;
 }
 

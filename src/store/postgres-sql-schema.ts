@@ -29,5 +29,7 @@ export function grantRequests(S: string, R: string): string[] {
     `ALTER DEFAULT PRIVILEGES IN SCHEMA ${S} GRANT SELECT ON TABLES TO ${R}`,
     `GRANT INSERT, UPDATE (status, finished_at) ON ${S}.requests TO ${R}`,
     `GRANT USAGE ON SEQUENCE ${S}.requests_id_seq TO ${R}`,
+    // Schedules (set_schedule(), or the plain statement): a job's schedule, not its command.
+    `GRANT INSERT (name, schedule), UPDATE (schedule) ON ${S}.jobs TO ${R}`,
   ];
 }

@@ -28,7 +28,7 @@ describe('migrate --group with PostgreSQL', () => {
 
     const migrated = await cronguard(['migrate', '--group', web], box.env);
     expect(migrated).toMatchObject({ code: 0, stderr: '' });
-    expect(migrated.stdout).toBe(`run log schema at version ${/\d+/.exec(migrated.stdout)?.[0]}\nrole ${web} may write requests and read the run log in schema ${box.schema}\n`);
+    expect(migrated.stdout).toBe(`run log schema at version ${/\d+/.exec(migrated.stdout)?.[0]}\nrole ${web} may write requests and schedules and read the run log in schema ${box.schema}\n`);
 
     const { Client } = (await import('pg')).default;
     const client = new Client({ connectionString: url.toString() });
@@ -41,6 +41,12 @@ describe('migrate --group with PostgreSQL', () => {
       expect(await cronguard(['request', '--cancel', '3'], asWeb)).toMatchObject({ code: 0, stderr: 'cronguard: request 3 cancelled\n' });
       await expect(client.query(`UPDATE ${S}.requests SET args = '{x}'`)).rejects.toThrow(/permission denied/);
       await expect(client.query(`DELETE FROM ${S}.runs`)).rejects.toThrow(/permission denied/);
+      // A job's schedule, by the function or the plain statement; not its command or pause.
+      expect((await client.query(`SELECT ${S}.set_schedule($1, 'every 2h') AS s`, [job])).rows).toEqual([{ s: 'every 2h' }]);
+      await client.query(`INSERT INTO ${S}.jobs (name, schedule) VALUES ($1, '0 3 * * *') ON CONFLICT (name) DO UPDATE SET schedule = excluded.schedule`, [job]);
+      expect(await cronguard(['schedule', job], asWeb)).toMatchObject({ code: 0, stdout: '0 3 * * *\n' });
+      await expect(client.query(`UPDATE ${S}.jobs SET command = 'rm -rf /'`)).rejects.toThrow(/permission denied/);
+      await expect(client.query(`UPDATE ${S}.jobs SET disabled = true`)).rejects.toThrow(/permission denied/);
 
       const served = await cronguard(['--on-request', '--batch', '-n', job, '--', 'sh', '-c', 'echo "$@"', 'sh'], box.env);
       expect(served).toMatchObject({ code: 0, stdout: 'april may\n', stderr: '' });

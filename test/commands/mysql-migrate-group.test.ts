@@ -37,7 +37,7 @@ describe('migrate --group with MySQL', () => {
     const web = await webUser();
     const job = box.job('report');
     const migrated = await cronguard(['migrate', '--group', web.name], box.env);
-    expect(migrated).toMatchObject({ code: 0, stderr: '', stdout: `run log schema at version ${MYSQL_MIGRATIONS.length}\nuser or role ${web.name} may write requests and read the run log in database ${box.database}\n` });
+    expect(migrated).toMatchObject({ code: 0, stderr: '', stdout: `run log schema at version ${MYSQL_MIGRATIONS.length}\nuser or role ${web.name} may write requests and schedules and read the run log in database ${box.database}\n` });
 
     const client = await asWeb(web.url);
     try {
@@ -47,6 +47,12 @@ describe('migrate --group with MySQL', () => {
       expect(await cronguard(['request', '--cancel', '3'], web.env(box.env))).toMatchObject({ code: 0, stderr: 'cronguard: request 3 cancelled\n' });
       await expect(client.query(`UPDATE ${box.D}.requests SET args = JSON_ARRAY('x')`)).rejects.toThrow(/command denied/);
       await expect(client.query(`DELETE FROM ${box.D}.runs`)).rejects.toThrow(/command denied/);
+      // A job's schedule, as the README's statement sets it; not its command or pause.
+      await client.query(`INSERT IGNORE INTO ${box.D}.jobs (name) VALUES (?)`, [job]);
+      await client.query(`UPDATE ${box.D}.jobs SET schedule = 'every 2h' WHERE name = ?`, [job]);
+      expect(await cronguard(['schedule', job], web.env(box.env))).toMatchObject({ code: 0, stdout: 'every 2h\n' });
+      await expect(client.query(`UPDATE ${box.D}.jobs SET command = 'rm -rf /'`)).rejects.toThrow(/command denied/);
+      await expect(client.query(`UPDATE ${box.D}.jobs SET disabled = 1`)).rejects.toThrow(/command denied/);
 
       const served = await cronguard(['--on-request', '--batch', '-n', job, '--', 'sh', '-c', 'echo "$@"', 'sh'], box.env);
       expect(served).toMatchObject({ code: 0, stdout: 'april may\n', stderr: '' });

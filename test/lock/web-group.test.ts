@@ -23,7 +23,7 @@ describe.skipIf(!root)('a web application as another user, through migrate --gro
 
     const migrated = await host.run(null, ['migrate', '--group', 'cg-www']);
     expect(migrated).toMatchObject({ code: 0, stderr: '' });
-    expect(migrated.stdout).toMatch(/^run log schema at version \d+\ngroup cg-www may write requests and read the run log in \/var\/lib\/cronguard\n$/);
+    expect(migrated.stdout).toMatch(/^run log schema at version \d+\ngroup cg-www may write requests and schedules and read the run log in \/var\/lib\/cronguard\n$/);
     expect(statOf('/var/lib/cronguard')).toBe('3770 root cg-www');
     expect(statOf(DB)).toBe('660 root cg-www');
     // SQLite removed -wal and -shm as root's connection closed: the web user's first write
