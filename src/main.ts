@@ -140,6 +140,8 @@ const EXIT_FALLBACK_MS = 2000;
 
 async function exit(code: number): Promise<never> {
   await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+  // Output given up on (its reader stopped reading; see relay.ts) is dropped at once.
+  if (process.stdout.writableLength > 0 || process.stderr.writableLength > 0) process.exit(code);
   process.exitCode = code;
   setTimeout(() => process.exit(code), EXIT_FALLBACK_MS).unref();
   return new Promise<never>(() => {});
