@@ -134,9 +134,10 @@ function hint(error: CronguardError): string {
 // Not process.exit() at once: on Node.js 24 it shuts V8's platform down while the isolate
 // still runs, and a background compile waiting for a garbage collection then deadlocks it
 // (nodejs/node#54918): about 3 runs in 100 after a large output never ended, their job done.
-// Letting the event loop end disposes the isolate first. A handle left open (a bug) still
-// ends the process, late, by process.exit.
-const EXIT_FALLBACK_MS = 2000;
+// Letting the event loop end disposes the isolate first. A handle still open (the pipes of
+// a command a lost lock's watchdog is ending, a browser's idle connection to serve) ends it
+// a moment later by process.exit, as before.
+const EXIT_FALLBACK_MS = 250;
 
 async function exit(code: number): Promise<never> {
   await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
