@@ -157,11 +157,13 @@ function localGate(
     await lock.release();
     return verdict;
   };
+  // A loop's later admissions: a stored schedule is due at its time, not cron's jitter early.
+  const inLoop = options.scheduled === null ? options : { ...options, scheduled: options.scheduled.inLoop() };
   return {
     recorder,
     description: backend.description,
     admitHeld,
-    readmit: (next) => recorder.admit(atLock(next), options),
+    readmit: (next) => recorder.admit(atLock(next), inLoop),
     admit: async (abort) => {
       let lock = await backend.acquire({ waitMs: 0, abort });
       if (!lock && config.waitMs > 0) {

@@ -2,8 +2,10 @@ import { dueAfterMs } from '../store/jobs.js';
 import type { Schedule } from './spec.js';
 
 // cron starts a line a little before its minute as often as a little after. A fire time
-// counts as come this long before it, and a start this long after it still counts as its
-// run: a tenth of the time since the fire before it, at most 30 s (as for --min-interval).
+// counts as come this long before it (`early`: an invocation's first admission, not a loop's
+// later looks, which would run a job half a minute before its time), and a start this long
+// after it still counts as its run: a tenth of the time since the fire before it, at most
+// 30 s (as for --min-interval).
 const MAX_SLACK_MS = 30_000;
 
 // When a scheduled job is due: its most recent fire time is later than its last start (any
@@ -15,24 +17,24 @@ export interface Due {
   readonly at: Date;
 }
 
-export function scheduleDue(schedule: Schedule, lastStartMs: number | null, nowMs: number): Due {
+export function scheduleDue(schedule: Schedule, lastStartMs: number | null, nowMs: number, early = true): Due {
   if (schedule.kind === 'every') {
     if (lastStartMs === null) return { due: true, at: new Date(nowMs) };
     const at = lastStartMs + schedule.everyMs;
-    const due = nowMs >= lastStartMs + dueAfterMs(schedule.everyMs);
+    const due = nowMs >= (early ? lastStartMs + dueAfterMs(schedule.everyMs) : at);
     // Due a moment early (the slack): due since now, not since a time still to come.
     return { due, at: new Date(due ? Math.min(at, nowMs) : at) };
   }
-  const fire = latestFire(schedule, nowMs);
+  const fire = latestFire(schedule, nowMs, early);
   if (fire !== null && (lastStartMs === null || fire.at > lastStartMs + fire.slack)) return { due: true, at: new Date(Math.min(fire.at, nowMs)) };
   return { due: false, at: nextFire(schedule, Math.max(nowMs, fire === null ? nowMs : fire.at)) ?? new Date(8.64e15) };
 }
 
 // The latest fire time that has come (within its slack), with that slack.
-function latestFire(schedule: Extract<Schedule, { kind: 'cron' }>, nowMs: number): { at: number; slack: number } | null {
-  for (const at of schedule.cron.previousRuns(2, new Date(nowMs + MAX_SLACK_MS + 1))) {
+function latestFire(schedule: Extract<Schedule, { kind: 'cron' }>, nowMs: number, early: boolean): { at: number; slack: number } | null {
+  for (const at of schedule.cron.previousRuns(2, new Date(nowMs + (early ? MAX_SLACK_MS : 0) + 1))) {
     const slack = slackOf(schedule, at.getTime());
-    if (at.getTime() <= nowMs + slack) return { at: at.getTime(), slack };
+    if (at.getTime() <= nowMs + (early ? slack : 0)) return { at: at.getTime(), slack };
   }
   return null;
 }

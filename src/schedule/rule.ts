@@ -2,7 +2,7 @@ import type { Refused } from '../run/recorder.js';
 import type { ScheduledRule, ScheduleVerdict } from '../store/types.js';
 import { printable } from '../util/printable.js';
 import { scheduleDue } from './due.js';
-import { parseSchedule } from './spec.js';
+import { hostZone, parseSchedule } from './spec.js';
 
 // A job without a schedule says so at most this often: under cron each saying is a mail.
 export const UNSCHEDULED_SAID_EVERY_MS = 24 * 3600_000;
@@ -11,18 +11,22 @@ export const UNSCHEDULED_SAID_EVERY_MS = 24 * 3600_000;
 // before a shared lock (run/due.ts); PostgreSQL's admit() decides by the same rules in SQL
 // (migration 0018) and reads a schedule without a zone in `zone`, the host's. Loaded only
 // with --scheduled: it brings croner.
-export function scheduledRule(): ScheduledRule {
+// `early`: an invocation's first admission allows for cron's jitter; a loop's later looks
+// (inLoop) do not, or it would run a job up to half a minute before its time.
+export function scheduledRule(early = true): ScheduledRule {
   return {
     zone: hostZone(),
-    verdict: (spec, saidAt, lastStartMs, nowMs) => verdict(spec, saidAt, lastStartMs, nowMs),
+    early,
+    verdict: (spec, saidAt, lastStartMs, nowMs) => verdict(spec, saidAt, lastStartMs, nowMs, early),
+    inLoop: () => scheduledRule(false),
   };
 }
 
-function verdict(spec: string | null, saidAt: string | null, lastStartMs: number | null, nowMs: number): ScheduleVerdict {
+function verdict(spec: string | null, saidAt: string | null, lastStartMs: number | null, nowMs: number, early: boolean): ScheduleVerdict {
   if (spec === null) return unscheduled(null, saidAt, nowMs);
   let due: ReturnType<typeof scheduleDue>;
   try {
-    due = scheduleDue(parseSchedule(spec, 'its stored schedule'), lastStartMs, nowMs);
+    due = scheduleDue(parseSchedule(spec, 'its stored schedule'), lastStartMs, nowMs, early);
   } catch (error) {
     // An UPDATE by hand that the store's CHECK let through (minute 61, an unknown zone).
     return unscheduled((error as Error).message, saidAt, nowMs);
@@ -37,7 +41,3 @@ function unscheduled(problem: string | null, saidAt: string | null, nowMs: numbe
   return { due: false, refusal };
 }
 
-// The zone cron reads crontab in: TZ if set, else /etc/localtime, as Intl resolves it.
-function hostZone(): string {
-  return Intl.DateTimeFormat().resolvedOptions().timeZone ?? 'UTC';
-}

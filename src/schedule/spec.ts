@@ -1,3 +1,4 @@
+import { readlinkSync } from 'node:fs';
 import { Cron } from 'croner';
 import { UsageError } from '../errors.js';
 import { parseDuration } from '../util/duration.js';
@@ -101,13 +102,45 @@ export function cronSchedule(expression: string, tz: string | null, label = 'sch
     // Across DST changes, as Vixie cron: a job at a fixed time (no * or / in its minute and
     // hour) runs once when its time comes twice, and at the change when its time is skipped;
     // the others run at every local time that comes, twice or not at all.
-    cron = new Cron(expr, { mode: '5-part', paused: true, domAndDow, fixedTimeRule: 'no-wildcard', ...(tz === null ? {} : { timezone: tz }) });
+    cron = new Cron(expr, { mode: '5-part', paused: true, domAndDow, fixedTimeRule: 'no-wildcard', timezone: tz ?? hostZone() });
   } catch (error) {
     throw bad(`is not valid: ${String((error as Error).message).replace(/^CronPattern: /, '')}`);
   }
   // 31 February and its kin: a schedule that is never due would read as a job that waits.
   if (cron.nextRun(new Date()) === null) throw bad('never fires');
   return { kind: 'cron', expr, tz, text: tz === null ? expr : `TZ=${tz} ${expr}`, cron };
+}
+
+// The zone a schedule without TZ= is read in: the host's, by name, so that every reader of
+// it (PostgreSQL's admit() too) reads it alike. TZ empty is UTC, as for the C library; a
+// TZ or /etc/localtime that Intl cannot name is named by its path under zoneinfo; else UTC.
+let host: string | null = null;
+export function hostZone(): string {
+  host ??= namedZone() ?? zoneFromPath(process.env.TZ === undefined ? linkOf('/etc/localtime') : process.env.TZ) ?? 'UTC';
+  return host;
+}
+
+function namedZone(): string | null {
+  const name = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  return name && name !== 'Etc/Unknown' ? name : null;
+}
+
+function zoneFromPath(path: string): string | null {
+  const zone = /zoneinfo\/(.+)$/.exec(path.replace(/^:/, ''))?.[1];
+  if (zone === undefined) return null;
+  try {
+    return validZone(zone);
+  } catch {
+    return null;
+  }
+}
+
+function linkOf(path: string): string {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return '';
+  }
 }
 
 // An IANA zone name the runtime knows; the error lists how one is spelled.

@@ -54,7 +54,7 @@ export class PostgresStore extends PostgresReads implements SharedStore {
       batch_max: options.batchMax,
       manual: options.manual,
       keep_lock: options.keepLock,
-      ...(options.scheduled === null ? {} : { scheduled: true, zone: options.scheduled.zone }),
+      ...(options.scheduled === null ? {} : { scheduled: true, zone: options.scheduled.zone, early: options.scheduled.early }),
     };
     type Row = { r: AdmitResult; orphaned: RunningRow[]; backend: number; backend_start: string | null; holding: boolean; epoch: string | null; system_identifier: string };
     let sentAt = 0;

@@ -130,6 +130,10 @@ export type Admission =
 export interface ScheduledRule {
   // The host's time zone, in which a schedule without TZ= is read.
   readonly zone: string;
+  // Whether a fire counts as come a little early, for cron's jitter: an invocation's first
+  // admission; not a loop's later ones (inLoop).
+  readonly early: boolean;
+  inLoop(): ScheduledRule;
   // `saidAt`: when a run last said the job has no schedule.
   verdict(spec: string | null, saidAt: string | null, lastStartMs: number | null, nowMs: number): ScheduleVerdict;
 }

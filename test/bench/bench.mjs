@@ -49,9 +49,17 @@ const cases = [
   { label: 'node dist/cronguard.cjs -n b -- true', argv: ['node', bundle, '-n', 'b', '--', 'true'] },
   { label: 'cronguard --no-log -n b -- true', argv: [launcher, '--no-log', '-n', 'b', '--', 'true'], floor: 'spawn' },
   { label: 'flock -n FILE true', argv: ['flock', '-n', join(work, 'flock.lock'), 'true'] },
+  // --scheduled loads croner (issue 24) and reads the stored schedule in the admission;
+  // `* * * * *` is due once a minute, so most of these are the decision and a skip. The
+  // second reads it in a zone: Node's first use of a time zone is a cost of its own.
+  { label: "cronguard -n s --scheduled -- true (schedule '* * * * *')", argv: [launcher, '-n', 's', '--scheduled', '--', 'true'], floor: 'spawn' },
+  { label: "cronguard -n z --scheduled -- true (schedule 'TZ=Europe/Warsaw * * * * *')", argv: [launcher, '-n', 'z', '--scheduled', '--', 'true'], floor: 'spawn' },
   // The floor for any Node wrapper: start, spawn, wait.
   { label: "node -e 'spawn true' (floor)", argv: ['node', '-e', "require('child_process').spawn('true').on('exit', () => {})"], id: 'spawn' },
 ];
+for (const [job, spec] of [['s', '* * * * *'], ['z', 'TZ=Europe/Warsaw * * * * *']]) {
+  if (spawnSync(launcher, ['schedule', job, '--cron', spec], { env: cronEnv }).status !== 0) throw new Error(`bench: cannot set the schedule of ${job}`);
+}
 const pgArgs = ['-n', 'b', '--db', databaseUrl, '--schema', schema, '--', 'true'];
 // Its floor connects too, and waits for the server's new backend (test/bench/pg-floor.cjs).
 const pgFloor = ['node', join(root, 'test/bench/pg-floor.cjs'), databaseUrl];

@@ -107,6 +107,7 @@ describe('PostgreSQL: set_schedule(job, spec)', () => {
       ['0 2/6 * * *', `schedule: '0 2/6 * * *' is not valid: a step needs a range or * before it (2-23/6, not 2/6) ${DETAIL}`],
       ['0 0 L * *', `schedule: '0 0 L * *' has a field cronguard does not read, 'L' ${DETAIL}`],
       ['0 3 * *', `schedule: '0 3 * *' has 4 fields ${DETAIL}`],
+      ['0 0 31 2,4 *', `schedule: '0 0 31 2,4 *' never fires ${DETAIL}`],
       ['TZ=Mars/Olympus 0 3 * * *', "schedule: unknown time zone 'Mars/Olympus' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)"],
       ['every 500ms', 'schedule: every: 500ms is shorter than 1s'],
       ['0 0 * * */8', `schedule: '0 0 * * */8' is not valid: a step of 8 is more than 7 ${DETAIL}`],

@@ -111,7 +111,8 @@ describe.each(STORES)('--scheduled (%s)', (kind) => {
     const seen = collected(loop);
     await waitFor(() => seen.stderr().includes('did not run'), 'the loop to say it has no schedule');
     await box.setSchedule(job, 'every 1h');
-    await waitFor(async () => (await box.runs()).length === 1, 'the loop to run once the schedule is set');
+    // Ended, so that the signal finds the loop waiting, not its command running.
+    await waitFor(async () => (await box.runs()).filter((r) => r.status === 'succeeded').length === 1, 'the loop to run once the schedule is set');
     loop.child.kill('SIGTERM');
     const result = await loop.done;
     expect(result.stderr).toBe(`cronguard: ${job} did not run: --scheduled, but it has no stored schedule; set one with: cronguard schedule ${job} --every D (or --cron EXPR) (said once a day)\ncronguard: ${job}: stopped by SIGTERM while waiting for the next run\n`);

@@ -29,12 +29,16 @@ const SCHEDULES = [
   '15 10 * jan-jun/2 sun,7',
   '5-50/15 0-6,22,23 * * *',
   '0 0 31 * *',
+  // Names PostgreSQL also has as abbreviations of a fixed offset; as zones they have summer time.
+  'TZ=CET 0 3 * * *',
+  'TZ=EET 30 2 * * *',
+  'TZ=WET */20 1 * * *',
 ];
 
 // Times: near the 2026 DST changes of the zones above, at and around whole minutes (where
 // the slack for cron's jitter decides), and spread over the year.
 function times(): number[] {
-  const around = ['2026-03-29T01:00:00Z', '2026-10-25T01:00:00Z', '2026-03-08T07:00:00Z', '2026-11-01T06:00:00Z', '2026-04-04T15:00:00Z', '2026-10-03T15:30:00Z', '2028-02-29T00:00:00Z', '2026-12-31T23:59:00Z'];
+  const around = ['2026-07-01T01:00:00Z', '2026-03-29T01:00:00Z', '2026-10-25T01:00:00Z', '2026-03-08T07:00:00Z', '2026-11-01T06:00:00Z', '2026-04-04T15:00:00Z', '2026-10-03T15:30:00Z', '2028-02-29T00:00:00Z', '2026-12-31T23:59:00Z'];
   const out: number[] = [];
   for (const t of around) for (const d of [-3600e3, -1830e3, -61e3, -30e3, -1e3, 0, 1e3, 29e3, 31e3, 1799e3, 3600e3, 5400e3]) out.push(Date.parse(t) + d);
   let seed = 20261203;
@@ -54,17 +58,17 @@ describe('a stored schedule read by PostgreSQL and by croner', () => {
     const box = pgSandbox();
     expect((await cronguard(['migrate'], box.env)).code).toBe(0);
     const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
-    const cases: { spec: string; last: number | null; now: number }[] = [];
-    for (const spec of SCHEDULES) for (const now of times()) for (const d of LAST) cases.push({ spec, now, last: d === null ? null : now + d });
+    const cases: { spec: string; last: number | null; now: number; early: boolean }[] = [];
+    for (const spec of SCHEDULES) for (const now of times()) for (const d of LAST) for (const early of [true, false]) cases.push({ spec, now, early, last: d === null ? null : now + d });
     const rows = await sql<{ due: boolean | null }>(
-      `SELECT ("${box.schema}".schedule_due(s, $4, l, n)->>'due')::boolean AS due
-       FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) WITH ORDINALITY AS c(s, l, n, i) ORDER BY i`,
-      [cases.map((c) => c.spec), cases.map((c) => (c.last === null ? null : new Date(c.last).toISOString())), cases.map((c) => new Date(c.now).toISOString()), zone],
+      `SELECT ("${box.schema}".schedule_due(s, $5, l, n, e)->>'due')::boolean AS due
+       FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::boolean[]) WITH ORDINALITY AS c(s, l, n, e, i) ORDER BY i`,
+      [cases.map((c) => c.spec), cases.map((c) => (c.last === null ? null : new Date(c.last).toISOString())), cases.map((c) => new Date(c.now).toISOString()), cases.map((c) => c.early), zone],
     );
     const differ = cases.flatMap((c, i) => {
-      const js = scheduleDue(parseSchedule(c.spec), c.last, c.now).due;
+      const js = scheduleDue(parseSchedule(c.spec), c.last, c.now, c.early).due;
       const db = rows[i]?.due;
-      return js === db ? [] : [`${c.spec} at ${new Date(c.now).toISOString()}, last ${c.last === null ? 'never' : new Date(c.last).toISOString()}: croner ${js}, SQL ${db}`];
+      return js === db ? [] : [`${c.spec} at ${new Date(c.now).toISOString()}, last ${c.last === null ? 'never' : new Date(c.last).toISOString()}${c.early ? '' : ' (in a loop)'}: croner ${js}, SQL ${db}`];
     });
     expect(differ.slice(0, 20)).toEqual([]);
     // Both answers occur: the cases ask something.
@@ -77,5 +81,8 @@ describe('a stored schedule read by PostgreSQL and by croner', () => {
     const ask = async (spec: string) => (await sql<{ v: unknown }>(`SELECT "${box.schema}".schedule_due($1, 'UTC', NULL, now()) AS v`, [spec]))[0]?.v;
     expect(await ask('61 * * * *')).toEqual({ problem: "its stored schedule: '61 * * * *' is not valid: minute 61 is outside 0-59" });
     expect(await ask('TZ=Mars/Olympus 0 3 * * *')).toEqual({ problem: "its stored schedule: unknown time zone 'Mars/Olympus'" });
+    expect(await ask('0 0 31 2 *')).toEqual({ problem: "its stored schedule: '0 0 31 2 *' never fires" });
+    const [host] = await sql<{ v: unknown }>(`SELECT "${box.schema}".schedule_due('* * * * *', 'Etc/Unknown', NULL, now()) AS v`);
+    expect(host?.v).toEqual({ problem: 'this host\'s time zone, Etc/Unknown, is unknown to PostgreSQL: give the schedule one (TZ=ZONE)' });
   });
 });

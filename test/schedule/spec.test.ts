@@ -119,6 +119,18 @@ describe('when a scheduled job is due', () => {
     expect(scheduleDue(s, at('2026-10-25T00:30:02Z'), at('2026-10-25T01:30:02Z'))).toEqual({ due: true, at: new Date('2026-10-25T01:30:00Z') });
   });
 
+  it("allows for cron's jitter on an invocation's first look, not on a loop's later ones", () => {
+    const s = parseSchedule('TZ=UTC 29 7 * * *');
+    const last = at('2026-12-02T07:29:00Z');
+    // 30 s early: cron's start of the 07:29 line a little before its minute, not a loop's look.
+    expect(scheduleDue(s, last, at('2026-12-03T07:28:45Z')).due).toBe(true);
+    expect(scheduleDue(s, last, at('2026-12-03T07:28:45Z'), false).due).toBe(false);
+    expect(scheduleDue(s, last, at('2026-12-03T07:29:00Z'), false)).toEqual({ due: true, at: new Date('2026-12-03T07:29:00Z') });
+    const every = parseSchedule('every 1m');
+    expect(scheduleDue(every, at('2026-12-03T07:00:00Z'), at('2026-12-03T07:00:55Z')).due).toBe(true);
+    expect(scheduleDue(every, at('2026-12-03T07:00:00Z'), at('2026-12-03T07:00:55Z'), false).due).toBe(false);
+  });
+
   it('across the fall-back repeat, a job at 02:30 runs at the first 02:30 only', () => {
     // 25 October 2026: 03:00 CEST becomes 02:00 CET (01:00 UTC), so 02:30 comes twice.
     const s = parseSchedule('TZ=Europe/Warsaw 30 2 * * *');

@@ -94,7 +94,8 @@ BEGIN
       SELECT started_at INTO last_start FROM {{schema}}.runs WHERE job = job_name AND status <> 'abandoned'
       ORDER BY id DESC LIMIT 1;
       verdict := CASE WHEN sched.schedule IS NULL THEN jsonb_build_object('problem', NULL)
-                      ELSE {{schema}}.schedule_due(sched.schedule, p->>'zone', last_start, started) END;
+                      ELSE {{schema}}.schedule_due(sched.schedule, p->>'zone', last_start, started,
+                                                   coalesce((p->>'early')::boolean, true)) END;
       IF NOT coalesce((verdict->>'due')::boolean, false) THEN
         IF took_lock AND NOT (p->>'keep_lock')::boolean THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
         IF verdict ? 'problem' THEN
