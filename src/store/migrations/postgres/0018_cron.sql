@@ -138,7 +138,6 @@ DECLARE
   ms numeric;
   expr text := spec;
   zoned boolean := spec ~ '^TZ=\S+ ';
-  fields text[];
   problem text;
   fire timestamptz;
   slack interval;
@@ -155,14 +154,7 @@ BEGIN
     zone := substring(spec FROM '^TZ=(\S+) ');
     expr := substring(spec FROM '^\S+ (.*)$');
   END IF;
-  fields := string_to_array(expr, ' ');
-  problem := coalesce({{schema}}.schedule_field_problem(fields[1], 'minute', 0, 59, NULL),
-                      {{schema}}.schedule_field_problem(fields[2], 'hour', 0, 23, NULL),
-                      {{schema}}.schedule_field_problem(fields[3], 'day', 1, 31, NULL),
-                      {{schema}}.schedule_field_problem(fields[4], 'month', 1, 12,
-                        ARRAY['jan','feb','mar','apr','may','jun','jul','aug','sep','oct','nov','dec']),
-                      {{schema}}.schedule_field_problem(fields[5], 'weekday', 0, 7, ARRAY['sun','mon','tue','wed','thu','fri','sat']));
-  IF cardinality(fields) <> 5 THEN problem := format('has %s fields', cardinality(fields)); END IF;
+  problem := {{schema}}.cron_problem(expr);
   IF problem IS NOT NULL THEN RETURN jsonb_build_object('problem', format('its stored schedule: ''%s'' %s', expr, problem)); END IF;
   BEGIN
     fire := {{schema}}.cron_fire(expr, zone, at + ahead);
@@ -191,7 +183,6 @@ DECLARE
   -- Blanks as cron reads them (and schedule/spec.ts): spaces and tabs, line ends around.
   s text := regexp_replace(btrim(coalesce(spec, ''), E' \t\r\n'), E'[ \t\r\n]+', ' ', 'g');
   zone text;
-  fields text[];
   problem text;
   ms numeric;
   shown text := 'five fields: minute hour day-of-month month day-of-week, e.g. "0 3 * * 1-5"';
@@ -229,16 +220,7 @@ BEGIN
     s := coalesce((SELECT m.expr FROM (VALUES ('@yearly', '0 0 1 1 *'), ('@annually', '0 0 1 1 *'), ('@monthly', '0 0 1 * *'),
                    ('@weekly', '0 0 * * 0'), ('@daily', '0 0 * * *'), ('@midnight', '0 0 * * *'), ('@hourly', '0 * * * *')) AS m(name, expr)
                    WHERE m.name = lower(s)), s);
-    fields := string_to_array(s, ' ');
-    IF cardinality(fields) <> 5 THEN
-      RAISE EXCEPTION 'schedule: ''%'' has % field% (%)', s, cardinality(fields), CASE WHEN cardinality(fields) = 1 THEN '' ELSE 's' END, shown USING ERRCODE = '22023';
-    END IF;
-    problem := coalesce({{schema}}.schedule_field_problem(fields[1], 'minute', 0, 59, NULL),
-                        {{schema}}.schedule_field_problem(fields[2], 'hour', 0, 23, NULL),
-                        {{schema}}.schedule_field_problem(fields[3], 'day', 1, 31, NULL),
-                        {{schema}}.schedule_field_problem(fields[4], 'month', 1, 12,
-                          ARRAY['jan','feb','mar','apr','may','jun','jul','aug','sep','oct','nov','dec']),
-                        {{schema}}.schedule_field_problem(fields[5], 'weekday', 0, 7, ARRAY['sun','mon','tue','wed','thu','fri','sat']));
+    problem := {{schema}}.cron_problem(s);
     IF problem IS NOT NULL THEN RAISE EXCEPTION 'schedule: ''%'' % (%)', s, problem, shown USING ERRCODE = '22023'; END IF;
     -- 31 February and its kin: never due, it would read as a job that waits.
     IF {{schema}}.cron_fire(s, coalesce(zone, 'UTC'), now() + interval '28 years') IS NULL THEN
