@@ -1,6 +1,7 @@
 import type { RunConfig } from '../cli/config.js';
 import { dueAfterMs } from '../store/jobs.js';
-import type { AdmitOptions, NewRun, UnsettledRun } from '../store/types.js';
+import type { NewRun, UnsettledRun } from '../store/types.js';
+import type { AdmitOptions } from '../store/admission.js';
 import { isSameProcess } from '../util/process-id.js';
 import { monotonicMs } from '../util/time.js';
 import type { Refused, RunRecorder } from './recorder.js';

@@ -4,7 +4,8 @@ import { printable } from '../util/printable.js';
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
 import type { RequestRow } from './requests.js';
 import type { StoredOutcome } from './spool.js';
-import type { Holder, NewRun, Refusal, RunningRow, RunRow, ScheduledRule } from './types.js';
+import type { NewRun, RunningRow, RunRow } from './types.js';
+import type { Holder, Refusal, ScheduledRule } from './admission.js';
 
 // What the admit() function returns (migration 0005).
 export interface AdmitResult {

@@ -7,10 +7,8 @@ import type { Paused } from './jobs.js';
 import type { LockedAdmission, SharedStore } from './shared.js';
 import { type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toRequestRow } from './postgres-rows.js';
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
-import {
-  type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome,
-  type LockRelease, type LockRequest, type RunningRow,
-} from './types.js';
+import { type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome, type LockRelease, type LockRequest, type RunningRow } from './types.js';
+import type { Admission, AdmitOptions, Holder } from './admission.js';
 
 export type { AdvisoryLock } from './postgres-rows.js';
 

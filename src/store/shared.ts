@@ -7,7 +7,8 @@ import type { Messages } from '../util/io.js';
 import type { Spool } from './spool.js';
 import type { MysqlConfig } from './mysql/config.js';
 import { isMysqlUrl, resolveMysql } from './mysql/url.js';
-import type { Admission, AdmitOptions, LockRequest, NewRun, RunStore } from './types.js';
+import type { LockRequest, NewRun, RunStore } from './types.js';
+import type { Admission, AdmitOptions } from './admission.js';
 
 // The fleet's database (--db) as the run path sees it: a run log with its spool, and the
 // locks its admission statement can take. A dialect implements it in a file of its own

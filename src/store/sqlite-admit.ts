@@ -4,7 +4,8 @@ import { dueAfterMs, type Paused } from './jobs.js';
 import { type ClaimedRequest, claimedRequest } from './requests.js';
 import { settleOrphans } from './sqlite-claims.js';
 import { SQL } from './sqlite-sql.js';
-import type { Admission, AdmitOptions, Holder, NewRun, RunningRow } from './types.js';
+import type { NewRun, RunningRow } from './types.js';
+import type { Admission, AdmitOptions, Holder } from './admission.js';
 
 export type HolderRow = { id: number; host: string; pid: number; started_at: string };
 

@@ -14,10 +14,8 @@ import { outcomeParams, type RequestRecord, type Row, runParams, toRequestRow, t
 import { patiently, patientStore, SYNC_WAIT_MS } from './sqlite-busy.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import { listRunsSql, SQL } from './sqlite-sql.js';
-import {
-  type Admission, type AdmitOptions, type Holder, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome,
-  type RunRow, type RunStore, type RunTail, type UnsettledRun,
-} from './types.js';
+import { type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome, type RunRow, type RunStore, type RunTail, type UnsettledRun } from './types.js';
+import type { Admission, AdmitOptions, Holder } from './admission.js';
 
 // The addon by its file: better-sqlite3's own lookup (`bindings`) probes a dozen paths per start.
 const sqliteAddon = (): object => loadAddon('better-sqlite3', 'build/Release/better_sqlite3.node');

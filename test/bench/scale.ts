@@ -13,7 +13,8 @@ import { connectPostgres, openPostgresStore } from '../../src/store/index.js';
 import type { PostgresStore } from '../../src/store/postgres.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { listRunsSql, SQL } from '../../src/store/sqlite-sql.js';
-import type { AdmitOptions, NewRun, RunStore } from '../../src/store/types.js';
+import type { NewRun, RunStore } from '../../src/store/types.js';
+import type { AdmitOptions } from '../../src/store/admission.js';
 import { serveBench } from './serve-bench.js';
 
 const ROWS = Number(process.env.BENCH_SCALE_ROWS ?? 1_000_000);

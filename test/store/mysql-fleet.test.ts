@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Admission } from '../../src/store/types.js';
+import type { Admission } from '../../src/store/admission.js';
 import { waitFor } from '../helpers.js';
 import { mysqlClient, mysqlQuery } from '../mysql-helpers.js';
 import { admitted, freshStore, mysqlStore, newRun, outcome, RULES } from './mysql-stores.js';

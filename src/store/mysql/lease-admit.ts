@@ -1,4 +1,5 @@
-import { type Admission, type AdmitOptions, keepsLock, type NewRun } from '../types.js';
+import type { NewRun } from '../types.js';
+import { type Admission, type AdmitOptions, keepsLock } from '../admission.js';
 import { admitLocked } from './admit.js';
 import { serverErrno } from './errors.js';
 import { type HolderRow, toHolder } from './rows.js';

@@ -4,7 +4,8 @@
 import { type JobStatus, type JobStatusRow, jobStatusOf, RECENT_RUNS, type RecentRun } from '../jobs.js';
 import type { RequestRow } from '../requests.js';
 import type { StoredOutcome } from '../spool.js';
-import type { Holder, NewRun, RunRow } from '../types.js';
+import type { NewRun, RunRow } from '../types.js';
+import type { Holder } from '../admission.js';
 
 type Time = Date | string | null;
 
