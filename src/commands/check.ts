@@ -117,8 +117,9 @@ function judgeRuns(job: JobStatus, limits: Limits, now: number, schedule: JobSch
 }
 
 // A job with a stored schedule is late when its schedule made it due more than --max-age
-// (--warn-age) ago and it has not started since, or when it has not succeeded in twice its
-// schedule's period: a late run that succeeded does not hide one that stopped running.
+// (--warn-age) ago and it has not started since, or stale when it has not succeeded since the
+// fire before its schedule's latest: two fires missed in a row, whatever the gaps between
+// them. A run that starts late but fails does not hide a job that stopped succeeding.
 function judgeSchedule(job: JobStatus, schedule: JobSchedule, limits: Limits, now: number, runs: { age: number | null; succeeded: string; perf: Verdict['perf'] }): Verdict {
   const { age, succeeded, perf } = runs;
   const name = job.job;
@@ -127,9 +128,9 @@ function judgeSchedule(job: JobStatus, schedule: JobSchedule, limits: Limits, no
   perf.push(['late', late / 1000, limits.warnAgeMs && limits.warnAgeMs / 1000, limits.maxAgeMs && limits.maxAgeMs / 1000]);
   const since = `is late: due since ${schedule.due.at.toISOString()} by its schedule '${schedule.text}', ${formatDuration(late)} ago`;
   if (limits.maxAgeMs !== null && late > limits.maxAgeMs) return { state: 2, message: `${name} ${since} (over --max-age ${formatDuration(limits.maxAgeMs)}); last ${succeeded}`, perf };
-  const period = schedule.periodMs;
-  if (period !== null && age !== null && age > 2 * period) {
-    return { state: 2, message: `${name} ${succeeded}, more than twice its schedule's period (${formatDuration(period)}, '${schedule.text}')`, perf };
+  const stale = schedule.staleBeforeMs;
+  if (stale !== null && age !== null && now - age < stale) {
+    return { state: 2, message: `${name} ${succeeded}: it missed two fires in a row of its schedule '${schedule.text}' (none succeeded since ${new Date(stale).toISOString()})`, perf };
   }
   if (limits.warnAgeMs !== null && late > limits.warnAgeMs) return { state: 1, message: `${name} ${since} (over --warn-age ${formatDuration(limits.warnAgeMs)}); last ${succeeded}`, perf };
   const next = schedule.due.due ? `due since ${schedule.due.at.toISOString()}` : `next due ${schedule.due.at.toISOString()}`;

@@ -13,7 +13,8 @@ const MAX_SLACK_MS = 30_000;
 // never once per missed fire. Null `lastStartMs`: never started, due at once.
 export interface Due {
   readonly due: boolean;
-  // The fire time that makes it due, or when it next will be: what status shows.
+  // Since when it is due (the first fire it missed), or when it next will be: what status
+  // shows, and what check counts lateness from.
   readonly at: Date;
 }
 
@@ -26,7 +27,11 @@ export function scheduleDue(schedule: Schedule, lastStartMs: number | null, nowM
     return { due, at: new Date(due ? Math.min(at, nowMs) : at) };
   }
   const fire = latestFire(schedule, nowMs, early);
-  if (fire !== null && (lastStartMs === null || fire.at > lastStartMs + fire.slack)) return { due: true, at: new Date(Math.min(fire.at, nowMs)) };
+  if (fire !== null && (lastStartMs === null || fire.at > lastStartMs + fire.slack)) {
+    // Due since the first fire it missed, not only its latest: how late a stopped job is.
+    const first = lastStartMs === null ? fire.at : Math.min(fire.at, nextFire(schedule, lastStartMs + MAX_SLACK_MS)?.getTime() ?? fire.at);
+    return { due: true, at: new Date(Math.min(first, nowMs)) };
+  }
   return { due: false, at: nextFire(schedule, Math.max(nowMs, fire === null ? nowMs : fire.at)) ?? new Date(8.64e15) };
 }
 

@@ -10,9 +10,10 @@ export interface JobSchedule {
   readonly problem: string | null;
   // When it is next due after the job's last start, or since when it is due; null when unread.
   readonly due: Due | null;
-  // The time between its fires around now (a cron expression's may vary, over a month, a DST
-  // change): what check calls its period.
-  readonly periodMs: number | null;
+  // A success that started before this missed two of its fires in a row (for a cron
+  // expression, the fire before its latest, less cron's jitter; for `every D`, 2D ago):
+  // what check calls stale. Null when unread, or when it has fired less than twice.
+  readonly staleBeforeMs: number | null;
 }
 
 export function jobSchedule(j: JobStatus, now: number): JobSchedule | null {
@@ -21,19 +22,20 @@ export function jobSchedule(j: JobStatus, now: number): JobSchedule | null {
   try {
     schedule = parseSchedule(j.schedule);
   } catch (error) {
-    return { text: j.schedule, problem: describe(error), due: null, periodMs: null };
+    return { text: j.schedule, problem: describe(error), due: null, staleBeforeMs: null };
   }
   const lastStart = j.running_since ?? (j.last_status === 'abandoned' ? null : j.last_started_at);
   const due = scheduleDue(schedule, lastStart === null ? null : Date.parse(lastStart), now);
-  return { text: j.schedule, problem: null, due, periodMs: periodOf(schedule, now) };
+  return { text: j.schedule, problem: null, due, staleBeforeMs: staleBefore(schedule, now) };
 }
 
-function periodOf(schedule: Schedule, now: number): number | null {
-  if (schedule.kind === 'every') return schedule.everyMs;
+// Uneven gaps (weekdays only, a month's days) are the schedule's own: a Monday job's last
+// success on Friday is not stale on Sunday.
+function staleBefore(schedule: Schedule, now: number): number | null {
+  if (schedule.kind === 'every') return now - 2 * schedule.everyMs;
   const [latest, before] = schedule.cron.previousRuns(2, new Date(now));
-  if (latest && before) return latest.getTime() - before.getTime();
-  const [next, after] = schedule.cron.nextRuns(2, new Date(now));
-  return next && after ? after.getTime() - next.getTime() : null;
+  if (!latest || !before) return null;
+  return before.getTime() - Math.min((latest.getTime() - before.getTime()) / 10, 30_000);
 }
 
 // The job with next_due_at by its stored schedule when it has one it can read.

@@ -146,6 +146,8 @@ function linkOf(path: string): string {
 // An IANA zone name the runtime knows; the error lists how one is spelled.
 export function validZone(zone: string, label = 'schedule'): string {
   try {
+    // A name: not an offset (+03:00), which newer Node reads and older Node and PostgreSQL do not.
+    if (!/^[A-Za-z]/.test(zone)) throw new RangeError(zone);
     // Kept as given: set_schedule() keeps it so too, as no reader knows another's aliases.
     new Intl.DateTimeFormat('en-US', { timeZone: zone });
     return zone;

@@ -105,15 +105,18 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
         await ctx.store.write((s) => s.setSchedule(name, null));
         return 'scheduled=0';
       }
-      const schedule = (() => {
-        try {
-          return parseSchedule(text);
-        } catch (error) {
-          if (error instanceof UsageError) throw new BadInput(`Schedule: ${error.message.replace(/^schedule: /, '')}.`);
-          throw error;
-        }
-      })();
-      await ctx.store.write((s) => s.setSchedule(name, schedule.text));
+      // A mistake, found here or by the store (PostgreSQL's set_schedule()), is the page's 400.
+      const refused = (error: unknown) => {
+        if (error instanceof UsageError) throw new BadInput(`Schedule: ${error.message.replace(/^schedule: /, '')}.`);
+        throw error;
+      };
+      let spec: string;
+      try {
+        spec = parseSchedule(text).text;
+      } catch (error) {
+        return refused(error);
+      }
+      await ctx.store.write((s) => s.setSchedule(name, spec)).catch(refused);
       return 'scheduled=1';
     }),
   );

@@ -1,5 +1,5 @@
 import type { StoreChoice } from '../commands/common.js';
-import { CronguardError, describe, NotFoundError, storeError } from '../errors.js';
+import { CronguardError, describe, NotFoundError, storeError, UsageError } from '../errors.js';
 import { mysqlError } from '../store/mysql/errors.js';
 import type { DatabaseConfig, SharedStore } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
@@ -74,6 +74,9 @@ export class StoreAccess {
     try {
       return await fn(store);
     } catch (error) {
+      // The store refused what was asked (set_schedule() a zone it does not know): the
+      // request's mistake, for the page to say, not an outage.
+      if (error instanceof UsageError) throw error;
       const mapped = error instanceof CronguardError ? error : serverError(error, this.choice.db, store.connectionLost);
       if (!store.connectionLost && !mapped) throw error;
       // A statement the server answered with an error leaves its connection sound, and

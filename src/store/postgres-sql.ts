@@ -157,7 +157,9 @@ export function statements(S: string) {
                   ON CONFLICT (name) DO UPDATE SET disabled = true, disabled_reason = :reason, disabled_at = :since, disabled_by = :by`),
     resume: named(`UPDATE ${S}.jobs SET disabled = false, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL
                    WHERE name = :job`),
-    schedule: named(`INSERT INTO ${S}.jobs (name, schedule) VALUES (:job, :schedule) ON CONFLICT (name) DO UPDATE SET schedule = :schedule`),
+    // Through set_schedule(), so that what PostgreSQL's readers cannot read (a zone only Node
+    // knows, US/Pacific-New) is refused when set, not found when the job should run.
+    schedule: named(`SELECT ${S}.set_schedule(:job, :schedule)`),
     unschedule: named(`UPDATE ${S}.jobs SET schedule = NULL WHERE name = :job`),
     // One row per job the log knows of (a row in jobs, or a pending request): what runs now, how
     // it last ended and last succeeded, its latest finished runs, what waits for it. Every

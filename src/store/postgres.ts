@@ -1,5 +1,6 @@
-import { PermissionError } from '../errors.js';
+import { PermissionError, UsageError } from '../errors.js';
 import { sharedBackend } from '../lock/postgres.js';
+import { printable } from '../util/printable.js';
 import { monotonicMs } from '../util/time.js';
 import { PostgresReads } from './postgres-reads.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
@@ -168,7 +169,15 @@ export class PostgresStore extends PostgresReads implements SharedStore {
   }
 
   async setSchedule(job: string, schedule: string | null): Promise<void> {
-    await this.withSchema(() => this.run(schedule === null ? this.sql.unschedule : this.sql.schedule, { job, schedule }));
+    try {
+      await this.withSchema(() => this.run(schedule === null ? this.sql.unschedule : this.sql.schedule, { job, schedule }));
+    } catch (error) {
+      // set_schedule() refuses it (22023), with its reason.
+      if ((error as { code?: string }).code === '22023') {
+        throw new UsageError(`PostgreSQL's set_schedule() refuses it: ${printable((error as Error).message).replace(/^schedule: /, '')}`);
+      }
+      throw error;
+    }
   }
 
   // Under the record's run key, or, when that names another run's row, the key made from it.

@@ -34,12 +34,28 @@ describe.each(STORES)('check and metrics of a job with a stored schedule (%s)', 
     expect(metrics).toContain(`cronguard_next_due_timestamp_seconds{job="${job}"} ${(startedAt.getTime() + 60 * MINUTE) / 1000}`);
   });
 
+  it('is not stale across a gap its schedule has (a weekday job on a Sunday), but is after two missed fires', async () => {
+    const box = storeBox(kind);
+    // Fires on Mondays and Tuesdays: its last success, at Tuesday's fire, stays fresh until
+    // next Monday's, however many days lie between; two fires missed make it stale.
+    const day = 86400e3;
+    const now = Date.now();
+    // The latest Tuesday 03:00 UTC: since then at most Monday's fire has come.
+    let tuesday = Math.floor(now / day) * day - ((new Date(now).getUTCDay() + 5) % 7) * day + 3 * 3600e3;
+    if (tuesday > now) tuesday -= 7 * day;
+    const { job } = await scheduledJob(box, 'weekly', 'TZ=UTC 0 3 * * 1,2', now - tuesday - 5000);
+    const fresh = await cronguard(['check', job], box.env);
+    expect(fresh).toMatchObject({ code: 0, stdout: expect.stringMatching(new RegExp(`^OK - ${job} succeeded .* ago in 1s; (next due|due since) `)) });
+    const { job: old } = await scheduledJob(box, 'weekly-old', 'TZ=UTC 0 3 * * 1,2', 15 * day);
+    expect(await cronguard(['check', old], box.env)).toMatchObject({ code: 2, stdout: expect.stringMatching(/missed two fires in a row/) });
+  });
+
   it('is CRITICAL past twice its period without a success, and when its stored schedule cannot be read', async () => {
     const box = storeBox(kind);
     const { job } = await scheduledJob(box, 'stale', 'every 1h', 150 * MINUTE);
     const stale = await cronguard(['check', job], box.env);
     expect(stale.code).toBe(2);
-    expect(stale.stdout).toMatch(new RegExp(`^CRITICAL - ${job} succeeded 2h30m\\S* ago in 1s, more than twice its schedule's period \\(1h00m, 'every 1h'\\)`));
+    expect(stale.stdout).toMatch(new RegExp(`^CRITICAL - ${job} succeeded 2h30m\\S* ago in 1s: it missed two fires in a row of its schedule 'every 1h' \\(none succeeded since \\S+Z\\)`));
     if (kind === 'postgres') return;
     // An UPDATE by hand that the store's CHECK lets through.
     await box.setSchedule(job, '61 * * * *');

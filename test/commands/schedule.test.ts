@@ -69,6 +69,12 @@ describe.each(STORES)('cronguard schedule (%s)', (kind) => {
     [['--cron', '@daily', '--tz', 'Europe/Warsaw\nX'], "--tz: unknown time zone 'Europe/Warsaw\\nX' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)"],
     [['--every', '1m\nX'], "--every: invalid duration '1m\\nX' (use e.g. 500ms, 10s, 5m, 2h, 1d, 1h30m or a number of seconds)"],
     [['--cron', '0 0 * * \x1b[2J'], `--cron: '0 0 * * \\x1b[2J' has a field cronguard does not read, '\\x1b[2J' ${DETAIL}`],
+    // An offset, not a zone's name: newer Node reads it, older Node and PostgreSQL do not.
+    [['--cron', '0 3 * * *', '--tz', '+03:00'], "--tz: unknown time zone '+03:00' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)"],
+    // Node knows it; PostgreSQL, which would read it at every run, does not.
+    ...(kind === 'postgres'
+      ? [[['--cron', '0 3 * * *', '--tz', 'US/Pacific-New'], "PostgreSQL's set_schedule() refuses it: unknown time zone 'US/Pacific-New' (an IANA name, e.g. Europe/Warsaw, America/New_York or UTC)"] as [string[], string]]
+      : []),
   ])('refuses %j with one line and 64, storing nothing', async (flags, message) => {
     const box = storeBox(kind);
     const job = box.job('bad');

@@ -93,7 +93,8 @@ describe('when a scheduled job is due', () => {
   it('after downtime, a missed job runs once, not once per missed fire', () => {
     const s = parseSchedule('TZ=UTC 0 * * * *');
     const lastStart = at('2026-12-03T01:00:00Z');
-    expect(scheduleDue(s, lastStart, at('2026-12-03T07:42:00Z'))).toEqual({ due: true, at: new Date('2026-12-03T07:00:00Z') });
+    // Due since the first fire it missed (02:00): how late it is.
+    expect(scheduleDue(s, lastStart, at('2026-12-03T07:42:00Z'))).toEqual({ due: true, at: new Date('2026-12-03T02:00:00Z') });
     expect(scheduleDue(s, at('2026-12-03T07:42:00Z'), at('2026-12-03T07:43:00Z'))).toEqual({ due: false, at: new Date('2026-12-03T08:00:00Z') });
   });
 
@@ -115,8 +116,8 @@ describe('when a scheduled job is due', () => {
 
   it('across the fall-back repeat, a job with * or / runs in both 02:00 hours', () => {
     const s = parseSchedule('TZ=Europe/Warsaw */30 2 * * *');
-    // 02:30 CEST (00:30 UTC) and 02:30 CET (01:30 UTC).
-    expect(scheduleDue(s, at('2026-10-25T00:30:02Z'), at('2026-10-25T01:30:02Z'))).toEqual({ due: true, at: new Date('2026-10-25T01:30:00Z') });
+    // 02:30 CEST (00:30 UTC), then 02:00 and 02:30 CET (01:00 and 01:30 UTC): due since the first.
+    expect(scheduleDue(s, at('2026-10-25T00:30:02Z'), at('2026-10-25T01:30:02Z'))).toEqual({ due: true, at: new Date('2026-10-25T01:00:00Z') });
   });
 
   it("allows for cron's jitter on an invocation's first look, not on a loop's later ones", () => {

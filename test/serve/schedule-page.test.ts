@@ -29,6 +29,12 @@ describe.each(STORES)('the job page\'s schedule field (%s)', (kind) => {
     const bad = await server.post(`/jobs/${job}/schedule`, { csrf, schedule: '0 3 * * 8' });
     expect(bad.status).toBe(400);
     expect(await bad.text()).toContain("Schedule: &#39;0 3 * * 8&#39; is not valid: weekday 8 is outside 0-7");
+    if (kind === 'postgres') {
+      // What set_schedule() refuses is a 400 too, with its reason.
+      const pgOnly = await server.post(`/jobs/${job}/schedule`, { csrf, schedule: 'TZ=US/Pacific-New 0 3 * * *' });
+      expect(pgOnly.status).toBe(400);
+      expect(await pgOnly.text()).toContain("Schedule: PostgreSQL&#39;s set_schedule() refuses it: unknown time zone &#39;US/Pacific-New&#39;");
+    }
     expect((await server.post(`/jobs/${job}/schedule`, { csrf, schedule: '<script>alert(1)</script>' })).status).toBe(400);
     const nul = await server.post(`/jobs/${job}/schedule`, { csrf, schedule: 'every 1m\0' });
     expect(nul.status).toBe(400);
