@@ -39,7 +39,8 @@ export class RunRecorder extends LogLink {
   }
 
   // Under a lock already held: may this run start, and which requests does it serve? A log
-  // that cannot answer says yes, to none.
+  // that cannot answer says yes, to none; but a run that needs its answer (--scheduled) ends
+  // there (requireLog).
   async admit(run: NewRun, options: AdmitOptions): Promise<Verdict> {
     this.begin(run, null);
     let verdict: Verdict = { admitted: true, requests: [] };
