@@ -1,5 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
-import { dueAfterMs } from '../store/jobs.js';
+import { dueAfterMs, lastCountedStart } from '../store/jobs.js';
 import type { NewRun, UnsettledRun } from '../store/types.js';
 import type { AdmitOptions } from '../store/admission.js';
 import { isSameProcess } from '../util/process-id.js';
@@ -27,14 +27,13 @@ export async function notDue(recorder: RunRecorder, config: RunConfig, options: 
   }
   if (answer.requested || options.keepLock || answer.unsettled.some((r) => settledUnderLock(r, run))) return null;
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
+  const last = job ? lastCountedStart(job) : null;
   // A job without a readable schedule is the admission's to say so (once a day).
   if (options.scheduled !== null && !options.manual && job?.schedule != null) {
-    const last = job.running_since ?? (job.last_status === 'abandoned' ? null : job.last_started_at);
     const verdict = options.scheduled.verdict(job.schedule, null, last === null ? null : Date.parse(last), Date.now());
     return verdict.due || verdict.refusal.reason !== 'schedule' ? null : verdict.refusal;
   }
   if (options.minIntervalMs === null || options.manual || !job) return null;
-  const last = job.running_since ?? (job.last_status === 'abandoned' ? null : job.last_started_at);
   // Due by the admission's own rule, cron's jitter allowed for (dueAfterMs).
   if (last === null || Date.parse(last) + dueAfterMs(options.minIntervalMs) <= Date.now()) return null;
   return { admitted: false, reason: 'interval', lastStartedAt: last };

@@ -196,7 +196,6 @@ function waiting(config: RunConfig, lock: string, say: Messages): () => null {
   };
 }
 
-
 // The run as recorded: it started when it got the lock.
 function atLock(run: NewRun): NewRun {
   return { ...run, startedAt: new Date() };

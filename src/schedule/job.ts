@@ -1,5 +1,5 @@
 import { describe } from '../errors.js';
-import type { JobStatus } from '../store/jobs.js';
+import { type JobStatus, lastCountedStart } from '../store/jobs.js';
 import { type Due, scheduleDue } from './due.js';
 import { parseSchedule, type Schedule } from './spec.js';
 
@@ -24,7 +24,7 @@ export function jobSchedule(j: JobStatus, now: number): JobSchedule | null {
   } catch (error) {
     return { text: j.schedule, problem: describe(error), due: null, staleBeforeMs: null };
   }
-  const lastStart = j.running_since ?? (j.last_status === 'abandoned' ? null : j.last_started_at);
+  const lastStart = lastCountedStart(j);
   const due = scheduleDue(schedule, lastStart === null ? null : Date.parse(lastStart), now);
   return { text: j.schedule, problem: null, due, staleBeforeMs: staleBefore(schedule, now) };
 }

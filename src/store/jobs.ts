@@ -112,6 +112,12 @@ export function jobStatusOf({ disabled, job, ...row }: JobStatusRow): JobStatus 
   };
 }
 
+// The start that spaces a job's runs (--min-interval, --scheduled): its running run's, else
+// its latest's, unless that one was abandoned.
+export function lastCountedStart(job: JobStatus): string | null {
+  return job.running_since ?? (job.last_status === 'abandoned' ? null : job.last_started_at);
+}
+
 // When a run was last skipped because a stranger held the lock, if no run started since.
 export function blockedSince(job: JobStatus): string | null {
   if (job.blocked_at === null || job.blocked_by === null) return null;
