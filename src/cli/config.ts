@@ -8,6 +8,7 @@ import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
 import type { ParsedRun } from './options.js';
+import { type NotifyConfig, parseNotify } from './notify.js';
 import { observing } from './observe.js';
 import { type PingConfig, parsePing } from './ping.js';
 import { scheduling } from './schedule.js';
@@ -77,6 +78,8 @@ export interface RunConfig {
   readonly metricsDir: string | null;
   // --ping-url: where each run's start and end are reported; null: nowhere.
   readonly ping: PingConfig | null;
+  // --notify, --notify-url: alerts once per incident; null: none.
+  readonly notify: NotifyConfig | null;
   readonly verbose: boolean;
   // Where each location setting came from, for -v.
   readonly sources: readonly string[];
@@ -158,6 +161,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
+    notify: parseNotify(setting('notify', 'notify'), setting('notify_url', 'notifyUrl'), str('notifyTimeout'), options.noLog === true),
     verbose: options.verbose === true,
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',

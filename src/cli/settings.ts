@@ -15,6 +15,8 @@ export const SETTING_ENV = {
   state_dir: 'CRONGUARD_STATE_DIR',
   retention: 'CRONGUARD_RETENTION',
   metrics_dir: 'CRONGUARD_METRICS_DIR',
+  notify: 'CRONGUARD_NOTIFY',
+  notify_url: 'CRONGUARD_NOTIFY_URL',
 } as const;
 
 export type SettingKey = keyof typeof SETTING_ENV;
@@ -91,7 +93,7 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
       throw new UsageError(`${where}: unknown setting '${match[1]}' (known: ${Object.keys(SETTING_ENV).join(', ')})`);
     }
     const value = settingValue(match[2] as string);
-    if (key === 'database_url') addSecretsOf(value);
+    if (key === 'database_url' || key === 'notify_url') addSecretsOf(value);
     settings.set(key as SettingKey, { value, from: where });
   });
   const url = settings.get('database_url')?.value ?? '';

@@ -5,13 +5,14 @@ import { CommandNotFoundError, CronguardError, NotExecutableError } from '../err
 import type { NewRun } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { summaryLine } from './attempts.js';
+import type { Notifier } from './notify.js';
 import type { Pinger } from './ping.js';
 import { openRecorder } from './wiring.js';
 
 // The program to run, found before any lock is taken. One that cannot start still leaves a
 // `failed` row, so a misconfigured job shows up in history and to `check`, and a failure
-// ping, so the monitor hears of it at once.
-export async function startable(config: RunConfig, run: NewRun, say: Messages, pinger: Pinger | null): Promise<string> {
+// ping and notification, so the monitor hears of it at once.
+export async function startable(config: RunConfig, run: NewRun, say: Messages, pinger: Pinger | null, notifier: Notifier | null): Promise<string> {
   try {
     return resolveCommand(config.argv[0] as string, process.env.PATH);
   } catch (error) {
@@ -20,6 +21,7 @@ export async function startable(config: RunConfig, run: NewRun, say: Messages, p
     const outcome = { status: 'failed', finishedAt: new Date(), durationMs: 0, exitCode: error.exitCode, signal: null, output: null, outputTruncated: false, error: error.message } as const;
     // It took no lock, so it claims no tick.
     await recorder.unstartable({ ...run, tick: null }, outcome);
+    await notifier?.ended(recorder, recorder.runId, outcome);
     await recorder.close();
     const warning = await pinger?.run(run.runKey).finish(error.exitCode, error.message);
     if (warning) say.warn(warning);

@@ -31,7 +31,9 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   const invokedMs = monotonicMs();
   // Imported on demand: a run without --ping-url loads none of its code.
   const pinger = config.ping ? new (await import('./ping.js')).Pinger(config.ping, config.name, say) : null;
-  const file = await startable(config, run, say, pinger);
+  // The same for --notify and --notify-url.
+  const notifier = config.notify ? new (await import('./notify.js')).Notifier(config.notify, config.name, say) : null;
+  const file = await startable(config, run, say, pinger, notifier);
   // A signal to cronguard stops whatever is not running yet: a wait for the lock, for a
   // retry, for the next run of a loop (one line, exit 128+N). A running command gets it
   // forwarded (the supervisor), and nothing new starts after it.
@@ -49,6 +51,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     };
     const options = await admitOptions(config, manual);
     gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
+    gate.recorder.notifyWith(notifier);
     // A lock other jobs share is taken only by a job that is due (see due.ts).
     const early = config.sharedLock ? await notDue(gate.recorder, config, options, run) : null;
     admission = early ?? (await gate.admit(stop.signal).catch(notRun));

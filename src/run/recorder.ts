@@ -4,6 +4,7 @@ import type { ClaimedRequest } from '../store/requests.js';
 import type { LockRelease, NewRun, RunOutcome } from '../store/types.js';
 import type { Admission, AdmitOptions, Holder } from '../store/admission.js';
 import { LogLink } from './log-link.js';
+import type { Notifier } from './notify.js';
 
 
 // What the log says about one invocation: go ahead (serving these requests), or why not.
@@ -19,6 +20,8 @@ export class RunRecorder extends LogLink {
   // The requests this attempt's command is given, for its spooled record (see claimsOf).
   private served: readonly number[] = [];
   private unlock: { readonly lock: LockRelease; readonly released: () => void } | null = null;
+  // --notify, --notify-url: hears each invocation's final outcome once it is recorded.
+  private notifier: Notifier | null = null;
 
   // The run's id in the log; null without a log, or while its record is spooled.
   get runId(): number | null {
@@ -83,8 +86,9 @@ export class RunRecorder extends LogLink {
     this.spoolNow(null);
   }
 
-  // The attempt's outcome; on the last attempt (`final`) its requests end with it. With
-  // `release`, the lock goes with it where the store holds it (see releasesLock).
+  // The attempt's outcome; on the last attempt (`final`) its requests end with it, and its
+  // notifiers hear of it. With `release`, the lock goes with it where the store holds it
+  // (see releasesLock).
   async finish(outcome: RunOutcome, final: boolean, release = false): Promise<void> {
     await this.attempt('record the outcome', async (store) => {
       if (this.id === null) return;
@@ -92,6 +96,11 @@ export class RunRecorder extends LogLink {
       if ((await store.finishRun(this.id, outcome, final, unlock)) && unlock !== null) this.unlock?.released();
     }, true);
     this.spoolNow(outcome, final);
+    if (final) await this.notifier?.ended(this, this.id, outcome);
+  }
+
+  notifyWith(notifier: Notifier | null): void {
+    this.notifier = notifier;
   }
 
   // The lock lives in the store's database (an advisory lock of its session, a lease), and

@@ -152,6 +152,12 @@ export function statements(S: string) {
     unsettledRuns: named(`SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key FROM ${S}.runs WHERE job = :job AND status = 'running'
                           UNION SELECT r.id, r.status, r.host, r.pid, r.wrapper_start, r.lock_backend, r.lock_key
                           FROM ${S}.requests q JOIN ${S}.runs r ON r.id = q.run_id WHERE q.job = :job AND q.status = 'running'`),
+    // The alert state's compare-and-set (markAlert): a row comes back only when it moved. A
+    // host that finds it moved by another (the conflict's WHERE reads the latest row) gets none.
+    alertFailing: named(`INSERT INTO ${S}.jobs (name, alerted_at) VALUES (:job, now())
+                         ON CONFLICT (name) DO UPDATE SET alerted_at = excluded.alerted_at WHERE ${S}.jobs.alerted_at IS NULL
+                         RETURNING 1 AS moved`),
+    alertRecovered: named(`UPDATE ${S}.jobs SET alerted_at = NULL WHERE name = :job AND alerted_at IS NOT NULL RETURNING 1 AS moved`),
     pause: named(`INSERT INTO ${S}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by)
                   VALUES (:job, true, :reason, :since, :by)
                   ON CONFLICT (name) DO UPDATE SET disabled = true, disabled_reason = :reason, disabled_at = :since, disabled_by = :by`),

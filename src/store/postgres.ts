@@ -122,6 +122,10 @@ export class PostgresStore extends PostgresReads implements SharedStore {
     await this.run(this.sql.releaseLease, { key: key.toString(), epoch: epoch.toString() });
   }
 
+  async markAlert(job: string, failing: boolean): Promise<boolean> {
+    return (await this.withSchema(() => this.run(failing ? this.sql.alertFailing : this.sql.alertRecovered, { job }))).length > 0;
+  }
+
   async returnRequests(runId: number, u: Unserved): Promise<void> {
     await this.run(this.sql.giveBack, { run_id: runId, later: u.later, refused: u.refused, reason: u.reason, schema: this.schema });
   }

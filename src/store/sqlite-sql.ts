@@ -47,6 +47,10 @@ export const SQL = {
   scheduleOf: `SELECT schedule, unscheduled_said_at AS said FROM jobs WHERE name = ?`,
   // A run of --scheduled said that the job has no schedule (job, when): once a day.
   saidUnscheduled: `INSERT INTO jobs (name, unscheduled_said_at) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET unscheduled_said_at = excluded.unscheduled_said_at`,
+  // The alert state's compare-and-set (markAlert): a change counts 1 only when it moved.
+  alertFailing: `INSERT INTO jobs (name, alerted_at) VALUES (@job, @now) ON CONFLICT (name) DO UPDATE SET alerted_at = excluded.alerted_at
+                 WHERE jobs.alerted_at IS NULL`,
+  alertRecovered: `UPDATE jobs SET alerted_at = NULL WHERE name = @job AND alerted_at IS NOT NULL`,
   pendingOverlaps: `SELECT pending_overlaps AS n FROM jobs WHERE name = ?`,
   resetOverlaps: `UPDATE jobs SET pending_overlaps = 0 WHERE name = ?`,
   insertRun: `INSERT INTO runs (status, overlaps, request_id, ${RUN_COLUMNS}) VALUES ('running', @overlaps, @request_id, ${RUN_VALUES})`,

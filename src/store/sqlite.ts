@@ -80,6 +80,10 @@ export class SqliteStore implements RunStore {
     return false;
   }
 
+  async markAlert(job: string, failing: boolean): Promise<boolean> {
+    return this.db.prepare(failing ? SQL.alertFailing : SQL.alertRecovered).run({ job, now: new Date().toISOString() }).changes === 1;
+  }
+
   async returnRequests(runId: number, u: Unserved): Promise<void> {
     const { db } = this;
     db.transaction(() => {

@@ -154,6 +154,10 @@ export interface RunStore {
   // `unlock`: a lock the store holds (see LockRelease) to release in the same round trip;
   // returns whether it was released (never, by a store without such locks).
   finishRun(id: number, outcome: RunOutcome, final: boolean, unlock?: LockRelease | null): Promise<boolean>;
+  // An invocation's final outcome, for its notifiers (--notify): moves the job's alert state
+  // to failing (`failing`) or back, by compare-and-set; true when this call moved it, so one
+  // invocation of a whole fleet notifies of each change.
+  markAlert(job: string, failing: boolean): Promise<boolean>;
   // Gives back claimed requests the run will not serve (see Unserved).
   returnRequests(runId: number, unserved: Unserved): Promise<void>;
   // A retry of run `previous`: a new row, which the requests follow; returns its id.

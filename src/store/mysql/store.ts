@@ -124,6 +124,15 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     for (const [statement, params] of this.recounts(job, from, to)) await t.execute(statement, params);
   }
 
+  async markAlert(job: string, failing: boolean): Promise<boolean> {
+    const { sql } = this;
+    return this.withSchema(async () => {
+      // A job whose first invocation could not start its command (127) has no row yet.
+      if (failing) await this.write(sql.lockJob, [job]);
+      return (await this.write(failing ? sql.alertFailing : sql.alertRecovered, [job])).affectedRows === 1;
+    });
+  }
+
   async returnRequests(runId: number, u: Unserved): Promise<void> {
     await this.withSchema(() =>
       this.session.transaction(async (t) => {

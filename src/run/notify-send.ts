@@ -1,0 +1,125 @@
+import { spawn } from 'node:child_process';
+import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
+import { createRequire } from 'node:module';
+import type { SecureContext } from 'node:tls';
+import { VERSION } from '../cli/options.js';
+import { describe } from '../errors.js';
+import { formatDuration } from '../util/duration.js';
+import { withExtraCa } from '../util/extra-ca.js';
+import { printable } from '../util/printable.js';
+
+// What a notifier is told: the same fields as environment variables (--notify) and as JSON
+// (--notify-url), all of them redacted already.
+export interface Alert {
+  readonly event: 'failed' | 'recovered';
+  readonly job: string;
+  // null while the run's record waits in the spool, or without a log.
+  readonly run_id: number | null;
+  readonly exit_code: number | null;
+  readonly host: string;
+  readonly status: string;
+  readonly output: string;
+}
+
+// How much of a failing notifier's stderr its warning line quotes.
+const STDERR_CHARS = 200;
+
+// Runs the command through /bin/sh -c in a process group of its own, the alert in its
+// environment and the output tail on its stdin; its stdout is dropped (cronguard's stdout is
+// the job's), its stderr quoted on failure. At `timeoutMs` the whole group is killed, so a
+// notifier that hangs, or leaves something behind, ends there. Resolves to what went wrong,
+// or null; never rejects.
+export function runNotifyCommand(command: string, alert: Alert, timeoutMs: number): Promise<string | null> {
+  return new Promise((resolve) => {
+    const env = {
+      ...process.env,
+      CRONGUARD_EVENT: alert.event,
+      CRONGUARD_JOB: alert.job,
+      CRONGUARD_RUN_ID: alert.run_id === null ? '' : String(alert.run_id),
+      CRONGUARD_EXIT_CODE: alert.exit_code === null ? '' : String(alert.exit_code),
+      CRONGUARD_HOST: alert.host,
+      CRONGUARD_STATUS: alert.status,
+    };
+    const child = spawn('/bin/sh', ['-c', command], { env, detached: true, stdio: ['pipe', 'ignore', 'pipe'] });
+    let stderr = '';
+    // How it exited, once it did: null for success, else why it failed.
+    let exited: (() => string | null) | undefined;
+    const killGroup = () => {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // The group is gone already.
+      }
+    };
+    const timer = setTimeout(() => {
+      killGroup();
+      // It exited, but something it left holds its stderr open: its own outcome stands.
+      finish(exited !== undefined ? exited() : `timed out after ${formatDuration(timeoutMs)}; its process group was killed`);
+    }, timeoutMs);
+    let settled = false;
+    const finish = (failure: string | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      child.stdin?.destroy();
+      child.stderr?.destroy();
+      resolve(failure);
+    };
+    child.on('error', (error) => finish(`could not start (${describe(error)})`));
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString('utf8')).slice(-4 * STDERR_CHARS);
+    });
+    child.on('exit', (code, signal) => {
+      // Its stderr's last line, read when the warning is made: output may follow the exit.
+      exited = () => {
+        if (code === 0) return null;
+        const said = printable(stderr.trim().split('\n').at(-1) ?? '').slice(-STDERR_CHARS);
+        return `${signal ? `killed by ${signal}` : `failed with exit ${code}`}${said ? `: ${said}` : ''}`;
+      };
+    });
+    child.on('close', () => finish(exited?.() ?? null));
+    // A notifier that does not read its stdin closes the pipe early: EPIPE is not its failure.
+    child.stdin?.on('error', () => {});
+    child.stdin?.end(alert.output);
+  });
+}
+
+type Transport = { request(url: URL, options: RequestOptions & { secureContext?: SecureContext }, callback: (res: IncomingMessage) => void): ClientRequest };
+
+// POSTs the alert as JSON; any 2xx is delivered. One try, bounded by `timeoutMs` in all: an
+// alert is not worth holding up the job's end for longer. Resolves to what went wrong, or
+// null; never rejects.
+export function postAlert(url: string, alert: Alert, timeoutMs: number): Promise<string | null> {
+  return new Promise((resolve) => {
+    const target = new URL(url);
+    const body = Buffer.from(JSON.stringify(alert));
+    let req: ClientRequest | undefined;
+    let settled = false;
+    const finish = (failure: string | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req?.destroy();
+      resolve(failure);
+    };
+    const timer = setTimeout(() => finish(`failed: no answer within ${formatDuration(timeoutMs)}`), timeoutMs);
+    try {
+      // By require, not import(), as ping.ts does: from the CommonJS bundle, import() would
+      // start the ESM loader too.
+      const https = target.protocol === 'https:';
+      const transport = createRequire(import.meta.url)(https ? 'node:https' : 'node:http') as Transport;
+      const headers = { 'user-agent': `cronguard/${VERSION}`, 'content-type': 'application/json', 'content-length': String(body.length) };
+      req = transport.request(target, { method: 'POST', agent: false, headers, ...(https ? withExtraCa({}) : {}) }, (res) => {
+        const status = res.statusCode ?? 0;
+        res.on('error', () => {});
+        res.resume();
+        finish(status >= 200 && status < 300 ? null : `failed: HTTP ${status}`);
+      });
+    } catch (error) {
+      finish(`failed: ${describe(error)}`);
+      return;
+    }
+    req.on('error', (error) => finish(`failed: ${describe(error)}`));
+    req.end(body);
+  });
+}
