@@ -1,5 +1,4 @@
-import { hostname } from 'node:os';
-import { constants } from 'node:os';
+import { constants, hostname } from 'node:os';
 import type { NotifyConfig } from '../cli/notify.js';
 import { EXIT } from '../errors.js';
 import type { RunOutcome } from '../store/types.js';

@@ -99,6 +99,7 @@ export class RunRecorder extends LogLink {
     if (final) await this.notifier?.ended(this, this.id, outcome);
   }
 
+  // The invocation's notifiers (loaded only when configured), for the runs it records.
   notifyWith(notifier: Notifier | null): void {
     this.notifier = notifier;
   }
