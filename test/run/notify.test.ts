@@ -101,6 +101,15 @@ describe('--notify: once per incident', () => {
     expect(events(file)).toHaveLength(3);
   });
 
+  it('each run of an --every loop counts: a loop of failures notifies once', async () => {
+    const box = sandbox();
+    const file = box.path('notified');
+    const result = await cronguard(['-n', 'loop', '--every', '50ms', '--for', '1s', ...notifyTo(file), '--', 'false'], box.env);
+    expect(result.code).toBe(1);
+    expect(runs(box.stateDir).every((r) => r.status === 'failed')).toBe(true);
+    expect(events(file)).toEqual([expect.stringMatching(/^failed job=loop run=1 exit=1 /)]);
+  });
+
   it('what a notifier is sent passes through redaction (a URL\'s password in the output)', async () => {
     const box = sandbox();
     const file = box.path('notified');
