@@ -31,8 +31,11 @@ const STDERR_CHARS = 200;
 // or null; never rejects.
 export function runNotifyCommand(command: string, alert: Alert, timeoutMs: number): Promise<string | null> {
   return new Promise((resolve) => {
+    // Without the notifier settings: a notifier that runs a job under cronguard in turn must
+    // not notify of that job's failures too, and so on.
+    const { CRONGUARD_NOTIFY: _command, CRONGUARD_NOTIFY_URL: _url, ...inherited } = process.env;
     const env = {
-      ...process.env,
+      ...inherited,
       CRONGUARD_EVENT: alert.event,
       CRONGUARD_JOB: alert.job,
       CRONGUARD_RUN_ID: alert.run_id === null ? '' : String(alert.run_id),

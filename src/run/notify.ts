@@ -41,9 +41,10 @@ export class Notifier {
     if (failures[1]) this.say.warn(`${this.job}: --notify-url to ${new URL(url as string).origin} ${failures[1]}; the run's outcome is unaffected`);
   }
 
-  // Every text that leaves cronguard passes through redact(), the output tail included.
+  // Every text that leaves cronguard passes through redact(), the output tail included (the
+  // whole output first: a secret the tail's start cut in two would no longer match).
   private alertOf(event: Alert['event'], runId: number | null, outcome: RunOutcome): Alert {
-    const output = tail(outcome.output ?? outcome.error ?? '', TAIL_BYTES).toString('utf8');
+    const output = tail(redact(outcome.output ?? outcome.error ?? ''), TAIL_BYTES).toString('utf8');
     return {
       event,
       job: redact(this.job),
@@ -51,7 +52,7 @@ export class Notifier {
       exit_code: exitCodeOf(outcome),
       host: redact(hostname()),
       status: outcome.status,
-      output: redact(output),
+      output,
     };
   }
 }

@@ -196,6 +196,10 @@ describe('notifiers from the environment and the configuration file', () => {
     expect(events(box.path('from-flag'))).toEqual([expect.stringMatching(/^failed job=cf /)]);
     expect(events(box.path('from-file'))).toHaveLength(1);
     expect(received).toHaveLength(3);
+    // A notifier does not inherit the notifier settings: a job it runs under cronguard in
+    // turn does not notify of its own failures too.
+    await cronguard(['-n', 'cf', '--notify', `echo "[\${CRONGUARD_NOTIFY-}][\${CRONGUARD_NOTIFY_URL-}]" > ${box.path('inherited')}`, '--', 'true'], { ...env, CRONGUARD_NOTIFY_URL: url });
+    expect(lines(box.path('inherited'))).toEqual(['[][]']);
   });
 
   it('--no-log: a notifier from the environment or the file tells of every failure and of no recovery', async () => {
