@@ -11,6 +11,7 @@ import type { ParsedRun } from './options.js';
 import { observing } from './observe.js';
 import { type PingConfig, parsePing } from './ping.js';
 import { scheduling } from './schedule.js';
+import { secrecy } from './secrecy.js';
 import type { SettingKey, Settings } from './settings.js';
 import { optionalDuration, parseBytes, parseExitCode, parseSignal } from './values.js';
 
@@ -77,6 +78,12 @@ export interface RunConfig {
   readonly metricsDir: string | null;
   // --ping-url: where each run's start and end are reported; null: nowhere.
   readonly ping: PingConfig | null;
+  // --env-file: the file of the command's variables; null: none.
+  readonly envFile: string | null;
+  // --redact and the configuration's redact lines, compiled (global).
+  readonly redact: readonly RegExp[];
+  // --record-command off: the run log gets RECORD_OFF instead of the command line.
+  readonly recordCommand: boolean;
   readonly verbose: boolean;
   // Where each location setting came from, for -v.
   readonly sources: readonly string[];
@@ -89,7 +96,7 @@ export interface Context {
 }
 
 const MAX_CAPTURE = 64 * 1024 * 1024;
-export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context): RunConfig {
+export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx: Context): RunConfig {
   const str = (key: string): string | undefined => {
     const value = options[key];
     return typeof value === 'string' ? value : undefined;
@@ -158,6 +165,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
+    ...secrecy(setting('env_file', 'envFile'), ctx.settings.all('redact', repeated.redact ?? [], '--redact'), str('recordCommand')),
     verbose: options.verbose === true,
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',
