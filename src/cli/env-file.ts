@@ -61,6 +61,8 @@ export function parseEnvFile(text: string, file: string): Record<string, string>
       value = rest.replace(/(^|\s)#.*$/, '').trim();
     }
     if (value.includes('\0')) throw new UsageError(`${where}: the value of ${key} holds a NUL byte, which no environment can carry`);
+    // As for cronguard's own environment (see cli/bytes.ts): passed on unchanged or not at all.
+    if (value.includes('\uFFFD')) throw new UsageError(`${where}: the value of ${key} is not valid UTF-8`);
     vars[key] = value;
   }
   return vars;
