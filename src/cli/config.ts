@@ -135,6 +135,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   if (explicitFile === '') throw new UsageError('--lock-file needs a path');
   const lockDir = absolute(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
+  const envFile = setting('env_file', 'envFile');
   const lockKey =
     lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
@@ -165,12 +166,13 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
-    ...secrecy(setting('env_file', 'envFile'), ctx.settings.all('redact', repeated.redact ?? [], '--redact'), str('recordCommand')),
+    ...secrecy(envFile, ctx.settings.all('redact', repeated.redact ?? [], '--redact'), str('recordCommand')),
     verbose: options.verbose === true,
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',
       `lock dir ${lockDir.dir} (${lockDir.from})`,
       `state dir ${stateDir.dir} (${stateDir.from})`,
+      ...(envFile ? [`env file ${resolve(envFile.value)} (${envFile.from})`] : []),
     ]),
   });
 }
