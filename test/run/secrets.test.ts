@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { BINARY, collected, cronguard, runs, type Sandbox, sandbox, start, waitFor } from '../helpers.js';
+import { asNobody, BINARY, collected, cronguard, runs, type Sandbox, sandbox, start, waitFor } from '../helpers.js';
 import { serve } from '../serve/serve-helpers.js';
 
 // The secret of these tests: long enough to be masked (see MIN_MASKED_LENGTH).
@@ -149,6 +149,11 @@ describe('a secret kept in the env file', () => {
       execFileSync('chown', ['nobody', file]);
       await refused(file, 77, /^cronguard: env file .*job\.env belongs to another user \(uid 65534\); it must be yours or root's\n$/);
       execFileSync('chown', ['root', file]);
+      // Root's private file, to another user: they cannot read it.
+      const denied = await start(['--env-file', file, '-n', 't', '--', 'touch', ran], box.env, asNobody).done;
+      expect(denied.stderr).toMatch(/^cronguard: env file: permission denied on .*job\.env\n$/);
+      expect(denied.code).toBe(77);
+      expect(statSync(ran, { throwIfNoEntry: false })).toBeUndefined();
     }
     execFileSync('ln', ['-s', file, box.path('link.env')]);
     await refused(box.path('link.env'), 64, /^cronguard: env file: .*link\.env is a symbolic link; give the file itself \(see cronguard --help\)\n$/);
