@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { asNobody, BINARY, collected, cronguard, runs, type Sandbox, sandbox, start, waitFor } from '../helpers.js';
+import { asNobody, BINARY, collected, cronguard, ROOT, runFile, runs, type Sandbox, sandbox, start, waitFor } from '../helpers.js';
 import { serve } from '../serve/serve-helpers.js';
 
 // The secret of these tests: long enough to be masked (see MIN_MASKED_LENGTH).
@@ -175,6 +175,12 @@ describe('a secret kept in the env file', () => {
       const result = await cronguard(['--env-file', file, '--', 'true'], box.env);
       expect(result.stderr).not.toContain(SECRET);
     }
+  });
+
+  it('reaches cronguard through the launcher, not node: node 20 would take a missing --env-file for its own (exit 9)', async () => {
+    const box = sandbox();
+    const result = await runFile(join(ROOT, 'bin', 'cronguard'), ['--env-file', box.path('missing.env'), '--', 'true'], box.env);
+    expect(result).toMatchObject({ code: 64, stderr: expect.stringMatching(/^cronguard: env file: cannot read .*missing\.env \(it does not exist\) \(see cronguard --help\)\n$/) });
   });
 
   it('is read as dotenv: quotes, escapes, comments, export; over cronguard\'s own environment, under its own variables', async () => {
