@@ -9,7 +9,7 @@ export function secrecy(envFile: Setting | undefined, redact: readonly Setting[]
     throw new UsageError(`--record-command: '${recordCommand}' is not on or off`);
   }
   return {
-    // Made absolute once, as a relative path would otherwise mean another file to a retry.
+    // Made absolute once, as the other paths are, for -v and its messages.
     envFile: envFile === undefined ? null : resolve(envFile.value),
     redact: Object.freeze(redact.map(compile)),
     recordCommand: recordCommand !== 'off',
