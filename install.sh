@@ -145,7 +145,7 @@ defer=$(sed -n '/^if \[ -n "${NODE_EXTRA_CA_CERTS-}" \]; then$/,/^fi$/p' bin/cro
 cat > "$launcher.new" <<LAUNCHER
 #!/bin/sh
 $defer
-exec '$node' '$libdir/dist/cronguard.cjs' "\$@"
+exec '$node' -- '$libdir/dist/cronguard.cjs' "\$@"
 LAUNCHER
 chmod 755 "$launcher.new"
 mv "$launcher.new" "$launcher"

@@ -33,7 +33,7 @@ done
 # development launcher's hand-over of NODE_EXTRA_CA_CERTS, taken as it is.
 defer=$(sed -n '/^if \[ -n "${NODE_EXTRA_CA_CERTS-}" \]; then$/,/^fi$/p' bin/cronguard)
 [ -n "$defer" ] || { echo "package-deb: bin/cronguard has no NODE_EXTRA_CA_CERTS hand-over" >&2; exit 1; }
-printf '#!/bin/sh\n%s\nexec /usr/bin/node /usr/lib/cronguard/dist/cronguard.cjs "$@"\n' "$defer" > "$root/usr/bin/cronguard"
+printf '#!/bin/sh\n%s\nexec /usr/bin/node -- /usr/lib/cronguard/dist/cronguard.cjs "$@"\n' "$defer" > "$root/usr/bin/cronguard"
 chmod 755 "$root/usr/bin/cronguard"
 
 gzip -9n < man/cronguard.1 > "$root/usr/share/man/man1/cronguard.1.gz"

@@ -81,7 +81,8 @@ export interface Started {
 
 // Starts the built binary (no shell in between, so signals reach cronguard itself).
 export function start(args: readonly string[], env: NodeJS.ProcessEnv, prefix: readonly string[] = []): Started {
-  const argv = [...prefix, process.execPath, BINARY, ...args];
+  // `--` as the launcher has it (bin/cronguard): node would take --env-file for its own.
+  const argv = [...prefix, process.execPath, '--', BINARY, ...args];
   const child = spawn(argv[0] as string, argv.slice(1), { env, cwd: env[SANDBOX_CWD] ?? ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';

@@ -12,6 +12,7 @@ import { type NotifyConfig, parseNotify } from './notify.js';
 import { observing } from './observe.js';
 import { type PingConfig, parsePing } from './ping.js';
 import { scheduling } from './schedule.js';
+import { secrecy } from './secrecy.js';
 import type { SettingKey, Settings } from './settings.js';
 import { optionalDuration, parseBytes, parseExitCode, parseSignal } from './values.js';
 
@@ -80,6 +81,12 @@ export interface RunConfig {
   readonly ping: PingConfig | null;
   // --notify, --notify-url: alerts once per incident; null: none.
   readonly notify: NotifyConfig | null;
+  // --env-file: the file of the command's variables; null: none.
+  readonly envFile: string | null;
+  // --redact and the configuration's redact lines, compiled (global).
+  readonly redact: readonly RegExp[];
+  // --record-command off: the run log gets RECORD_OFF instead of the command line.
+  readonly recordCommand: boolean;
   readonly verbose: boolean;
   // Where each location setting came from, for -v.
   readonly sources: readonly string[];
@@ -92,7 +99,7 @@ export interface Context {
 }
 
 const MAX_CAPTURE = 64 * 1024 * 1024;
-export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context): RunConfig {
+export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx: Context): RunConfig {
   const str = (key: string): string | undefined => {
     const value = options[key];
     return typeof value === 'string' ? value : undefined;
@@ -131,6 +138,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   if (explicitFile === '') throw new UsageError('--lock-file needs a path');
   const lockDir = absolute(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
+  const envFile = setting('env_file', 'envFile');
   const lockKey =
     lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
@@ -162,11 +170,13 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
     notify: parseNotify(setting('notify', 'notify'), setting('notify_url', 'notifyUrl'), str('notifyTimeout'), options.noLog === true),
+    ...secrecy(envFile, ctx.settings.all('redact', repeated.redact ?? [], '--redact'), str('recordCommand')),
     verbose: options.verbose === true,
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',
       `lock dir ${lockDir.dir} (${lockDir.from})`,
       `state dir ${stateDir.dir} (${stateDir.from})`,
+      ...(envFile ? [`env file ${resolve(envFile.value)} (${envFile.from})`] : []),
     ]),
   });
 }

@@ -9,6 +9,8 @@ export interface OptionSpec {
   readonly short?: string;
   readonly value?: string;
   readonly help: string;
+  // Given more than once, every value counts (see ParsedRun.repeated).
+  readonly repeatable?: boolean;
 }
 
 export const RUN_OPTIONS: readonly OptionSpec[] = [
@@ -50,6 +52,9 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'notify', long: 'notify', value: 'CMD', help: 'on the first failure of a streak and the first success after it, run CMD through /bin/sh -c (env CRONGUARD_EVENT=failed|recovered, ...; output tail on stdin; $CRONGUARD_NOTIFY)' },
   { key: 'notifyUrl', long: 'notify-url', value: 'URL', help: 'the same, as a JSON POST to URL ($CRONGUARD_NOTIFY_URL)' },
   { key: 'notifyTimeout', long: 'notify-timeout', value: 'DURATION', help: "each notifier's bound; a command's process group is then killed (default 30s)" },
+  { key: 'envFile', long: 'env-file', value: 'FILE', help: "set the command's environment from FILE (KEY=VALUE lines, dotenv syntax; $CRONGUARD_ENV_FILE); FILE must be yours or root's and unreadable by others. Its values are masked like --redact" },
+  { key: 'redact', long: 'redact', value: 'REGEX', repeatable: true, help: 'mask what REGEX matches with *** in the recorded command and output, in what cronguard passes on, pings and notifications (repeatable; $CRONGUARD_REDACT, the config file\'s redact lines add to it)' },
+  { key: 'recordCommand', long: 'record-command', value: 'on|off', help: 'off: keep the command line out of the run log (shown as a placeholder everywhere)' },
   { key: 'verbose', long: 'verbose', short: 'v', help: 'explain decisions on stderr' },
   { key: 'help', long: 'help', short: 'h', help: 'show this help' },
   { key: 'version', long: 'version', short: 'V', help: 'show the version' },
@@ -59,6 +64,8 @@ export type RawOptions = Readonly<Record<string, string | true>>;
 
 export interface ParsedRun {
   readonly options: RawOptions;
+  // The values of repeatable options, in the order given.
+  readonly repeated: Readonly<Record<string, readonly string[]>>;
   readonly command: readonly string[];
 }
 
@@ -68,6 +75,11 @@ const byShort = new Map(RUN_OPTIONS.filter((o) => o.short).map((o) => [o.short a
 // Splits `[options] [--] command args...`. Options after the command belong to the command.
 export function parseRunArgs(args: readonly string[]): ParsedRun {
   const options: Record<string, string | true> = {};
+  const repeated: Record<string, string[]> = {};
+  const set = (spec: OptionSpec, value: string | true) => {
+    if (spec.repeatable && typeof value === 'string') repeated[spec.key] = [...(repeated[spec.key] ?? []), value];
+    else options[spec.key] = value;
+  };
   let i = 0;
   const takeValue = (spec: OptionSpec, inline: string | undefined, shown: string): string => {
     if (inline !== undefined) return inline;
@@ -77,7 +89,7 @@ export function parseRunArgs(args: readonly string[]): ParsedRun {
   };
   for (; i < args.length; i++) {
     const arg = args[i] as string;
-    if (arg === '--') return { options, command: args.slice(i + 1) };
+    if (arg === '--') return { options, repeated, command: args.slice(i + 1) };
     if (arg.startsWith('--')) {
       const eq = arg.indexOf('=');
       const long = arg.slice(2, eq < 0 ? undefined : eq);
@@ -87,7 +99,7 @@ export function parseRunArgs(args: readonly string[]): ParsedRun {
       if (!spec.value && inline !== undefined) {
         throw new UsageError(`option --${long} takes no value`);
       }
-      options[spec.key] = spec.value ? takeValue(spec, inline, `--${long}`) : true;
+      set(spec, spec.value ? takeValue(spec, inline, `--${long}`) : true);
     } else if (arg.length > 1 && arg.startsWith('-')) {
       for (let j = 1; j < arg.length; j++) {
         const spec = byShort.get(arg[j] as string);
@@ -97,14 +109,14 @@ export function parseRunArgs(args: readonly string[]): ParsedRun {
           continue;
         }
         const rest = arg.slice(j + 1);
-        options[spec.key] = takeValue(spec, rest === '' ? undefined : rest, `-${spec.short}`);
+        set(spec, takeValue(spec, rest === '' ? undefined : rest, `-${spec.short}`));
         break;
       }
     } else {
-      return { options, command: args.slice(i) };
+      return { options, repeated, command: args.slice(i) };
     }
   }
-  return { options, command: [] };
+  return { options, repeated, command: [] };
 }
 
 declare const CRONGUARD_VERSION: string;

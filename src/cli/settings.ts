@@ -17,6 +17,9 @@ export const SETTING_ENV = {
   metrics_dir: 'CRONGUARD_METRICS_DIR',
   notify: 'CRONGUARD_NOTIFY',
   notify_url: 'CRONGUARD_NOTIFY_URL',
+  env_file: 'CRONGUARD_ENV_FILE',
+  // May stand on several lines: every line's pattern masks (see all()).
+  redact: 'CRONGUARD_REDACT',
 } as const;
 
 export type SettingKey = keyof typeof SETTING_ENV;
@@ -34,7 +37,7 @@ export const SYSTEM_CONFIG = '/etc/cronguard.conf';
 export class Settings {
   private constructor(
     private readonly env: Env,
-    private readonly files: readonly ReadonlyMap<SettingKey, Setting>[],
+    private readonly files: readonly ReadonlyMap<SettingKey, readonly Setting[]>[],
     readonly notes: readonly string[],
     readonly warnings: readonly string[],
   ) {}
@@ -56,18 +59,31 @@ export class Settings {
     const fromEnv = this.env[variable];
     if (fromEnv !== undefined) return fromEnv === '' ? undefined : { value: fromEnv, from: `$${variable}` };
     for (const file of this.files) {
-      const setting = file.get(key);
+      // A key given twice in one file: its last line counts.
+      const setting = file.get(key)?.at(-1);
       if (setting) return setting.value === '' ? undefined : setting;
     }
     return undefined;
+  }
+
+  // Every value of a setting that adds up rather than overrides (redact): the flags', the
+  // variable's and each line of both files, none hiding another. A mask set for the whole
+  // system cannot be taken off by a user's file or a flag; empty values are skipped.
+  all(key: SettingKey, flags: readonly string[], flagName: string): Setting[] {
+    const found: Setting[] = flags.map((value) => ({ value, from: flagName }));
+    const variable = SETTING_ENV[key];
+    const fromEnv = this.env[variable];
+    if (fromEnv) found.push({ value: fromEnv, from: `$${variable}` });
+    for (const file of this.files) found.push(...(file.get(key) ?? []));
+    return found.filter((s) => s.value !== '');
   }
 }
 
 // Reads `key = value` lines; keys are the variables' names, with or without CRONGUARD_, in
 // any case; '#' at the start of a line or after a blank starts a comment. A file that does
 // not exist is simply not there, unless it was named explicitly.
-function readConfig(file: string, required: boolean, notes: string[], warnings: string[]): Map<SettingKey, Setting> {
-  const settings = new Map<SettingKey, Setting>();
+function readConfig(file: string, required: boolean, notes: string[], warnings: string[]): Map<SettingKey, Setting[]> {
+  const settings = new Map<SettingKey, Setting[]>();
   let text: string;
   try {
     text = readRegularFile(file, 'configuration file', 1024 * 1024, { noFollow: true, trust: (stat) => trusted(file, stat) });
@@ -94,9 +110,11 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
     }
     const value = settingValue(match[2] as string);
     if (key === 'database_url' || key === 'notify_url') addSecretsOf(value);
-    settings.set(key as SettingKey, { value, from: where });
+    const lines = settings.get(key as SettingKey) ?? [];
+    lines.push({ value, from: where });
+    settings.set(key as SettingKey, lines);
   });
-  const url = settings.get('database_url')?.value ?? '';
+  const url = settings.get('database_url')?.at(-1)?.value ?? '';
   if (hasPassword(url) && readableByOthers(file)) {
     warnings.push(`${file} holds a database password and is readable by other users; chmod 600 it, or use ~/.pgpass`);
   }

@@ -12,11 +12,13 @@ import { newRunKey } from '../util/process-id.js';
 import { argumentRoom, fitRequests } from './arg-limits.js';
 import { Interrupted } from './interrupted.js';
 import { LiveCopy } from './live.js';
+import type { LineMasker } from './mask.js';
 import { judge, type Verdict } from './outcome.js';
 import type { Pinger } from './ping.js';
 import { QuietBuffer } from './quiet.js';
 import type { RunRecorder } from './recorder.js';
 import { replayHeld } from './relay.js';
+import { recordedCommand } from './secrets.js';
 import { fileEndsMidLine } from './sink.js';
 import { type ChildResult, supervise, type Supervision } from './supervisor.js';
 
@@ -37,6 +39,10 @@ export interface Attempts {
   readonly stop: AbortSignal;
   // The Prometheus textfile (--metrics-dir), rewritten as each attempt starts and ends.
   readonly metrics: Textfile | null;
+  // --env-file's variables, for the command alone; null without one.
+  readonly fileEnv: Readonly<Record<string, string>> | null;
+  // A masker per output stream (--redact, --env-file); null when nothing is masked.
+  readonly masker: (() => LineMasker) | null;
 }
 
 // What happens to the running command when the lock is lost; registered once per lock.
@@ -67,7 +73,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
   if (claimed.length > 0 && requests.length === 0 && config.onRequest) return nothingToServe(ctx);
   const ping = ctx.pinger?.run(run.runKey) ?? null;
   const argv = [...config.argv, ...argumentsOf(requests, config.batch)];
-  const command = argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`;
+  const command = recordedCommand(config, argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`);
   const { guard } = ctx;
   let current = run;
   const { lock } = ctx;
@@ -87,7 +93,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
     ctx.recorder.serving(requests.map((r) => r.id));
     const showHeld = (ended: ChildResult) => failed(verdictOf(ended)) && !mayRetry(verdictOf(ended));
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, live, say, held, showHeld });
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, fileEnv: ctx.fileEnv, masker: ctx.masker, live, say, held, showHeld });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
     // Recorded while the command runs: nothing waits for it but the outcome.
@@ -190,7 +196,7 @@ async function served(ctx: Attempts, claimed: readonly ClaimedRequest[]): Promis
   const sound = claimed.filter((r) => r.malformed === undefined);
   for (const r of claimed) if (r.malformed !== undefined) await giveBack(ctx, { later: [], refused: [r.id], reason: r.malformed });
   if (!sound.some((r) => r.args.length > 0)) return sound;
-  const { fit, unserved } = fitRequests(sound, argumentRoom(ctx.config.argv, process.env), ctx.config.batch);
+  const { fit, unserved } = fitRequests(sound, argumentRoom(ctx.config.argv, { ...process.env, ...ctx.fileEnv }), ctx.config.batch);
   await giveBack(ctx, unserved);
   return fit;
 }

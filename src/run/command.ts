@@ -7,23 +7,26 @@ import type { Messages } from '../util/io.js';
 import { summaryLine } from './attempts.js';
 import type { Notifier } from './notify.js';
 import type { Pinger } from './ping.js';
+import { recordedText } from './secrets.js';
 import { openRecorder } from './wiring.js';
 
 // The program to run, found before any lock is taken. One that cannot start still leaves a
 // `failed` row, so a misconfigured job shows up in history and to `check`, and a failure
-// ping and notification, so the monitor hears of it at once.
-export async function startable(config: RunConfig, run: NewRun, say: Messages, pinger: Pinger | null, notifier: Notifier | null): Promise<string> {
+// ping and notification, so the monitor hears of it at once. `path`: the command's PATH
+// (--env-file may set it).
+export async function startable(config: RunConfig, run: NewRun, say: Messages, pinger: Pinger | null, notifier: Notifier | null, path: string | undefined): Promise<string> {
   try {
-    return resolveCommand(config.argv[0] as string, process.env.PATH);
+    return resolveCommand(config.argv[0] as string, path);
   } catch (error) {
     if (!(error instanceof CommandNotFoundError || error instanceof NotExecutableError)) throw error;
     const recorder = await openRecorder(config, say);
-    const outcome = { status: 'failed', finishedAt: new Date(), durationMs: 0, exitCode: error.exitCode, signal: null, output: null, outputTruncated: false, error: error.message } as const;
+    const recorded = recordedText(config, error.message);
+    const outcome = { status: 'failed', finishedAt: new Date(), durationMs: 0, exitCode: error.exitCode, signal: null, output: null, outputTruncated: false, error: recorded } as const;
     // It took no lock, so it claims no tick.
     await recorder.unstartable({ ...run, tick: null }, outcome);
     await notifier?.ended(recorder, recorder.runId, outcome);
     await recorder.close();
-    const warning = await pinger?.run(run.runKey).finish(error.exitCode, error.message);
+    const warning = await pinger?.run(run.runKey).finish(error.exitCode, recorded);
     if (warning) say.warn(warning);
     throw new CronguardError(summaryLine(config.name, error.message, recorder.runId), error.exitCode);
   }

@@ -5,6 +5,7 @@ import type { RunConfig } from '../cli/config.js';
 import type { NewRun, RunningRow } from '../store/types.js';
 import type { AdmitOptions } from '../store/admission.js';
 import { type Messages, sleep } from '../util/io.js';
+import { masking } from '../util/redact.js';
 import { isSameProcess, newRunKey, processStart } from '../util/process-id.js';
 import { monotonicMs } from '../util/time.js';
 import { userName } from '../util/user.js';
@@ -14,6 +15,7 @@ import { notDue, scheduledLook } from './due.js';
 import { housekeep } from './housekeeping.js';
 import { Interrupted } from './interrupted.js';
 import type { Refused } from './recorder.js';
+import { loadSecrets, recordedCommand } from './secrets.js';
 import { skipped } from './skip.js';
 import { FORWARDED } from './supervisor.js';
 import { RequestWatch } from './watch.js';
@@ -24,6 +26,10 @@ import { type Admission, type Gate, openGate } from './wiring.js';
 // record), run (with retries), and with --every/--for again while the lock is held; then
 // release. Returns the exit code; throws only typed errors.
 export async function runJob(config: RunConfig, say: Messages): Promise<number> {
+  // First of all: nothing may be recorded or said before its secrets are known.
+  const fileEnv = await loadSecrets(config);
+  // Imported on demand: a run that masks nothing loads none of the code that would.
+  const masker = masking() ? (await import('./mask.js')).LineMasker : null;
   const manual = isatty(0);
   const run = newRun(config, manual);
   // A loop's window and period are durations: counted on the monotonic clock, which a step
@@ -33,7 +39,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   const pinger = config.ping ? new (await import('./ping.js')).Pinger(config.ping, config.name, say) : null;
   // The same for --notify and --notify-url.
   const notifier = config.notify ? new (await import('./notify.js')).Notifier(config.notify, config.name, say) : null;
-  const file = await startable(config, run, say, pinger, notifier);
+  const file = await startable(config, run, say, pinger, notifier, fileEnv?.PATH ?? process.env.PATH);
   // A signal to cronguard stops whatever is not running yet: a wait for the lock, for a
   // retry, for the next run of a loop (one line, exit 128+N). A running command gets it
   // forwarded (the supervisor), and nothing new starts after it.
@@ -61,7 +67,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (!lock) return await skipped(config, admission as Refused, gate.description, say, manual);
     say.verbose(`${config.name}: holding ${gate.description}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
-    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, stop: stop.signal, metrics };
+    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, stop: stop.signal, metrics, fileEnv, masker: masker && (() => new masker()) };
     if (!admission.admitted) {
       // A loop that holds the lock waiting for work says as a single run would why it waits.
       if (admission.reason === 'unscheduled') await skipped(config, admission as Refused, gate.description, say, manual);
@@ -175,7 +181,7 @@ function newRun(config: RunConfig, manual: boolean): NewRun {
     host: hostname(),
     pid: process.pid,
     username: userName(),
-    command: config.display,
+    command: recordedCommand(config, config.display),
     // Until the lock is taken; the gate stamps the moment it is.
     startedAt: invokedAt,
     invokedAt,

@@ -7,6 +7,7 @@ import { VERSION } from '../cli/options.js';
 import { describe } from '../errors.js';
 import { formatDuration } from '../util/duration.js';
 import { withExtraCa } from '../util/extra-ca.js';
+import { maskSecrets } from '../util/redact.js';
 import { type Messages, sleep } from '../util/io.js';
 import { monotonicMs } from '../util/time.js';
 
@@ -61,7 +62,8 @@ export class Pinger {
   // /0 as success), else as success or failure.
   end(exitCode: number, output: string | null): { readonly signal: string; readonly body: Buffer } {
     const signal = this.config.exitCode ? String(exitCode) : exitCode === 0 ? 'success' : 'fail';
-    return { signal, body: tail(output, this.config.bodyBytes) };
+    // The output was masked as it came (see mask.ts); a message of cronguard's is masked here.
+    return { signal, body: tail(output === null ? null : maskSecrets(output), this.config.bodyBytes) };
   }
 
   // Sends one signal, retrying network errors, timeouts, 408, 429 and 5xx until `deadline`

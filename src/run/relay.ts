@@ -5,6 +5,7 @@ import { monotonicMs } from '../util/time.js';
 import { YoungCollector } from '../util/young-gc.js';
 import type { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
+import type { LineMasker } from './mask.js';
 import { type StreamId, TailBuffer } from './output.js';
 import type { QuietBuffer } from './quiet.js';
 import { sinkOf } from './sink.js';
@@ -25,6 +26,10 @@ const BACKLOG_BYTES = 1024 * 1024 + 64 * 1024;
 
 interface Source {
   readonly stream: Readable;
+  // --redact, --env-file: holds a line until it is whole, then masks it; null without masks.
+  readonly masker: LineMasker | null;
+  // Passes a (masked) chunk on.
+  readonly take: (chunk: Buffer) => void;
   ended: boolean;
   // Waiting for a slow reader to take what was written.
   blocked: boolean;
@@ -64,22 +69,13 @@ export class Relay {
     private readonly live: LiveCopy | null,
     // Says one line on stderr, as cronguard's own messages do.
     private readonly warn: (line: string) => void,
+    // A new masker per stream when masking is configured (see mask.ts).
+    private readonly masker: (() => LineMasker) | null = null,
   ) {}
 
   pipe(id: StreamId, stream: Readable | null, out: NodeJS.WriteStream): void {
     if (!stream) return;
-    const source: Source = { stream, ended: false, blocked: false };
-    this.sources.push(source);
-    this.watch(id, out, () => {
-      source.blocked = false;
-      stream.resume();
-    });
-    stream.on('end', () => (source.ended = true));
-    stream.on('close', () => (source.ended = true));
-    stream.on('data', (chunk: Buffer) => {
-      this.lastData = monotonicMs();
-      this.bytesRead += chunk.length;
-      this.collector.passed(chunk.length);
+    const take = (chunk: Buffer) => {
       this.tail.push(chunk);
       this.live?.push(chunk);
       if (this.quiet) return this.quiet.push(id, chunk);
@@ -98,7 +94,29 @@ export class Relay {
           stream.resume();
         });
       }
+    };
+    const source: Source = { stream, ended: false, blocked: false, masker: this.masker?.() ?? null, take };
+    this.sources.push(source);
+    this.watch(id, out, () => {
+      source.blocked = false;
+      stream.resume();
     });
+    stream.on('end', () => this.ended(source));
+    stream.on('close', () => this.ended(source));
+    stream.on('data', (chunk: Buffer) => {
+      this.lastData = monotonicMs();
+      this.bytesRead += chunk.length;
+      this.collector.passed(chunk.length);
+      const passed = source.masker ? source.masker.push(chunk) : chunk;
+      if (passed) take(passed);
+    });
+  }
+
+  // A stream's end passes on the last line a masker held (a line without its newline).
+  private ended(source: Source): void {
+    source.ended = true;
+    const rest = source.masker?.end();
+    if (rest) source.take(rest);
   }
 
   // One of our streams: its failure (a reader gone, a full disk) stops the writing to it.
@@ -211,7 +229,10 @@ export class Relay {
   }
 
   private stopReading(): void {
-    for (const source of this.sources) source.stream.destroy();
+    for (const source of this.sources) {
+      source.stream.destroy();
+      this.ended(source);
+    }
   }
 }
 

@@ -4,6 +4,7 @@ import { type Messages, setLongTimeout } from '../util/io.js';
 import { monotonicMs } from '../util/time.js';
 import { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
+import type { LineMasker } from './mask.js';
 import { TailBuffer } from './output.js';
 import type { QuietBuffer } from './quiet.js';
 import { Relay } from './relay.js';
@@ -29,6 +30,11 @@ export interface SuperviseOptions {
   readonly heartbeat?: Heartbeat | null;
   // Variables the lock adds to the command's environment (a lease's fencing token).
   readonly env?: Readonly<Record<string, string>> | null;
+  // --env-file's variables: over cronguard's own environment, under the lock's and CRONGUARD_PID.
+  readonly fileEnv?: Readonly<Record<string, string>> | null;
+  // --redact, --env-file: a masker per stream; the output then always passes through
+  // cronguard (even with --capture 0), as it could not be masked otherwise.
+  readonly masker?: (() => LineMasker) | null;
   // The job's name and cronguard's voice, for a warning that its output could not be written.
   readonly name: string;
   readonly say: Messages;
@@ -69,7 +75,9 @@ export function supervise(options: SuperviseOptions): Supervision {
   const started = monotonicMs();
   const quiet = options.held;
   const capture = options.captureBytes > 0 || quiet !== null;
-  const stdio: StdioOptions = ['inherit', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit'];
+  const masker = options.masker ?? null;
+  const piped = capture || masker !== null;
+  const stdio: StdioOptions = ['inherit', piped ? 'pipe' : 'inherit', piped ? 'pipe' : 'inherit'];
   if (options.inheritFd !== null) stdio.push(options.inheritFd);
   const watchdog = options.dieWithWrapper ? Watchdog.start(options.heartbeat) : null;
   // Handlers go in before the child exists: a signal that arrives while the command starts
@@ -90,14 +98,14 @@ export function supervise(options: SuperviseOptions): Supervision {
   // everything it starts, and a terminal's ^C reaches it only through cronguard.
   // CRONGUARD_PID marks the command and what it starts as cronguard's: its watchdog finds
   // them by it when cronguard died, or stopped, before it could name their group.
-  const env = { ...process.env, ...options.env, CRONGUARD_PID: String(process.pid) };
+  const env = { ...process.env, ...options.fileEnv, ...options.env, CRONGUARD_PID: String(process.pid) };
   const child = spawn(options.file, options.argv.slice(1), { argv0: options.argv[0], stdio, detached: true, env });
   if (child.pid !== undefined) watchdog?.watch(child.pid);
   const processGroup = new ProcessGroup(child.pid ?? null, options.killSignal, options.killAfterMs);
   group = processGroup;
   if (forwardedSignal) processGroup.signal(forwardedSignal);
   const tail = new TailBuffer(options.captureBytes);
-  const relay = new Relay(tail, quiet, capture ? options.live : null, (line) => options.say.warn(`${options.name}: ${line}`));
+  const relay = new Relay(tail, quiet, capture ? options.live : null, (line) => options.say.warn(`${options.name}: ${line}`), masker);
   if (!capture) options.live?.markUncaptured();
   relay.pipe(1, child.stdout, process.stdout);
   relay.pipe(2, child.stderr, process.stderr);

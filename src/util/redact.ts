@@ -29,8 +29,55 @@ function addDecoded(raw: string): void {
   }
 }
 
-export function redact(text: string): string {
+// The user's masks: the patterns of --redact (and the configuration's redact lines), and the
+// values of --env-file. They apply to everything cronguard writes (through redact()) and, by
+// maskSecrets() alone, to the command's output, which the URL rules below must not touch.
+const patterns: RegExp[] = [];
+const userSecrets: string[] = [];
+
+// A value shorter than this is not masked: masking `1`, `true` or `prod` would garble the
+// output everywhere they occur, and a secret that short is none (--redact can still mask it).
+export const MIN_MASKED_LENGTH = 6;
+
+// A --redact pattern, global, compiled and checked by the caller.
+export function addPattern(pattern: RegExp): void {
+  patterns.push(pattern);
+}
+
+// A value of --env-file, and each line of a multi-line one (a key's PEM block is printed a
+// line at a time as often as whole).
+export function addMaskedValue(value: string): void {
+  const add = (piece: string) => {
+    if (piece.length >= MIN_MASKED_LENGTH && !userSecrets.includes(piece)) userSecrets.push(piece);
+  };
+  add(value);
+  if (value.includes('\n')) for (const line of value.split(/\r?\n/)) add(line.trim());
+  userSecrets.sort((a, b) => b.length - a.length);
+  latin1Secrets = null;
+}
+
+// Whether the user asked for masking: a run without it pays nothing for it.
+export function masking(): boolean {
+  return patterns.length > 0 || userSecrets.length > 0;
+}
+
+// The form of each secret found in text decoded byte by byte (output that is not UTF-8).
+let latin1Secrets: string[] | null = null;
+
+// The text with the user's masks applied. `latin1`: the text is bytes decoded one to a
+// character (output that is not valid UTF-8), where a secret appears as its UTF-8 bytes.
+export function maskSecrets(text: string, latin1 = false): string {
+  if (!masking()) return text;
   let out = text;
+  if (latin1 && latin1Secrets === null) latin1Secrets = userSecrets.map((s) => Buffer.from(s).toString('latin1'));
+  const literal = latin1 ? (latin1Secrets as string[]) : userSecrets;
+  for (const secret of literal) if (out.includes(secret)) out = out.split(secret).join('***');
+  for (const pattern of patterns) out = out.replace(pattern, '***');
+  return out;
+}
+
+export function redact(text: string): string {
+  let out = maskSecrets(text);
   for (const secret of [...secrets].sort((a, b) => b.length - a.length)) out = out.split(secret).join('***');
   return out
     .replace(/(\/\/[^:/@\s]*:)[^@\s]*@/g, '$1***@')

@@ -1,0 +1,32 @@
+import { resolve } from 'node:path';
+import { UsageError } from '../errors.js';
+import type { Setting } from './settings.js';
+
+// The run's secrecy settings: --env-file, --redact (with the configuration's redact lines)
+// and --record-command, checked here so that a mistake is one line (64) and nothing runs.
+export function secrecy(envFile: Setting | undefined, redact: readonly Setting[], recordCommand: string | undefined) {
+  if (recordCommand !== undefined && recordCommand !== 'on' && recordCommand !== 'off') {
+    throw new UsageError(`--record-command: '${recordCommand}' is not on or off`);
+  }
+  return {
+    // Made absolute once, as the other paths are, for -v and its messages.
+    envFile: envFile === undefined ? null : resolve(envFile.value),
+    redact: Object.freeze(redact.map(compile)),
+    recordCommand: recordCommand !== 'off',
+  };
+}
+
+// A pattern in JavaScript's syntax, matching anywhere (global). One that matches the empty
+// string would mask nothing and put *** between every two characters: refused.
+function compile({ value, from }: Setting): RegExp {
+  const where = /^(--|\$)/.test(from) ? from : `${from}: redact`;
+  let pattern: RegExp;
+  try {
+    pattern = new RegExp(value, 'g');
+  } catch (error) {
+    const why = (error as Error).message.replace(/^Invalid regular expression: \/.*\/[a-z]*: /s, '');
+    throw new UsageError(`${where}: '${value}' is not a valid regular expression (${why})`);
+  }
+  if (new RegExp(pattern.source).test('')) throw new UsageError(`${where}: '${value}' matches the empty string; give a pattern that matches only what to mask`);
+  return pattern;
+}
