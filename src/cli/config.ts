@@ -10,7 +10,9 @@ import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths
 import type { ParsedRun } from './options.js';
 import { observing } from './observe.js';
 import { type PingConfig, parsePing } from './ping.js';
+import { outcomeRules } from './rules.js';
 import { scheduling } from './schedule.js';
+import { parseSyslog, type SyslogConfig } from './syslog.js';
 import type { SettingKey, Settings } from './settings.js';
 import { optionalDuration, parseBytes, parseExitCode, parseSignal } from './values.js';
 
@@ -55,6 +57,10 @@ export interface RunConfig {
   readonly killAfterMs: number;
   readonly quiet: boolean;
   readonly captureBytes: number;
+  // Opt-in rules that fail a run exiting 0 (see run/outcome.ts): shorter than this; with
+  // output on stderr other than a shell's trace lines (PS4 tells them).
+  readonly minDurationMs: number | null;
+  readonly failOnStderr: { readonly ps4: string } | null;
   // Fleet rule off: run even when another host already ran this job in this minute.
   readonly everyTick: boolean;
   readonly minIntervalMs: number | null;
@@ -77,6 +83,8 @@ export interface RunConfig {
   readonly metricsDir: string | null;
   // --ping-url: where each run's start and end are reported; null: nowhere.
   readonly ping: PingConfig | null;
+  // --syslog: a line per run's start and end to the local syslog socket; null: none.
+  readonly syslog: SyslogConfig | null;
   readonly verbose: boolean;
   // Where each location setting came from, for -v.
   readonly sources: readonly string[];
@@ -128,6 +136,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   if (explicitFile === '') throw new UsageError('--lock-file needs a path');
   const lockDir = absolute(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
+  const timeoutMs = optionalDuration(str('timeout'), '--timeout');
   const lockKey =
     lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
@@ -149,15 +158,17 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     leaseTtlMs,
     waitMs: str('wait') === undefined ? 0 : parseDuration(str('wait') as string, '--wait'),
     conflictExitCode: parseExitCode(str('conflictExitCode')),
-    timeoutMs: optionalDuration(str('timeout'), '--timeout'),
+    timeoutMs,
     killSignal: parseSignal(str('killSignal') ?? 'TERM'),
     killAfterMs: parseDuration(str('killAfter') ?? '10s', '--kill-after'),
     quiet: options.quiet === true,
     captureBytes: parseBytes(str('capture'), '--capture', 65536, MAX_CAPTURE),
+    ...outcomeRules(str, options, ctx.env, timeoutMs),
     everyTick: options.everyTick === true,
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
+    syslog: parseSyslog(ctx.settings.get('syslog', { value: options.syslog ? 'on' : undefined, name: '--syslog' }), ctx.settings.get('syslog_socket')),
     verbose: options.verbose === true,
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',

@@ -15,6 +15,8 @@ export const SETTING_ENV = {
   state_dir: 'CRONGUARD_STATE_DIR',
   retention: 'CRONGUARD_RETENTION',
   metrics_dir: 'CRONGUARD_METRICS_DIR',
+  syslog: 'CRONGUARD_SYSLOG',
+  syslog_socket: 'CRONGUARD_SYSLOG_SOCKET',
 } as const;
 
 export type SettingKey = keyof typeof SETTING_ENV;

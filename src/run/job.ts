@@ -31,6 +31,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   const invokedMs = monotonicMs();
   // Imported on demand: a run without --ping-url loads none of its code.
   const pinger = config.ping ? new (await import('./ping.js')).Pinger(config.ping, config.name, say) : null;
+  const syslog = config.syslog ? new (await import('./syslog.js')).Syslog(config.syslog, config.name) : null;
   const file = await startable(config, run, say, pinger);
   // A signal to cronguard stops whatever is not running yet: a wait for the lock, for a
   // retry, for the next run of a loop (one line, exit 128+N). A running command gets it
@@ -58,7 +59,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (!lock) return await skipped(config, admission as Refused, gate.description, say, manual);
     say.verbose(`${config.name}: holding ${gate.description}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
-    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, stop: stop.signal, metrics };
+    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, syslog, stop: stop.signal, metrics };
     if (!admission.admitted) {
       // A loop that holds the lock waiting for work says as a single run would why it waits.
       if (admission.reason === 'unscheduled') await skipped(config, admission as Refused, gate.description, say, manual);
