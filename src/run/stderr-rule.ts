@@ -17,7 +17,7 @@ export class StderrRule {
   private readonly first: Buffer;
   private readonly rest: Buffer;
   // The start of the line being read, up to HEAD_BYTES.
-  private head = Buffer.alloc(HEAD_BYTES);
+  private readonly head = Buffer.alloc(HEAD_BYTES);
   private headLength = 0;
   // Whether anything of the current line has been seen (an empty line counts as output).
   private inLine = false;
@@ -31,17 +31,22 @@ export class StderrRule {
     this.rest = Buffer.from(prefix.slice(firstChar.length));
   }
 
+  // Judges each line where it lies in the chunk, comparing bytes in place: a command that
+  // writes millions of short trace lines costs no allocation per line. Only a line that
+  // began in an earlier chunk is judged from its kept head.
   push(chunk: Buffer): void {
-    if (this.offending !== null) return;
     let from = 0;
-    while (from < chunk.length) {
-      const newline = chunk.indexOf(0x0a, from);
+    while (this.offending === null && from < chunk.length) {
+      const newline = nextNewline(chunk, from);
       const end = newline < 0 ? chunk.length : newline;
-      this.keep(chunk.subarray(from, end));
-      this.inLine = true;
+      if (newline < 0 || this.inLine) {
+        this.keep(chunk, from, end);
+        this.inLine = true;
+        if (newline >= 0) this.endLine(this.head, 0, this.headLength);
+      } else if (!this.isTrace(chunk, from, end)) {
+        this.offending = shown(chunk.subarray(from, Math.min(end, from + HEAD_BYTES)));
+      }
       if (newline < 0) return;
-      this.endLine();
-      if (this.offending !== null) return;
       from = newline + 1;
     }
   }
@@ -50,40 +55,50 @@ export class StderrRule {
   // when every line was one, or nothing was written. Call once stderr has ended: a last
   // line without a newline is judged then.
   end(): string | null {
-    if (this.offending === null && this.inLine) this.endLine();
+    if (this.offending === null && this.inLine) this.endLine(this.head, 0, this.headLength);
     return this.offending;
   }
 
-  private keep(part: Buffer): void {
-    const room = HEAD_BYTES - this.headLength;
-    if (room <= 0 || part.length === 0) return;
-    const taken = part.subarray(0, room);
-    taken.copy(this.head, this.headLength);
-    this.headLength += taken.length;
+  private keep(chunk: Buffer, from: number, end: number): void {
+    const length = Math.min(end - from, HEAD_BYTES - this.headLength);
+    if (length <= 0) return;
+    chunk.copy(this.head, this.headLength, from, from + length);
+    this.headLength += length;
   }
 
-  private endLine(): void {
-    const line = this.head.subarray(0, this.headLength);
-    if (!this.isTrace(line)) this.offending = shown(line);
+  private endLine(line: Buffer, start: number, end: number): void {
+    if (!this.isTrace(line, start, end)) this.offending = shown(line.subarray(start, end));
     this.headLength = 0;
     this.inLine = false;
-    if (this.offending !== null) this.head = Buffer.alloc(0);
   }
 
-  private isTrace(line: Buffer): boolean {
+  private isTrace(line: Buffer, start: number, end: number): boolean {
     const unit = this.first.length;
-    let at = 0;
-    while (at + unit <= line.length && line.subarray(at, at + unit).equals(this.first)) at += unit;
-    if (at === 0) return false;
+    let at = start;
+    while (at + unit <= end && matches(line, at, this.first)) at += unit;
+    if (at === start) return false;
     // A line longer than the head that is all PS4's first character: nesting too deep to
     // tell, so taken for what it most likely is.
-    if (at === line.length && line.length === HEAD_BYTES) return true;
+    if (at === end && end - start === HEAD_BYTES) return true;
     // The rest of PS4 may itself start with its first character ('++ '): back off as needed.
-    for (let level = at; level >= unit; level -= unit) {
-      if (line.subarray(level, level + this.rest.length).equals(this.rest)) return true;
+    for (let level = at; level > start; level -= unit) {
+      if (level + this.rest.length <= end && matches(line, level, this.rest)) return true;
     }
     return false;
   }
+}
+
+// Where the next newline is, or -1. A loop in JavaScript, not indexOf(): with lines of a
+// few bytes (a trace of a tight loop), a native call per line costs several times more.
+function nextNewline(chunk: Buffer, from: number): number {
+  for (let i = from; i < chunk.length; i++) if (chunk[i] === 0x0a) return i;
+  return -1;
+}
+
+// Whether `buffer` holds `part` at `at` (the caller checked that it fits).
+function matches(buffer: Buffer, at: number, part: Buffer): boolean {
+  for (let i = 0; i < part.length; i++) if (buffer[at + i] !== part[i]) return false;
+  return true;
 }
 
 function shown(line: Buffer): string {
