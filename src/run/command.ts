@@ -6,12 +6,14 @@ import type { NewRun } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { summaryLine } from './attempts.js';
 import type { Pinger } from './ping.js';
+import type { Syslog } from './syslog.js';
 import { openRecorder } from './wiring.js';
 
 // The program to run, found before any lock is taken. One that cannot start still leaves a
 // `failed` row, so a misconfigured job shows up in history and to `check`, and a failure
-// ping, so the monitor hears of it at once.
-export async function startable(config: RunConfig, run: NewRun, say: Messages, pinger: Pinger | null): Promise<string> {
+// ping and syslog line (an end without a start: nothing started), so monitors hear of it
+// at once.
+export async function startable(config: RunConfig, run: NewRun, say: Messages, pinger: Pinger | null, syslog: Syslog | null): Promise<string> {
   try {
     return resolveCommand(config.argv[0] as string, process.env.PATH);
   } catch (error) {
@@ -23,6 +25,8 @@ export async function startable(config: RunConfig, run: NewRun, say: Messages, p
     await recorder.close();
     const warning = await pinger?.run(run.runKey).finish(error.exitCode, error.message);
     if (warning) say.warn(warning);
+    const syslogWarning = await syslog?.end({ ...run, runId: recorder.runId }, outcome);
+    if (syslogWarning) say.warn(syslogWarning);
     throw new CronguardError(summaryLine(config.name, error.message, recorder.runId), error.exitCode);
   }
 }

@@ -32,7 +32,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   // Imported on demand: a run without --ping-url loads none of its code.
   const pinger = config.ping ? new (await import('./ping.js')).Pinger(config.ping, config.name, say) : null;
   const syslog = config.syslog ? new (await import('./syslog.js')).Syslog(config.syslog, config.name) : null;
-  const file = await startable(config, run, say, pinger);
+  const file = await startable(config, run, say, pinger, syslog);
   // A signal to cronguard stops whatever is not running yet: a wait for the lock, for a
   // retry, for the next run of a loop (one line, exit 128+N). A running command gets it
   // forwarded (the supervisor), and nothing new starts after it.
