@@ -3,7 +3,7 @@ import { printable } from '../util/printable.js';
 // How much of the first offending line the run log's error keeps.
 const SHOWN_CHARS = 120;
 // How much of a line's start is kept to judge it: enough for any PS4 repeated for deep
-// nesting, and for the part shown. The rest of a line is counted, never held, so a command
+// nesting, and for the part shown. The rest of a line is passed over, never held, so a command
 // writing gigabytes to stderr (in one line or many) costs no memory here.
 const HEAD_BYTES = 1024;
 
@@ -24,7 +24,7 @@ export class StderrRule {
   private offending: string | null = null;
 
   constructor(ps4: string) {
-    // An empty PS4 makes every line a "trace line"; bash's default then is the sound reading.
+    // An empty PS4 would make every line a trace line: bash's default is the sound reading.
     const prefix = ps4 === '' ? '+ ' : ps4;
     const firstChar = String.fromCodePoint(prefix.codePointAt(0) as number);
     this.first = Buffer.from(firstChar);
@@ -43,8 +43,10 @@ export class StderrRule {
         this.keep(chunk, from, end);
         this.inLine = true;
         if (newline >= 0) this.endLine(this.head, 0, this.headLength);
-      } else if (!this.isTrace(chunk, from, end)) {
-        this.offending = shown(chunk.subarray(from, Math.min(end, from + HEAD_BYTES)));
+      } else {
+        // Judged, as a line split across chunks is, by its head alone.
+        const head = Math.min(end, from + HEAD_BYTES);
+        if (!this.isTrace(chunk, from, head)) this.offending = shown(chunk.subarray(from, head));
       }
       if (newline < 0) return;
       from = newline + 1;
