@@ -90,7 +90,9 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
     ctx.recorder.serving(requests.map((r) => r.id));
     const showHeld = (ended: ChildResult) => failed(verdictOf(ended)) && !mayRetry(verdictOf(ended));
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, live, say, held, showHeld });
+    // Imported on demand: a run without --fail-on-stderr loads none of its code.
+    const stderrRule = config.failOnStderr ? new (await import('./stderr-rule.js')).StderrRule(config.failOnStderr.ps4) : null;
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, live, say, held, showHeld, stderrRule });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
     // A command that could not start gets its end line only: nothing started.

@@ -7,7 +7,7 @@ import type { LiveCopy } from './live.js';
 import { TailBuffer } from './output.js';
 import type { QuietBuffer } from './quiet.js';
 import { Relay } from './relay.js';
-import { StderrRule } from './stderr-rule.js';
+import type { StderrRule } from './stderr-rule.js';
 import { Watchdog } from './watchdog.js';
 
 export interface SuperviseOptions {
@@ -23,8 +23,9 @@ export interface SuperviseOptions {
   readonly held: QuietBuffer | null;
   readonly showHeld: (ended: ChildResult) => boolean;
   readonly captureBytes: number;
-  // --fail-on-stderr: PS4, to tell a shell's trace lines from output; null without it.
-  readonly failOnStderr: { readonly ps4: string } | null;
+  // --fail-on-stderr: what watches this attempt's stderr (loaded with the flag only); null
+  // without it.
+  readonly stderrRule: StderrRule | null;
   // The lock dies with cronguard, so the command's group must too (see Watchdog).
   readonly dieWithWrapper: boolean;
   // Where the output is copied for `logs -f` while the command runs; null without a run log.
@@ -76,7 +77,8 @@ export function supervise(options: SuperviseOptions): Supervision {
   const capture = options.captureBytes > 0 || quiet !== null;
   // --fail-on-stderr must see stderr, even with nothing captured: both pipes go through the
   // relay then, so stdout and stderr keep the order they have when captured.
-  const piped = capture || options.failOnStderr !== null;
+  const stderrRule = options.stderrRule;
+  const piped = capture || stderrRule !== null;
   const stdio: StdioOptions = ['inherit', piped ? 'pipe' : 'inherit', piped ? 'pipe' : 'inherit'];
   if (options.inheritFd !== null) stdio.push(options.inheritFd);
   const watchdog = options.dieWithWrapper ? Watchdog.start(options.heartbeat) : null;
@@ -111,7 +113,6 @@ export function supervise(options: SuperviseOptions): Supervision {
   relay.pipe(2, child.stderr, process.stderr);
   // A second reader of the same stream: it sees each chunk as the relay does, paused with it
   // for a slow reader, and holds no more than the start of one line.
-  const stderrRule = options.failOnStderr === null ? null : new StderrRule(options.failOnStderr.ps4);
   if (stderrRule) child.stderr?.on('data', (chunk: Buffer) => stderrRule.push(chunk));
 
   let terminatedBecause: string | null = null;
