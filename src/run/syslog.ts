@@ -38,6 +38,9 @@ export interface SyslogRun {
 export class Syslog {
   private starts: Promise<string | null>[] = [];
   private warned = false;
+  // A daemon that took no line within the bound is not waited on again by this invocation:
+  // one stall costs a run 5 s at most, not 5 s a line.
+  private stalled = false;
 
   constructor(
     private readonly config: SyslogConfig,
@@ -70,6 +73,7 @@ export class Syslog {
 
   // Resolves to why the line did not go out, or null; never rejects.
   private send(severity: 'info' | 'err', line: string): Promise<string | null> {
+    if (this.stalled) return Promise.resolve('an earlier line was not taken; not tried again');
     return new Promise((resolve) => {
       const args = [`--socket=${this.config.socket}`, '--socket-errors=on', `--tag=${redact(this.tag)}`, `--id=${process.pid}`, `--priority=${FACILITY}.${severity}`];
       const child = spawn('logger', args, { stdio: ['pipe', 'ignore', 'pipe'] });
@@ -83,6 +87,7 @@ export class Syslog {
       };
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
+        this.stalled = true;
         settle(`logger did not finish within ${SEND_BOUND_MS / 1000}s`);
       }, SEND_BOUND_MS);
       child.stderr.on('data', (chunk: Buffer) => {

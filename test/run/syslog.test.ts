@@ -146,6 +146,33 @@ describe('--syslog', () => {
     expect(runs(box.stateDir).map((r) => r.status)).toEqual(['succeeded', 'failed', 'failed', 'succeeded', 'failed', 'failed', 'succeeded', 'failed', 'failed']);
   });
 
+  it('bounds a syslog daemon that stopped reading: its full socket blocks logger, which is given up on', async () => {
+    const box = sandbox();
+    const socket = box.path('stuck.sock');
+    const ready = box.path('ready');
+    // Binds, fills its own queue until a send would block, and never reads.
+    const stuck = `
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+c = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+c.setblocking(False)
+try:
+    while True:
+        c.sendto(b'x' * 1024, sys.argv[1])
+except BlockingIOError:
+    pass
+open(sys.argv[2], 'w').close()
+time.sleep(3600)
+`;
+    receivers.push(spawn('python3', ['-c', stuck, socket, ready], { stdio: 'inherit' }));
+    await waitFor(() => existsSync(ready), 'the socket to fill up');
+    const result = await cronguard(['-n', 'stuck', '--syslog', '--', 'sh', '-c', 'exit 4'], { ...box.env, CRONGUARD_SYSLOG_SOCKET: socket });
+    expect(result.code).toBe(4);
+    expect(result.stderr).toMatch(/^cronguard: stuck: syslog to \S+ failed \(logger did not finish within 5s\); the run's outcome is unaffected\ncronguard: stuck: failed with exit 4 after .*\n$/);
+    expect(runs(box.stateDir)[0]).toMatchObject({ status: 'failed', exit_code: 4 });
+  });
+
   it('refuses a syslog setting that is neither on nor off, naming the file and line: 64, nothing run', async () => {
     const box = sandbox();
     mkdirSync(join(box.dir, 'config', 'cronguard'), { recursive: true });
