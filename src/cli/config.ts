@@ -11,8 +11,10 @@ import type { ParsedRun } from './options.js';
 import { type NotifyConfig, parseNotify } from './notify.js';
 import { observing } from './observe.js';
 import { type PingConfig, parsePing } from './ping.js';
+import { outcomeRules } from './rules.js';
 import { scheduling } from './schedule.js';
 import { secrecy } from './secrecy.js';
+import { parseSyslog, type SyslogConfig } from './syslog.js';
 import type { SettingKey, Settings } from './settings.js';
 import { optionalDuration, parseBytes, parseExitCode, parseSignal } from './values.js';
 
@@ -57,6 +59,10 @@ export interface RunConfig {
   readonly killAfterMs: number;
   readonly quiet: boolean;
   readonly captureBytes: number;
+  // Opt-in rules that fail a run exiting 0 (see run/outcome.ts): shorter than this; with
+  // output on stderr other than a shell's trace lines (PS4 tells them).
+  readonly minDurationMs: number | null;
+  readonly failOnStderr: { readonly ps4: string } | null;
   // Fleet rule off: run even when another host already ran this job in this minute.
   readonly everyTick: boolean;
   readonly minIntervalMs: number | null;
@@ -87,6 +93,8 @@ export interface RunConfig {
   readonly redact: readonly RegExp[];
   // --record-command off: the run log gets RECORD_OFF instead of the command line.
   readonly recordCommand: boolean;
+  // --syslog: a line per run's start and end to the local syslog socket; null: none.
+  readonly syslog: SyslogConfig | null;
   readonly verbose: boolean;
   // Where each location setting came from, for -v.
   readonly sources: readonly string[];
@@ -139,6 +147,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   const lockDir = absolute(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
   const envFile = setting('env_file', 'envFile');
+  const timeoutMs = optionalDuration(str('timeout'), '--timeout');
   const lockKey =
     lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
@@ -160,17 +169,19 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     leaseTtlMs,
     waitMs: str('wait') === undefined ? 0 : parseDuration(str('wait') as string, '--wait'),
     conflictExitCode: parseExitCode(str('conflictExitCode')),
-    timeoutMs: optionalDuration(str('timeout'), '--timeout'),
+    timeoutMs,
     killSignal: parseSignal(str('killSignal') ?? 'TERM'),
     killAfterMs: parseDuration(str('killAfter') ?? '10s', '--kill-after'),
     quiet: options.quiet === true,
     captureBytes: parseBytes(str('capture'), '--capture', 65536, MAX_CAPTURE),
+    ...outcomeRules(str, options, ctx.env, timeoutMs),
     everyTick: options.everyTick === true,
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
     notify: parseNotify(setting('notify', 'notify'), setting('notify_url', 'notifyUrl'), str('notifyTimeout'), options.noLog === true),
     ...secrecy(envFile, ctx.settings.all('redact', repeated.redact ?? [], '--redact'), str('recordCommand')),
+    syslog: parseSyslog(ctx.settings.get('syslog', { value: options.syslog ? 'on' : undefined, name: '--syslog' }), ctx.settings.get('syslog_socket')),
     verbose: options.verbose === true,
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',

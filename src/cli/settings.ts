@@ -20,6 +20,8 @@ export const SETTING_ENV = {
   env_file: 'CRONGUARD_ENV_FILE',
   // May stand on several lines: every line's pattern masks (see all()).
   redact: 'CRONGUARD_REDACT',
+  syslog: 'CRONGUARD_SYSLOG',
+  syslog_socket: 'CRONGUARD_SYSLOG_SOCKET',
 } as const;
 
 export type SettingKey = keyof typeof SETTING_ENV;

@@ -17,6 +17,7 @@ import { judge, type Verdict } from './outcome.js';
 import type { Pinger } from './ping.js';
 import { QuietBuffer } from './quiet.js';
 import type { RunRecorder } from './recorder.js';
+import type { Syslog, SyslogRun } from './syslog.js';
 import { replayHeld } from './relay.js';
 import { recordedCommand } from './secrets.js';
 import { fileEndsMidLine } from './sink.js';
@@ -35,6 +36,8 @@ export interface Attempts {
   readonly say: Messages;
   // --ping-url: reports each run's start and end.
   readonly pinger: Pinger | null;
+  // --syslog: a line at each attempt's start and end.
+  readonly syslog: Syslog | null;
   // Aborted by a signal to cronguard: no further attempt starts.
   readonly stop: AbortSignal;
   // The Prometheus textfile (--metrics-dir), rewritten as each attempt starts and ends.
@@ -93,9 +96,14 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
     ctx.recorder.serving(requests.map((r) => r.id));
     const showHeld = (ended: ChildResult) => failed(verdictOf(ended)) && !mayRetry(verdictOf(ended));
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, fileEnv: ctx.fileEnv, masker: ctx.masker, live, say, held, showHeld });
+    // Imported on demand: a run without --fail-on-stderr loads none of its code.
+    const stderrRule = config.failOnStderr ? new (await import('./stderr-rule.js')).StderrRule(config.failOnStderr.ps4) : null;
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, fileEnv: ctx.fileEnv, masker: ctx.masker, live, say, held, showHeld, stderrRule });
     guard.current = child;
     if (attempt === 1 && child.pid !== null) ping?.start();
+    // A command that could not start gets its end line only: nothing started.
+    const logged: SyslogRun = { ...current, runId: ctx.recorder.runId };
+    if (child.pid !== null) ctx.syslog?.start(logged);
     // Recorded while the command runs: nothing waits for it but the outcome.
     const started = (async () => {
       if (child.pid !== null) await ctx.recorder.childStarted(child.pid, command);
@@ -121,9 +129,11 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     await ctx.metrics?.update(ctx.recorder.openStore);
     // Before the summary line, which stays the run's last word.
     const pingWarning = again ? null : await ping?.finish(verdict.exitCode, result.output);
+    const syslogWarning = (await ctx.syslog?.end(logged, verdict.outcome)) ?? null;
     const delay = Math.min(config.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS);
     if (result.replayNote) say.warn(`${config.name}: ${result.replayNote}`);
     if (pingWarning) say.warn(pingWarning);
+    if (syslogWarning) say.warn(syslogWarning);
     if (verdict.summary) {
       const next = again ? `; retrying in ${formatDuration(delay)} (attempt ${attempt + 1} of ${config.retries + 1})` : '';
       const line = `${summaryLine(config.name, verdict.summary, ctx.recorder.runId)}${next}`;

@@ -8,13 +8,22 @@ import { summaryLine } from './attempts.js';
 import type { Notifier } from './notify.js';
 import type { Pinger } from './ping.js';
 import { recordedText } from './secrets.js';
+import type { Syslog } from './syslog.js';
 import { openRecorder } from './wiring.js';
+
+// What hears of a run besides the run log: each null when not configured.
+export interface Monitors {
+  readonly pinger: Pinger | null;
+  readonly notifier: Notifier | null;
+  readonly syslog: Syslog | null;
+}
 
 // The program to run, found before any lock is taken. One that cannot start still leaves a
 // `failed` row, so a misconfigured job shows up in history and to `check`, and a failure
-// ping and notification, so the monitor hears of it at once. `path`: the command's PATH
-// (--env-file may set it).
-export async function startable(config: RunConfig, run: NewRun, say: Messages, pinger: Pinger | null, notifier: Notifier | null, path: string | undefined): Promise<string> {
+// ping, notification and syslog line (an end without a start: nothing started), so
+// monitors hear of it at once. `path`: the command's PATH (--env-file may set it).
+export async function startable(config: RunConfig, run: NewRun, say: Messages, monitors: Monitors, path: string | undefined): Promise<string> {
+  const { pinger, notifier, syslog } = monitors;
   try {
     return resolveCommand(config.argv[0] as string, path);
   } catch (error) {
@@ -28,6 +37,8 @@ export async function startable(config: RunConfig, run: NewRun, say: Messages, p
     await recorder.close();
     const warning = await pinger?.run(run.runKey).finish(error.exitCode, recorded);
     if (warning) say.warn(warning);
+    const syslogWarning = await syslog?.end({ ...run, runId: recorder.runId }, outcome);
+    if (syslogWarning) say.warn(syslogWarning);
     throw new CronguardError(summaryLine(config.name, error.message, recorder.runId), error.exitCode);
   }
 }

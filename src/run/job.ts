@@ -39,7 +39,8 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   const pinger = config.ping ? new (await import('./ping.js')).Pinger(config.ping, config.name, say) : null;
   // The same for --notify and --notify-url.
   const notifier = config.notify ? new (await import('./notify.js')).Notifier(config.notify, config.name, say) : null;
-  const file = await startable(config, run, say, pinger, notifier, fileEnv?.PATH ?? process.env.PATH);
+  const syslog = config.syslog ? new (await import('./syslog.js')).Syslog(config.syslog, config.name) : null;
+  const file = await startable(config, run, say, { pinger, notifier, syslog }, fileEnv?.PATH ?? process.env.PATH);
   // A signal to cronguard stops whatever is not running yet: a wait for the lock, for a
   // retry, for the next run of a loop (one line, exit 128+N). A running command gets it
   // forwarded (the supervisor), and nothing new starts after it.
@@ -67,7 +68,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (!lock) return await skipped(config, admission as Refused, gate.description, say, manual);
     say.verbose(`${config.name}: holding ${gate.description}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
-    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, stop: stop.signal, metrics, fileEnv, masker: masker && (() => new masker()) };
+    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, syslog, stop: stop.signal, metrics, fileEnv, masker: masker && (() => new masker()) };
     if (!admission.admitted) {
       // A loop that holds the lock waiting for work says as a single run would why it waits.
       if (admission.reason === 'unscheduled') await skipped(config, admission as Refused, gate.description, say, manual);

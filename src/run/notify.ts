@@ -58,11 +58,13 @@ export class Notifier {
 }
 
 // The code cronguard exits with for this outcome (see judge): a timeout is 124, a lost
-// lock 75, a signal 128+N; null when the command never ran to give one.
+// lock 75, a signal 128+N, a rule's failure of an exit 0 is 1; null when the command never ran to give one.
 function exitCodeOf(outcome: RunOutcome): number | null {
   if (outcome.status === 'timed_out') return EXIT.timeout;
   if (outcome.status === 'lock_lost') return EXIT.lockLost;
   const signo = outcome.signal === null ? undefined : (constants.signals as Record<string, number>)[outcome.signal];
   if (outcome.status === 'killed' && signo !== undefined) return 128 + signo;
+  // --min-duration and --fail-on-stderr fail a command that exited 0: cronguard exits 1.
+  if (outcome.status === 'failed' && outcome.exitCode === 0) return 1;
   return outcome.exitCode;
 }

@@ -18,11 +18,20 @@ export interface Ending {
   readonly killAfterMs: number;
   // Why the lock was lost while the command was allowed to go on (--on-lock-loss continue).
   readonly lockLostWhileRunning: string | null;
+  // Opt-in rules that fail a run its exit code calls a success: --min-duration, and
+  // --fail-on-stderr (whose finding the supervisor puts in the result's stderrLine).
+  readonly minDurationMs: number | null;
+  readonly failOnStderr: { readonly ps4: string } | null;
 }
 
+// What cronguard exits with when a rule fails a run whose command exited 0.
+const RULE_FAILED_EXIT = 1;
+
 // Turns the child's result into the contract's exit code, the run-log status and summary.
+// Everything that reads an outcome (retries, -q, pings, the run log, so `check` and the
+// notifiers) takes it from here, so a rule's failure is a failure to all of them.
 export function judge(result: ChildResult, ending: Ending, finishedAt: Date): Verdict {
-  const verdict = judgeChild(result, ending, finishedAt);
+  const verdict = byRules(judgeChild(result, ending, finishedAt), result, ending);
   const lost = ending.lockLostWhileRunning;
   const notes = [
     lost !== null && result.terminatedBecause === null ? `lock lost while running (${lost}); the command was allowed to continue` : null,
@@ -32,6 +41,27 @@ export function judge(result: ChildResult, ending: Ending, finishedAt: Date): Ve
   if (notes.length === 0) return verdict;
   const error = [verdict.outcome.error, ...notes].filter(Boolean).join('; ');
   return { ...verdict, outcome: { ...verdict.outcome, error } };
+}
+
+// Only a run that succeeded can fail a rule; one that failed already keeps its own status.
+// The row keeps the command's exit code (0), the truth of what it did; the reason is in
+// `error`, and cronguard exits 1.
+function byRules(verdict: Verdict, result: ChildResult, ending: Ending): Verdict {
+  if (verdict.outcome.status !== 'succeeded') return verdict;
+  const short = ending.minDurationMs !== null && result.durationMs < ending.minDurationMs;
+  const reasons = [
+    short ? `ran ${formatDuration(result.durationMs)}, shorter than --min-duration ${formatDuration(ending.minDurationMs ?? 0)}` : null,
+    ending.failOnStderr !== null && result.stderrLine !== null ? `wrote to stderr: ${result.stderrLine}` : null,
+  ].filter((r): r is string => r !== null);
+  if (reasons.length === 0) return verdict;
+  const error = reasons.join('; ');
+  // The summary says how long it ran, as every summary does; the first reason may say it.
+  const after = short ? '' : ` after ${formatDuration(result.durationMs)}`;
+  return {
+    exitCode: RULE_FAILED_EXIT,
+    outcome: { ...verdict.outcome, status: 'failed', error },
+    summary: `failed: ${error} (the command exited 0${after})`,
+  };
 }
 
 function judgeChild(result: ChildResult, ending: Ending, finishedAt: Date): Verdict {

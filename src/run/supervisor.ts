@@ -8,6 +8,7 @@ import type { LineMasker } from './mask.js';
 import { TailBuffer } from './output.js';
 import type { QuietBuffer } from './quiet.js';
 import { Relay } from './relay.js';
+import type { StderrRule } from './stderr-rule.js';
 import { Watchdog } from './watchdog.js';
 
 export interface SuperviseOptions {
@@ -23,6 +24,9 @@ export interface SuperviseOptions {
   readonly held: QuietBuffer | null;
   readonly showHeld: (ended: ChildResult) => boolean;
   readonly captureBytes: number;
+  // --fail-on-stderr: what watches this attempt's stderr (loaded with the flag only); null
+  // without it.
+  readonly stderrRule: StderrRule | null;
   // The lock dies with cronguard, so the command's group must too (see Watchdog).
   readonly dieWithWrapper: boolean;
   // Where the output is copied for `logs -f` while the command runs; null without a run log.
@@ -58,6 +62,8 @@ export interface ChildResult {
   // What a -q replay could not show (its held output did not fit anywhere), for stderr and
   // the run log; null when it showed everything, or there was none.
   readonly replayNote: string | null;
+  // --fail-on-stderr: the first line of stderr that is not a shell's trace, if any.
+  readonly stderrLine: string | null;
 }
 
 export interface Supervision {
@@ -76,7 +82,10 @@ export function supervise(options: SuperviseOptions): Supervision {
   const quiet = options.held;
   const capture = options.captureBytes > 0 || quiet !== null;
   const masker = options.masker ?? null;
-  const piped = capture || masker !== null;
+  // --fail-on-stderr must see stderr, even with nothing captured: both pipes go through the
+  // relay then, so stdout and stderr keep the order they have when captured.
+  const stderrRule = options.stderrRule;
+  const piped = capture || masker !== null || stderrRule !== null;
   const stdio: StdioOptions = ['inherit', piped ? 'pipe' : 'inherit', piped ? 'pipe' : 'inherit'];
   if (options.inheritFd !== null) stdio.push(options.inheritFd);
   const watchdog = options.dieWithWrapper ? Watchdog.start(options.heartbeat) : null;
@@ -109,6 +118,9 @@ export function supervise(options: SuperviseOptions): Supervision {
   if (!capture) options.live?.markUncaptured();
   relay.pipe(1, child.stdout, process.stdout);
   relay.pipe(2, child.stderr, process.stderr);
+  // A second reader of the same stream: it sees each chunk as the relay does, paused with it
+  // for a slow reader, and holds no more than the start of one line.
+  if (stderrRule) child.stderr?.on('data', (chunk: Buffer) => stderrRule.push(chunk));
 
   let terminatedBecause: string | null = null;
   const timer = options.timeoutMs === null ? null : setLongTimeout(() => processGroup.stop(), options.timeoutMs);
@@ -138,6 +150,7 @@ export function supervise(options: SuperviseOptions): Supervision {
         outputTruncated: tail.truncated,
         outputNote: null,
         replayNote: null,
+        stderrLine: stderrRule?.end() ?? null,
       };
       const replay = quiet !== null && options.showHeld(ended);
       const replayNote = replay ? await quiet.replay((id, chunk) => relay.write(id, chunk), options.say.warn) : null;
