@@ -86,13 +86,14 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
     action(c, ctx, async (name, form) => {
       const reason = typeof form.reason === 'string' ? form.reason.trim().slice(0, 1000) : '';
       if (hasNul(reason)) throw new BadInput('Reason: a reason has no NUL characters.');
-      await ctx.store.write((s) => s.setPaused(name, { reason: reason || null, since: new Date().toISOString(), by: requester(c) }));
+      const since = new Date().toISOString();
+      await ctx.store.write((s) => s.setPaused(name, { reason: reason || null, since, by: requester(c), until: null }, requester(c), since));
       return 'paused=1';
     }),
   );
   app.post('/jobs/:name/resume', (c) =>
     action(c, ctx, async (name) => {
-      await ctx.store.write((s) => s.setPaused(name, null));
+      await ctx.store.write((s) => s.setPaused(name, null, requester(c), new Date().toISOString()));
       return 'resumed=1';
     }),
   );

@@ -142,12 +142,12 @@ describe('mysql run log: runs', () => {
     expect(early).toMatchObject({ admitted: false, reason: 'interval' });
     expect(await store.admit(newRun(name), { ...RULES, minIntervalMs: 3_600_000, manual: true })).toMatchObject({ admitted: true });
     const later = new Date(Date.now() + 3_600_000);
-    await store.setPaused(name, { reason: 'maintenance', since: '2026-12-01T10:00:00.000Z', by: 'ops' });
+    await store.setPaused(name, { reason: 'maintenance', since: '2026-12-01T10:00:00.000Z', by: 'ops' }, 'ops@test', new Date().toISOString());
     expect(await store.admit(newRun(name, { startedAt: later }), RULES)).toEqual({
-      admitted: false, reason: 'disabled', paused: { reason: 'maintenance', since: '2026-12-01T10:00:00.000Z', by: 'ops' },
+      admitted: false, reason: 'disabled', paused: { reason: 'maintenance', since: '2026-12-01T10:00:00.000Z', by: 'ops', until: null, fleet: false },
     });
     expect((await store.jobStatus(name))[0]).toMatchObject({ state: 'disabled', disabled_reason: 'maintenance', disabled_by: 'ops' });
-    await store.setPaused(name, null);
+    await store.setPaused(name, null, 'ops@test', new Date().toISOString());
     expect(await store.admit(newRun(name, { startedAt: later }), RULES)).toMatchObject({ admitted: true });
   });
 
