@@ -6,7 +6,7 @@ import type { Paused } from '../store/jobs.js';
 import type { RunStore } from '../store/types.js';
 import { parseDuration } from '../util/duration.js';
 import { validateName } from '../util/name.js';
-import { parseAt } from '../util/time.js';
+import { PAST_HINT, parseAt } from '../util/time.js';
 import { userName } from '../util/user.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { drain } from './drain.js';
@@ -108,7 +108,7 @@ async function resumeJob(log: RunStore, name: string, by: string): Promise<numbe
 // NAME or --all, not both, not neither.
 function target(program: Command, all: boolean, verb: string): string | null {
   const name = program.args[0];
-  if (all && name !== undefined) throw new UsageError(`--all ${verb}s every job; give no NAME with it`);
+  if (all && name !== undefined) throw new UsageError(`--all ${verb === 'disable' ? 'pauses' : 'resumes'} the whole fleet; give no NAME with it`);
   if (!all && name === undefined) throw new UsageError(`which job? cronguard ${verb} NAME (or --all for every job)`);
   return all ? null : validateName(name as string);
 }
@@ -116,7 +116,7 @@ function target(program: Command, all: boolean, verb: string): string | null {
 // --until: a time to come, in request --at's forms.
 function untilOf(text: string, now: Date): Date {
   const at = parseAt(text, now, '--until');
-  if (at.getTime() <= now.getTime()) throw new UsageError(`--until: ${text} is in the past; give a time to come (+2h, 03:00, an ISO time)`);
+  if (at.getTime() <= now.getTime()) throw new UsageError(`--until: ${text} is in the past; ${PAST_HINT}`);
   return at;
 }
 

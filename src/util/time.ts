@@ -1,6 +1,9 @@
 import { UsageError } from '../errors.js';
 import { parseDuration } from './duration.js';
 
+// What a time that must be to come (--until) is told when it is not.
+export const PAST_HINT = 'give a time to come (+2h, 03:00, an ISO time)';
+
 // When a request may run, as `request --at` takes it: `now`; `+DURATION` (or `in DURATION`);
 // a local time of day, `HH:MM[:SS]`, at its next occurrence (optionally `today` or
 // `tomorrow` before it); or a date and time, `YYYY-MM-DD[ T]HH:MM[:SS]`, local unless it ends
@@ -15,7 +18,7 @@ export function parseAt(text: string, now: Date = new Date(), option = '--at'): 
   if (relative) return new Date(now.getTime() + parseDuration(relative[1] as string, option));
   const at = pointInTime(t, now, 'next', bad);
   if (at.getTime() < now.getTime() - 1000) {
-    throw new UsageError(`${option}: ${text} is in the past${option === '--at' ? '; --at now runs it at once' : ''}`);
+    throw new UsageError(`${option}: ${text} is in the past; ${option === '--at' ? '--at now runs it at once' : PAST_HINT}`);
   }
   return at;
 }
