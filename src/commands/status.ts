@@ -1,6 +1,6 @@
 import type { ChalkInstance } from 'chalk';
 import type { Settings } from '../cli/settings.js';
-import { blockedSince, describePause, finalRuns, type JobStatus, type Paused, PAUSE_EVENTS_SHOWN, type PauseEvent } from '../store/jobs.js';
+import { blockedSince, finalRuns, type JobStatus, type Paused, PAUSE_EVENTS_SHOWN, type PauseEvent } from '../store/jobs.js';
 import { type LeasedJobStatus, leaseText, withLeases } from '../store/leases.js';
 import { NotFoundError } from '../errors.js';
 import type { RunStore } from '../store/types.js';
@@ -31,11 +31,18 @@ export async function status(args: readonly string[], settings: Settings): Promi
     return 0;
   }
   // The fleet's pause first: every job skips, whatever its line says.
-  if (fleet) process.stdout.write(`${c.yellow.bold('FLEET PAUSED')} ${printable(describePause(fleet).replace(/^paused fleet-wide /, ''))} ${c.dim('(cronguard enable --all resumes it)')}\n`);
+  if (fleet) process.stdout.write(fleetLine(fleet, c));
   if (jobs.length === 0) process.stderr.write('cronguard: no jobs recorded\n');
   else if (name !== undefined) process.stdout.write(detail(jobs[0] as LeasedJobStatus, c, events));
   else process.stdout.write(overview(jobs, c));
   return 0;
+}
+
+// The fleet's pause, in local time: since when, by whom, until when, why.
+function fleetLine(p: Paused, c: ChalkInstance): string {
+  const until = p.until ? ` until ${tableTime(p.until)}` : '';
+  const what = printable(`since ${tableTime(p.since)}${p.by ? ` by ${p.by}` : ''}${until}${p.reason ? `: ${p.reason}` : ''}`);
+  return `${c.yellow.bold('FLEET PAUSED')} ${what} ${c.dim('(cronguard enable --all resumes it)')}\n`;
 }
 
 async function read(log: RunStore, name: string | null): Promise<{ jobs: LeasedJobStatus[]; fleet: Paused | null; events: PauseEvent[] }> {

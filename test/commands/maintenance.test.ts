@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, release, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, release, sandbox, start, waitFor } from '../helpers.js';
 import { STORES, type StoreBox, storeBox } from '../stores.js';
 import { userName } from '../../src/util/user.js';
 
@@ -52,7 +52,7 @@ describe.each(STORES)('maintenance: disable --all (%s)', (kind) => {
 
     // status says so at the top, each job says why; check says paused like a paused job.
     const all = await cronguard(['status'], box.env);
-    expect(all.stdout.split('\n')[0]).toMatch(/^FLEET PAUSED since \S+ by \S+@\S+: db upgrade \(cronguard enable --all resumes it\)$/);
+    expect(all.stdout.split('\n')[0]).toMatch(/^FLEET PAUSED since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d by \S+@\S+: db upgrade \(cronguard enable --all resumes it\)$/);
     expect(await status(box, old)).toMatchObject({ state: 'disabled', disabled_fleet_wide: true, disabled_reason: 'db upgrade' });
     expect(await status(box, own)).toMatchObject({ state: 'disabled', disabled_fleet_wide: false, disabled_reason: 'broken' });
     const check = await cronguard(['check', old, '--max-age', '1h'], box.env);
@@ -165,5 +165,20 @@ describe.each(STORES)('maintenance: disable --all (%s)', (kind) => {
     expect(refused).toMatchObject({ code: 64, stdout: '', stderr: `cronguard ${verb}: ${message} (see cronguard ${verb} --help)\n` });
     expect(await status(box, job)).toMatchObject({ state: 'idle', pause_events: [] });
     expect((await cronguard(['status'], box.env)).stdout).not.toContain('FLEET PAUSED');
+  });
+});
+
+describe('maintenance: --help', () => {
+  it('disable and enable say --all, --until and --drain (and its exit code)', async () => {
+    const disable = await cronguard(['disable', '--help'], sandbox().env);
+    expect(disable).toMatchObject({ code: 0, stderr: '' });
+    expect(disable.stdout).toMatch(/^Usage: cronguard disable \[options\] \[name\]/);
+    for (const flag of ['--all', '--until <time>', '--reason <text>', '--drain <duration>', '--by <who>']) expect(disable.stdout).toContain(flag);
+    // As commander wraps it: words, whatever the width.
+    const words = (text: string) => text.replace(/\s+/g, ' ');
+    expect(words(disable.stdout)).toContain('--drain <duration> then wait up to DURATION until no run is active; still some: each named, exit 124');
+    const enable = await cronguard(['enable', '--help'], sandbox().env);
+    expect(words(enable.stdout)).toContain("--all end the fleet's pause (disable --all); jobs paused on their own stay paused");
+    expect((await cronguard(['--help'], sandbox().env)).stdout).toContain('disable NAME|--all pause a job, or every job (--until TIME, --drain D)');
   });
 });
