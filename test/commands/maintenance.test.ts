@@ -41,6 +41,13 @@ describe.each(STORES)('maintenance: disable --all (%s)', (kind) => {
       expect(skipped.code).toBe(0);
       expect(skipped.stderr).toMatch(new RegExp(`${job}: paused fleet-wide since \\S+ by \\S+@\\S+: db upgrade \\(cronguard enable --all resumes it\\); skipping with exit 0`));
     }
+    // The look before a shared lock (run/due.ts) and a lease's admission say the same.
+    const locks = [['-l', 'flock', '--lock-file', box.path('shared.lock')], ...(kind === 'sqlite' ? [] : [['-l', 'lease']])];
+    for (const lock of locks) {
+      const skipped = await cronguard(['-v', '-n', fresh, ...lock, '--', 'sh', '-c', `echo x >> ${marker}`], box.env);
+      expect(skipped).toMatchObject({ code: 0 });
+      expect(skipped.stderr).toContain(`${fresh}: paused fleet-wide since `);
+    }
     expect(existsSync(marker)).toBe(false);
     expect(await ran(box, fresh)).toBe(0);
     // A request waits for the end of the pause.
