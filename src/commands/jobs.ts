@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import type { Command } from 'commander';
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError, UsageError } from '../errors.js';
-import type { Paused } from '../store/jobs.js';
+import { type Paused, resumeHint } from '../store/jobs.js';
 import type { RunStore } from '../store/types.js';
 import { parseDuration } from '../util/duration.js';
 import { validateName } from '../util/name.js';
@@ -42,7 +42,7 @@ export async function disable(args: readonly string[], settings: Settings): Prom
   const paused: Paused = { reason: flags.reason ?? null, since: now.toISOString(), by, until: until?.toISOString() ?? null };
   const log = await new StoreChoice(program.opts(), settings).open();
   try {
-    const resume = `cronguard enable ${name ?? '--all'} resumes it${until ? `, or it resumes by itself at ${paused.until}` : ''}`;
+    const resume = resumeHint(name ?? '', { ...paused, fleet: name === null });
     if (name === null) {
       await log.setFleetPause(paused, by, paused.since as string);
       process.stderr.write(`cronguard: every job paused fleet-wide (${resume})\n`);
@@ -97,7 +97,7 @@ async function resumeJob(log: RunStore, name: string, by: string): Promise<numbe
   const fleet = job.disabled_fleet_wide ? true : (await log.fleetPause()) !== null;
   const fleetNote = fleet ? '; the fleet is paused (cronguard enable --all resumes it)' : '';
   if (job.state !== 'disabled' || job.disabled_fleet_wide) {
-    process.stderr.write(`cronguard: ${name} was not paused on its own${fleetNote}\n`);
+    process.stderr.write(`cronguard: ${name} was not paused${fleet ? ' on its own' : ''}${fleetNote}\n`);
     return 0;
   }
   await log.setPaused(name, null, by, new Date().toISOString());
