@@ -10,8 +10,9 @@ const SHOWN = 1000;
 // `disable --drain D`, after the pause: waits until no run of the job (`name`), or of any job
 // (null), is `running` in the log, looking every half second; 0 then. When D runs out first,
 // one line per run still active (job, host, pid, run id, since) and `exitCode`. The pause
-// was committed first, and it waited for admissions under way, so no run can start
-// unseen after the look that found none.
+// was committed first, and it waited for admissions under way, so no run admitted after it
+// starts; only a retry that looked for a pause (attempts.ts) just before it can still start
+// its next attempt.
 export async function drain(log: RunStore, name: string | null, drainMs: number, exitCode: number): Promise<number> {
   const deadline = monotonicMs() + drainMs;
   for (;;) {

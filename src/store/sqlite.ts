@@ -179,21 +179,11 @@ export class SqliteStore implements RunStore {
 
   async unsettledRuns(job: string): Promise<UnsettledRun[]> { return this.db.prepare(SQL.unsettledRuns).all({ job }) as UnsettledRun[]; }
 
-  async setPaused(job: string, paused: Paused | null, by: string, at: string): Promise<void> {
-    setPauseIn(this.db, job, paused, by, at);
-  }
-
-  async setFleetPause(paused: Paused | null, by: string, at: string): Promise<boolean> {
-    return setPauseIn(this.db, null, paused, by, at);
-  }
-
-  async fleetPause(): Promise<Paused | null> {
-    return fleetPauseAt(this.db, new Date().toISOString());
-  }
-
-  async pauseEvents(job: string, limit: number): Promise<PauseEvent[]> {
-    return pauseEventsIn(this.db, job, limit);
-  }
+  // Pauses (sqlite-pause.ts): the job's own, the fleet's, their events.
+  async setPaused(job: string, paused: Paused | null, by: string, at: string): Promise<void> { setPauseIn(this.db, job, paused, by, at); }
+  async setFleetPause(paused: Paused | null, by: string, at: string): Promise<boolean> { return setPauseIn(this.db, null, paused, by, at); }
+  async fleetPause(): Promise<Paused | null> { return fleetPauseAt(this.db, new Date().toISOString()); }
+  async pauseEvents(job: string, limit: number): Promise<PauseEvent[]> { return pauseEventsIn(this.db, job, limit); }
 
   async setSchedule(job: string, schedule: string | null): Promise<void> {
     if (schedule === null) this.db.prepare(SQL.unschedule).run(job);
