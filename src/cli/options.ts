@@ -154,7 +154,8 @@ Subcommands (cronguard help SUBCOMMAND for their options):
   prune              delete finished runs --older-than D (--keep N)
   request NAME       ask for a run now (or --at TIME); --wait, --cancel ID
   requests [NAME]    pending and recent requests
-  disable NAME       pause a job (--reason TEXT); enable NAME resumes it
+  disable NAME|--all pause a job, or every job (--until TIME, --drain D); enable
+                     NAME|--all resumes it
   schedule NAME      store when it runs (--every D, --cron EXPR, --clear)
   locks              locks held right now and by whom
   migrate            create or upgrade the run-log schema

@@ -93,7 +93,9 @@ function judgeRuns(job: JobStatus, limits: Limits, now: number, schedule: JobSch
   const succeeded = age === null ? 'has never succeeded' : `succeeded ${formatDuration(age)} ago in ${formatDuration(job.last_success_duration_ms ?? 0)}`;
   if (job.state === 'disabled') {
     const why = job.disabled_reason ? `: ${job.disabled_reason}` : '';
-    return { state: 0, message: `${name} is paused${job.disabled_by ? ` by ${job.disabled_by}` : ''}${why} (not checked; last ${succeeded})`, perf };
+    const scope = job.disabled_fleet_wide ? ' fleet-wide' : '';
+    const until = job.disabled_until ? ` until ${job.disabled_until}` : '';
+    return { state: 0, message: `${name} is paused${scope}${job.disabled_by ? ` by ${job.disabled_by}` : ''}${until}${why} (not checked; last ${succeeded})`, perf };
   }
   if (running !== null && limits.maxDurationMs !== null && running > limits.maxDurationMs) {
     return { state: 2, message: `${name} has been running for ${formatDuration(running)} on ${job.running_host} (over --max-duration ${formatDuration(limits.maxDurationMs)})`, perf };

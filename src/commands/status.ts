@@ -1,8 +1,9 @@
 import type { ChalkInstance } from 'chalk';
 import type { Settings } from '../cli/settings.js';
-import { blockedSince, finalRuns, type JobStatus } from '../store/jobs.js';
+import { blockedSince, finalRuns, type JobStatus, type Paused, PAUSE_EVENTS_SHOWN, type PauseEvent } from '../store/jobs.js';
 import { type LeasedJobStatus, leaseText, withLeases } from '../store/leases.js';
 import { NotFoundError } from '../errors.js';
+import type { RunStore } from '../store/types.js';
 import { type JobSchedule, jobSchedule } from '../schedule/job.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
@@ -19,14 +20,36 @@ export async function status(args: readonly string[], settings: Settings): Promi
   const name = program.args[0];
   if (name !== undefined) validateName(name);
   const log = await new StoreChoice(program.opts(), settings).openExisting();
-  const jobs = log ? await log.jobStatus(name ?? null).then((found) => withLeases(log, found)).finally(() => log.close()) : [];
+  const found = log ? await read(log, name ?? null).finally(() => log.close()) : { jobs: [], fleet: null, events: [] };
+  const { jobs, fleet, events } = found;
   if (name !== undefined && jobs.length === 0) throw new NotFoundError(`no job ${name} in the run log`);
   const c = colours();
-  if (program.opts<{ json?: boolean }>().json) process.stdout.write(`${JSON.stringify(jobs, null, 2)}\n`);
-  else if (jobs.length === 0) process.stderr.write('cronguard: no jobs recorded\n');
-  else if (name !== undefined) process.stdout.write(detail(jobs[0] as LeasedJobStatus, c));
+  // One job's object carries its pauses and resumes (and the fleet's) too.
+  if (program.opts<{ json?: boolean }>().json) {
+    const shown = name === undefined ? jobs : jobs.map((j) => ({ ...j, pause_events: events }));
+    process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
+    return 0;
+  }
+  // The fleet's pause first: every job skips, whatever its line says.
+  if (fleet) process.stdout.write(fleetLine(fleet, c));
+  if (jobs.length === 0) process.stderr.write('cronguard: no jobs recorded\n');
+  else if (name !== undefined) process.stdout.write(detail(jobs[0] as LeasedJobStatus, c, events));
   else process.stdout.write(overview(jobs, c));
   return 0;
+}
+
+// The fleet's pause, in local time: since when, by whom, until when, why.
+function fleetLine(p: Paused, c: ChalkInstance): string {
+  const until = p.until ? ` until ${tableTime(p.until)}` : '';
+  const what = printable(`since ${tableTime(p.since)}${p.by ? ` by ${p.by}` : ''}${until}${p.reason ? `: ${p.reason}` : ''}`);
+  return `${c.yellow.bold('FLEET PAUSED')} ${what} ${c.dim('(cronguard enable --all resumes it)')}\n`;
+}
+
+async function read(log: RunStore, name: string | null): Promise<{ jobs: LeasedJobStatus[]; fleet: Paused | null; events: PauseEvent[] }> {
+  const jobs = await withLeases(log, await log.jobStatus(name));
+  const fleet = await log.fleetPause();
+  const events = name === null || jobs.length === 0 ? [] : await log.pauseEvents(name, PAUSE_EVENTS_SHOWN);
+  return { jobs, fleet, events };
 }
 
 const SPARK = 12;
@@ -58,7 +81,7 @@ function overview(jobs: readonly JobStatus[], c: ChalkInstance): string {
 
 function state(j: JobStatus, c: ChalkInstance, now: number): string {
   if (j.state === 'running') return c.cyan(`running ${age(j.running_since, now)}`);
-  if (j.state === 'disabled') return c.yellow(clip(printable(`paused${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`), 24));
+  if (j.state === 'disabled') return c.yellow(clip(printable(`paused${j.disabled_fleet_wide ? ' (fleet)' : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`), 24));
   // Idle because another job runs under its shared lock (--lock-file, --lock-key).
   return j.lock_held_by === null ? 'idle' : clip(printable(`idle, lock: ${j.lock_held_by}`), 24);
 }
@@ -70,7 +93,7 @@ function stale(j: JobStatus, c: ChalkInstance, now: number): string {
 }
 
 // Everything about one job, a field per line.
-function detail(j: LeasedJobStatus, c: ChalkInstance): string {
+function detail(j: LeasedJobStatus, c: ChalkInstance, events: readonly PauseEvent[]): string {
   const now = Date.now();
   const when = (iso: string | null) => (iso === null ? '-' : `${tableTime(iso)} (${ago(iso, now)})`);
   const width = terminalWidth();
@@ -79,7 +102,7 @@ function detail(j: LeasedJobStatus, c: ChalkInstance): string {
     ['state', `${state(j, c, now)}${j.state === 'running' ? ` on ${printable(j.running_host ?? '?')} (pid ${j.running_pid}, run ${j.running_run_id}, since ${when(j.running_since)})` : ''}`],
     ['lease', j.lease === null ? null : printable(`held by ${leaseText(j.lease)}, since ${when(j.lease.since)}`)],
     ['shared lock', j.lock_held_by === null || j.state === 'running' ? null : printable(`held by ${j.lock_held_by}, which runs now`)],
-    ['paused', j.state === 'disabled' ? printable(`since ${when(j.disabled_since)}${j.disabled_by ? ` by ${j.disabled_by}` : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`) : null],
+    ['paused', j.state === 'disabled' ? printable(`${j.disabled_fleet_wide ? 'fleet-wide, ' : ''}since ${when(j.disabled_since)}${j.disabled_by ? ` by ${j.disabled_by}` : ''}${j.disabled_until ? `, until ${when(j.disabled_until)}` : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`) : null],
     ['blocked', blockedSince(j) === null ? null : c.yellow(printable(`skipped ${when(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job`))],
     ['command', j.command === null ? null : clip(printable(j.command), Math.max(20, width - 15))],
     ['host', j.host === null ? null : `${printable(j.host)}, last seen ${when(j.last_seen_at)}`],
@@ -93,6 +116,7 @@ function detail(j: LeasedJobStatus, c: ChalkInstance): string {
     ['next due', j.next_due_at === null ? null : `${when(j.next_due_at)} (--min-interval ${duration(j.min_interval_ms)})`],
     ['requests', `${j.pending_requests} pending`],
     ['runs', counts || null],
+    ...events.map((e, i): [string, string] => [i === 0 ? 'pause log' : '', pauseEventLine(e, when)]),
   ];
   const shown = lines.filter((l): l is [string, string] => l[1] !== null);
   return `${c.bold(printable(j.job))}  ${c.dim(`(times in ${zoneName()})`)}\n${shown.map(([k, v]) => `  ${k.padEnd(13)}${v}`).join('\n')}\n`;
@@ -104,4 +128,10 @@ function scheduleLine(j: JobStatus, now: number, when: (iso: string) => string):
   const s = jobSchedule(j, now) as JobSchedule;
   if (s.due === null) return `${printable(s.text)} (cannot be read: ${printable(s.problem ?? '')})`;
   return `${printable(s.text)} (${s.due.due ? 'due since' : 'next'} ${when(s.due.at.toISOString())})`;
+}
+
+// One pause or resume, newest first: when, what, whose, until when, why.
+function pauseEventLine(e: PauseEvent, when: (iso: string | null) => string): string {
+  const what = `${e.action === 'pause' ? 'paused' : 'resumed'}${e.fleet_wide ? ' fleet-wide' : ''}`;
+  return printable(`${when(e.at)} ${what} by ${e.by}${e.until ? `, until ${when(e.until)}` : ''}${e.reason ? `: ${e.reason}` : ''}`);
 }

@@ -3,7 +3,7 @@ import { EXIT } from '../errors.js';
 import { quote } from '../cli/config.js';
 import type { Lock } from '../lock/backend.js';
 import type { Textfile } from '../metrics/textfile.js';
-import { describePause, type Paused } from '../store/jobs.js';
+import { describePause, type Paused, pauseOf, resumeHint } from '../store/jobs.js';
 import type { ClaimedRequest, Unserved } from '../store/requests.js';
 import type { NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
@@ -160,7 +160,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
       await endHolding(ctx, held, true);
       const warning = await ping?.finish(verdict.exitCode, result.output);
       if (warning) say.warn(warning);
-      say.warn(`${config.name}: not retrying: ${describePause(paused)} (cronguard enable ${config.name} resumes it)`);
+      say.warn(`${config.name}: not retrying: ${describePause(paused)} (${resumeHint(config.name, paused)})`);
       return verdict.exitCode;
     }
     current = { ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() };
@@ -224,7 +224,7 @@ async function giveBack(ctx: Attempts, unserved: Unserved): Promise<void> {
 // The job's pause, if someone paused it since the run began (a retry asks first).
 async function pausedNow(ctx: Attempts): Promise<Paused | null> {
   const [status] = (await ctx.recorder.consult('look for a pause', (store) => store.jobStatus(ctx.config.name))) ?? [];
-  return status?.state === 'disabled' ? { reason: status.disabled_reason, since: status.disabled_since, by: status.disabled_by } : null;
+  return status ? pauseOf(status) : null;
 }
 
 // A run only for requests (--on-request) none of which can be served: the command does not

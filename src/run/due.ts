@@ -1,5 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
-import { dueAfterMs, lastCountedStart } from '../store/jobs.js';
+import { dueAfterMs, lastCountedStart, pauseOf } from '../store/jobs.js';
 import type { NewRun, UnsettledRun } from '../store/types.js';
 import type { AdmitOptions } from '../store/admission.js';
 import { isSameProcess } from '../util/process-id.js';
@@ -22,9 +22,10 @@ export async function notDue(recorder: RunRecorder, config: RunConfig, options: 
   });
   if (!answer) return null;
   const { job } = answer;
-  if (job?.state === 'disabled') {
-    return { admitted: false, reason: 'disabled', paused: { reason: job.disabled_reason, since: job.disabled_since, by: job.disabled_by } };
-  }
+  // Paused on its own or by the fleet (disable --all); a job not in the log yet is the
+  // admission's to refuse.
+  const paused = job ? pauseOf(job) : null;
+  if (paused) return { admitted: false, reason: 'disabled', paused };
   if (answer.requested || options.keepLock || answer.unsettled.some((r) => settledUnderLock(r, run))) return null;
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
   const last = job ? lastCountedStart(job) : null;

@@ -1,5 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
-import { describePause, dueAfterMs } from '../store/jobs.js';
+import { describePause, dueAfterMs, resumeHint } from '../store/jobs.js';
 import type { Holder } from '../store/admission.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
@@ -16,7 +16,7 @@ export async function skipped(config: RunConfig, refusal: Refused, lock: string,
     case 'tick':
       return skip(`already ran this minute on ${describeHolder(refusal.holder ?? null)} (--every-tick runs on every host)`);
     case 'disabled':
-      return skip(`${describePause(refusal.paused ?? null)} (cronguard enable ${config.name} resumes it)`);
+      return skip(`${describePause(refusal.paused ?? null)} (${resumeHint(config.name, refusal.paused ?? null)})`);
     case 'idle':
       return skip('no request is due (--on-request)');
     case 'interval': {

@@ -1,9 +1,11 @@
 import { hostname } from 'node:os';
 import type { Context, Hono } from 'hono';
+import { html } from 'hono/html';
 import { liveDir, liveName } from '../run/live-file.js';
 import { LiveReader } from '../commands/live-reader.js';
 import { CronguardError, UsageError } from '../errors.js';
 import { parseSchedule } from '../schedule/spec.js';
+import { PAUSE_EVENTS_SHOWN } from '../store/jobs.js';
 import { withLeases } from '../store/leases.js';
 import { argsProblem } from '../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
@@ -13,6 +15,7 @@ import { requester } from './proxy.js';
 import { jobsQuery, jobsView } from './views/jobs.js';
 import { jobView, RUNS_PER_PAGE } from './views/job.js';
 import { page } from './views/layout.js';
+import { fleetBanner } from './views/pauses.js';
 import { type LiveOutput, runView } from './views/run.js';
 
 // A page shows at most this much of an output (its end); `cronguard logs` has all of it.
@@ -29,7 +32,8 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
     const shared = ctx.watcher.jobsFor(c.req.header('x-cronguard-refresh'));
     if (shared) c.header('server-timing', 'log;desc="as read for the change"');
     const jobs = shared ?? (await ctx.store.read((s) => s.jobStatus(null), []));
-    return c.html(page({ title: 'Jobs', events: '/events' }, jobsView(jobs, jobsQuery((n) => c.req.query(n)))));
+    const fleet = await ctx.store.read((s) => s.fleetPause(), null);
+    return c.html(page({ title: 'Jobs', events: '/events' }, html`${fleetBanner(fleet)}${jobsView(jobs, jobsQuery((n) => c.req.query(n)))}`));
   });
 
   app.get('/jobs/:name', async (c) => {
@@ -50,7 +54,8 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
       // From the same read as the table where it is in it, so the notice and the table
       // never disagree (a run finishing between two statements).
       const request = requested === null ? null : (requests.find((q) => q.id === requested) ?? (await s.getRequest(requested)));
-      return { job, runs: await s.listRuns(filter), requests, requested: request?.job === name ? request : null };
+      const pauses = { fleet: await s.fleetPause(), events: await s.pauseEvents(name, PAUSE_EVENTS_SHOWN) };
+      return { job, runs: await s.listRuns(filter), requests, requested: request?.job === name ? request : null, ...pauses };
     }, null);
     if (!found) return notFound(c, `No job ${name} in the run log.`);
     const view = { ...found, runs: found.runs.slice(0, RUNS_PER_PAGE), more: found.runs.length > RUNS_PER_PAGE, query, csrf: ctx.store.readOnly ? null : ctx.csrf.token(c) };
@@ -86,13 +91,14 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
     action(c, ctx, async (name, form) => {
       const reason = typeof form.reason === 'string' ? form.reason.trim().slice(0, 1000) : '';
       if (hasNul(reason)) throw new BadInput('Reason: a reason has no NUL characters.');
-      await ctx.store.write((s) => s.setPaused(name, { reason: reason || null, since: new Date().toISOString(), by: requester(c) }));
+      const since = new Date().toISOString();
+      await ctx.store.write((s) => s.setPaused(name, { reason: reason || null, since, by: requester(c), until: null }, requester(c), since));
       return 'paused=1';
     }),
   );
   app.post('/jobs/:name/resume', (c) =>
     action(c, ctx, async (name) => {
-      await ctx.store.write((s) => s.setPaused(name, null));
+      await ctx.store.write((s) => s.setPaused(name, null, requester(c), new Date().toISOString()));
       return 'resumed=1';
     }),
   );

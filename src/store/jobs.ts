@@ -1,18 +1,43 @@
 // A job as `status`, `check`, `metrics` and the web page see it: what it is doing, how it
 // last ended, how its recent runs went, what waits for it.
 
-// Why and since when a job is paused (`cronguard disable`).
+// Why and since when a job is paused (`cronguard disable`), until when (--until; null:
+// until enable), and whether by the fleet's pause (`disable --all`) rather than its own.
 export interface Paused {
   readonly reason: string | null;
   readonly since: string | null;
   readonly by: string | null;
+  readonly until?: string | null;
+  readonly fleet?: boolean;
 }
 
-// A pause as a line says it: since when, by whom, why.
+// A pause as a line says it: since when, by whom, until when, why.
 export function describePause(p: Paused | null): string {
   const by = p?.by ? ` by ${p.by}` : '';
-  return `paused since ${p?.since ?? '?'}${by}${p?.reason ? `: ${p.reason}` : ''}`;
+  const until = p?.until ? ` until ${p.until}` : '';
+  return `paused${p?.fleet ? ' fleet-wide' : ''} since ${p?.since ?? '?'}${by}${until}${p?.reason ? `: ${p.reason}` : ''}`;
 }
+
+// What resumes a pause: `cronguard enable NAME`, or `enable --all` for the fleet's.
+export function resumeHint(job: string, p: Paused | null): string {
+  return `cronguard enable ${p?.fleet ? '--all' : job} resumes it${p?.until ? `, or it resumes by itself at ${p.until}` : ''}`;
+}
+
+// One pause or resume, as the log keeps it (`status NAME` shows a job's and the fleet's):
+// who (user@host), when, why, until when; `job` null for the fleet's (fleet_wide).
+export interface PauseEvent {
+  readonly id: number;
+  readonly job: string | null;
+  readonly action: 'pause' | 'resume';
+  readonly at: string;
+  readonly by: string;
+  readonly reason: string | null;
+  readonly until: string | null;
+  readonly fleet_wide: boolean;
+}
+
+// How many of them `status NAME` and the job's page show.
+export const PAUSE_EVENTS_SHOWN = 20;
 
 // How long after its last start a job with --min-interval is due: the interval less a
 // slack of a tenth of it, at most 30 s. cron starts a `* * * * *` line a little before the
@@ -51,6 +76,10 @@ export interface JobStatus {
   disabled_reason: string | null;
   disabled_since: string | null;
   disabled_by: string | null;
+  // When the pause ends by itself (--until); null: at enable.
+  disabled_until: string | null;
+  // Paused by the fleet's pause (disable --all), not on its own.
+  disabled_fleet_wide: boolean;
   last_run_id: number | null;
   last_status: string | null;
   last_exit_code: number | null;
@@ -92,11 +121,20 @@ export interface JobStatus {
 }
 
 // What a store reads; the statistics are worked out here, the same for both stores.
-export type JobStatusRow = Omit<JobStatus, 'state' | 'next_due_at' | 'success_rate' | 'duration_median_ms' | 'duration_p95_ms'> & {
+// `disabled`: paused on its own, judged (with `disabled_until`) by the store's clock.
+export type JobStatusRow = Omit<JobStatus, 'state' | 'next_due_at' | 'success_rate' | 'duration_median_ms' | 'duration_p95_ms' | 'disabled_fleet_wide'> & {
   disabled: boolean;
 };
 
-export function jobStatusOf({ disabled, job, ...row }: JobStatusRow): JobStatus {
+// `fleet`: the fleet's pause, when one holds now: a job not paused on its own shows it.
+export function jobStatusOf({ disabled: own, job, ...fields }: JobStatusRow, fleet: Paused | null): JobStatus {
+  const byFleet = !own && fleet !== null;
+  const disabled = own || byFleet;
+  const row = byFleet
+    ? { ...fields, disabled_reason: fleet.reason, disabled_since: fleet.since, disabled_by: fleet.by, disabled_until: fleet.until ?? null }
+    : own
+      ? fields
+      : { ...fields, disabled_reason: null, disabled_since: null, disabled_by: null, disabled_until: null };
   const recent = row.recent;
   const durations = recent.flatMap((r) => (r.duration_ms === null ? [] : [r.duration_ms])).sort((a, b) => a - b);
   const lastStart = row.running_since ?? row.last_started_at;
@@ -105,11 +143,18 @@ export function jobStatusOf({ disabled, job, ...row }: JobStatusRow): JobStatus 
     job,
     state: disabled ? 'disabled' : row.running_run_id !== null ? 'running' : 'idle',
     ...row,
+    disabled_fleet_wide: byFleet,
     next_due_at: row.min_interval_ms !== null && lastStart !== null ? new Date(Date.parse(lastStart) + dueAfterMs(row.min_interval_ms)).toISOString() : null,
     success_rate: finals.length === 0 ? null : finals.filter((r) => r.status === 'succeeded').length / finals.length,
     duration_median_ms: percentile(durations, 0.5),
     duration_p95_ms: percentile(durations, 0.95),
   };
+}
+
+// A job's pause as its status row tells it (null: not paused).
+export function pauseOf(job: JobStatus): Paused | null {
+  if (job.state !== 'disabled') return null;
+  return { reason: job.disabled_reason, since: job.disabled_since, by: job.disabled_by, until: job.disabled_until, fleet: job.disabled_fleet_wide };
 }
 
 // The start that spaces a job's runs (--min-interval, --scheduled): its running run's, else

@@ -1,8 +1,8 @@
 import { advisoryKey } from '../lock/postgres.js';
 import { PostgresBase } from './postgres-base.js';
-import { type AdvisoryLock, type PgJobStatus, type PgRequest, type PgRow, toJobStatus, toRequestRow, toRunRow } from './postgres-rows.js';
+import { type AdvisoryLock, type PgJobStatus, type PgRequest, type PgRow, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow } from './postgres-rows.js';
 import { listRunsStatement } from './postgres-sql.js';
-import type { JobStatus } from './jobs.js';
+import type { JobStatus, Paused, PauseEvent } from './jobs.js';
 import type { RequestRow } from './requests.js';
 import type { LeaseRow } from './leases.js';
 import type { ServerLock } from './shared.js';
@@ -31,7 +31,17 @@ export abstract class PostgresReads extends PostgresBase {
 
   async jobStatus(job: string | null): Promise<JobStatus[]> {
     const rows = await this.withSchema(() => this.run<PgJobStatus>(this.sql.jobStatus, { job }));
-    return rows.map(toJobStatus);
+    const fleet = await this.fleetPause();
+    return rows.map((r) => toJobStatus(r, fleet));
+  }
+
+  async fleetPause(): Promise<Paused | null> {
+    const [row] = await this.withSchema(() => this.run(this.sql.fleetPause, {}));
+    return row ? toPaused(row, true) : null;
+  }
+
+  async pauseEvents(job: string, limit: number): Promise<PauseEvent[]> {
+    return (await this.withSchema(() => this.run(this.sql.pauseEvents, { job, limit }))).map(toPauseEvent);
   }
 
   // Advisory locks of cronguard sessions in this database. pg_stat_activity hides other

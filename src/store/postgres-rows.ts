@@ -1,7 +1,7 @@
 // The PostgreSQL store's rows as cronguard's types have them (ids as numbers, times as ISO
 // text), and the run and outcome as its statements take them.
 import { printable } from '../util/printable.js';
-import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
+import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type PauseEvent, type RecentRun } from './jobs.js';
 import type { RequestRow } from './requests.js';
 import type { StoredOutcome } from './spool.js';
 import type { NewRun, RunningRow, RunRow } from './types.js';
@@ -131,14 +131,32 @@ export type PgJobStatus = Record<string, unknown> & Pick<JobStatusRow, 'job' | '
 
 const NUMBERS = ['running_run_id', 'last_run_id', 'last_success_run_id', 'min_interval_ms', 'last_duration_ms', 'last_success_duration_ms'];
 
-export function toJobStatus(row: PgJobStatus): JobStatus {
+export function toJobStatus(row: PgJobStatus, fleet: Paused | null): JobStatus {
   const out: Record<string, unknown> = { ...row };
   for (const [key, value] of Object.entries(row)) {
     if (value instanceof Date) out[key] = value.toISOString();
     else if (NUMBERS.includes(key) && value !== null) out[key] = Number(value);
   }
   out.recent = row.recent === '' ? [] : row.recent.split(',').map(recentRun);
-  return jobStatusOf(out as JobStatusRow);
+  return jobStatusOf(out as JobStatusRow, fleet);
+}
+
+// A pause as a row or as jsonb has it (times as Date, or as text with an offset), in ISO UTC.
+export function toPaused(row: Record<string, unknown>, fleet: boolean): Paused {
+  return { reason: (row.reason ?? null) as string | null, since: isoOf(row.since), by: (row.by ?? null) as string | null, until: isoOf(row.until), fleet };
+}
+
+export function toPauseEvent(row: Record<string, unknown>): PauseEvent {
+  return {
+    id: Number(row.id), job: (row.job ?? null) as string | null, action: row.action as PauseEvent['action'], at: isoOf(row.at) as string,
+    by: row.by as string, reason: (row.reason ?? null) as string | null, until: isoOf(row.until), fleet_wide: row.job === null,
+  };
+}
+
+function isoOf(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  const at = value instanceof Date ? value : new Date(String(value));
+  return Number.isNaN(at.getTime()) ? String(value) : at.toISOString();
 }
 
 function recentRun(text: string): RecentRun {

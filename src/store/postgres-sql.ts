@@ -158,11 +158,35 @@ export function statements(S: string) {
                          ON CONFLICT (name) DO UPDATE SET alerted_at = excluded.alerted_at WHERE ${S}.jobs.alerted_at IS NULL
                          RETURNING 1 AS moved`),
     alertRecovered: named(`UPDATE ${S}.jobs SET alerted_at = NULL WHERE name = :job AND alerted_at IS NOT NULL RETURNING 1 AS moved`),
-    pause: named(`INSERT INTO ${S}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by)
-                  VALUES (:job, true, :reason, :since, :by)
-                  ON CONFLICT (name) DO UPDATE SET disabled = true, disabled_reason = :reason, disabled_at = :since, disabled_by = :by`),
-    resume: named(`UPDATE ${S}.jobs SET disabled = false, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL
-                   WHERE name = :job`),
+    // A pause or resume of a job and its event, in one statement (its CTE runs whether or not
+    // it is read). A resume of a job not paused keeps no event.
+    pause: named(`WITH j AS (INSERT INTO ${S}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by, disabled_until)
+                             VALUES (:job, true, :reason, :since, :by, :until)
+                             ON CONFLICT (name) DO UPDATE SET disabled = true, disabled_reason = :reason, disabled_at = :since,
+                               disabled_by = :by, disabled_until = :until)
+                  INSERT INTO ${S}.pause_events (job, action, event_at, event_by, reason, until_at)
+                  VALUES (:job, 'pause', :since, :by, :reason, :until)`),
+    resume: named(`WITH j AS (UPDATE ${S}.jobs SET disabled = false, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL,
+                               disabled_until = NULL
+                             WHERE name = :job AND disabled RETURNING name)
+                   INSERT INTO ${S}.pause_events (job, action, event_at, event_by)
+                   SELECT name, 'resume', :at::timestamptz, :by::text FROM j`),
+    // The fleet's pause: its one row, updated (which waits for admissions reading it, FOR
+    // SHARE), and its event; no event when nothing changed.
+    pauseFleet: named(`WITH f AS (UPDATE ${S}.fleet_pause SET paused = true, reason = :reason, paused_at = :since, paused_by = :by,
+                                    until_at = :until
+                                  WHERE id = 1 RETURNING reason, paused_at, paused_by, until_at)
+                       INSERT INTO ${S}.pause_events (job, action, event_at, event_by, reason, until_at)
+                       SELECT NULL, 'pause', paused_at, paused_by, reason, until_at FROM f RETURNING id`),
+    resumeFleet: named(`WITH f AS (UPDATE ${S}.fleet_pause SET paused = false, reason = NULL, paused_at = NULL, paused_by = NULL,
+                                     until_at = NULL
+                                   WHERE id = 1 AND paused AND (until_at IS NULL OR until_at > now()) RETURNING id)
+                        INSERT INTO ${S}.pause_events (job, action, event_at, event_by)
+                        SELECT NULL, 'resume', :at::timestamptz, :by::text FROM f RETURNING id`),
+    fleetPause: named(`SELECT reason, paused_at AS since, paused_by AS by, until_at AS until FROM ${S}.fleet_pause
+                       WHERE id = 1 AND paused AND (until_at IS NULL OR until_at > now())`),
+    pauseEvents: named(`SELECT id, job, action, event_at AS at, event_by AS by, reason, until_at AS until FROM ${S}.pause_events
+                        WHERE job = :job OR job IS NULL ORDER BY id DESC LIMIT :limit`),
     // Through set_schedule(), so that what PostgreSQL's readers cannot read (a zone only Node
     // knows, US/Pacific-New) is refused when set, not found when the job should run.
     schedule: named(`SELECT ${S}.set_schedule(:job, :schedule)`),
@@ -171,8 +195,8 @@ export function statements(S: string) {
     // it last ended and last succeeded, its latest finished runs, what waits for it. Every
     // part is an index probe per job, so the cost follows the number of jobs, not of runs.
     jobStatus: named(`WITH names AS (SELECT name FROM ${S}.jobs UNION SELECT job FROM ${S}.requests WHERE status = 'pending')
-                      SELECT n.name AS job, coalesce(j.disabled, false) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
-                             j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
+                      SELECT n.name AS job, coalesce(j.disabled AND (j.disabled_until IS NULL OR j.disabled_until > now()), false) AS disabled,
+                             j.disabled_reason, j.disabled_at AS disabled_since, j.disabled_by, j.disabled_until, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
                              r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
                              l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.signal AS last_signal,
                              l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,

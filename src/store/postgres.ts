@@ -6,7 +6,7 @@ import { PostgresReads } from './postgres-reads.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import type { Paused } from './jobs.js';
 import type { LockedAdmission, SharedStore } from './shared.js';
-import { type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toRequestRow } from './postgres-rows.js';
+import { type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toPaused, toRequestRow } from './postgres-rows.js';
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import { type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome, type LockRelease, type LockRequest, type RunningRow } from './types.js';
 import type { Admission, AdmitOptions, Holder } from './admission.js';
@@ -75,7 +75,7 @@ export class PostgresStore extends PostgresReads implements SharedStore {
     const orphaned = (row?.orphaned ?? []).filter(options.isGone).map((o) => String(o.id));
     if (orphaned.length > 0) await this.run(this.sql.settleClaims, { ids: orphaned });
     if (!r.admitted) {
-      const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ?? undefined, ...scheduleRefusal(r, options.scheduled, run.startedAt.getTime()) } as const;
+      const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ? toPaused(r.disabled as unknown as Record<string, unknown>, r.disabled.fleet === true) : undefined, ...scheduleRefusal(r, options.scheduled, run.startedAt.getTime()) } as const;
       return { ...locked, admission: refused };
     }
     return { ...locked, admission: { admitted: true, runId: Number(r.id), requests: r.requests.map((q) => claimedRequest(Number(q.id), q.args)) } };
@@ -168,8 +168,14 @@ export class PostgresStore extends PostgresReads implements SharedStore {
     await (await import('./postgres-grants.js')).allowRequests(this.session, this.schema, role);
   }
 
-  async setPaused(job: string, paused: Paused | null): Promise<void> {
-    await this.withSchema(() => this.run(paused ? this.sql.pause : this.sql.resume, { job, ...paused }));
+  async setPaused(job: string, paused: Paused | null, by: string, at: string): Promise<void> {
+    const values = paused ? { job, reason: paused.reason, since: paused.since, by: paused.by, until: paused.until ?? null } : { job, at, by };
+    await this.withSchema(() => this.run(paused ? this.sql.pause : this.sql.resume, values));
+  }
+
+  async setFleetPause(paused: Paused | null, by: string, at: string): Promise<boolean> {
+    const values = paused ? { reason: paused.reason, since: paused.since, by: paused.by, until: paused.until ?? null } : { at, by };
+    return (await this.withSchema(() => this.run(paused ? this.sql.pauseFleet : this.sql.resumeFleet, values))).length > 0;
   }
 
   async setSchedule(job: string, schedule: string | null): Promise<void> {

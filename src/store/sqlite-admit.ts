@@ -1,8 +1,9 @@
 import { isUtf8 } from 'node:buffer';
 import type BetterSqlite3 from 'better-sqlite3';
-import { dueAfterMs, type Paused } from './jobs.js';
+import { dueAfterMs } from './jobs.js';
 import { type ClaimedRequest, claimedRequest } from './requests.js';
 import { settleOrphans } from './sqlite-claims.js';
+import { pauseAt } from './sqlite-pause.js';
 import { SQL } from './sqlite-sql.js';
 import type { NewRun, RunningRow } from './types.js';
 import type { Admission, AdmitOptions, Holder } from './admission.js';
@@ -14,7 +15,8 @@ export function toHolder(row: HolderRow): Holder {
 }
 
 // Whether one invocation may run, under a local lock already held, decided in one
-// IMMEDIATE transaction: claims left by runs that ended (see settleOrphans), a paused job,
+// IMMEDIATE transaction: claims left by runs that ended (see settleOrphans), a paused job
+// (or fleet),
 // due requests to claim, the minimum interval and --on-request; if it may, its `running`
 // row. The same rules, in the same order, as the PostgreSQL admit() function (migrations
 // 0005, 0007, 0012), but for the one-run-per-tick rule: this log
@@ -28,7 +30,8 @@ export function admitIn(
   const admit = db.transaction((): Admission => {
     const now = new Date().toISOString();
     settleOrphans(db, run, options.isGone, now);
-    const paused = db.prepare(SQL.paused).get(run.job) as Paused | undefined;
+    // The job's own pause or the fleet's (a job without a row too), at this moment.
+    const paused = pauseAt(db, run.job, now);
     if (paused) return { admitted: false, reason: 'disabled', paused };
     for (const row of db.prepare(SQL.runningHere).all(run.job, run.host) as RunningRow[]) {
       if (!options.isGone(row)) continue;

@@ -13,7 +13,6 @@ const OUTCOME = 'status, finished_at, duration_ms, exit_code, signal, output, ou
 const ABANDONED = `'wrapper (pid ' || pid || ') vanished without recording an outcome'`;
 
 export const SQL = {
-  paused: `SELECT disabled_reason AS reason, disabled_at AS since, disabled_by AS by FROM jobs WHERE name = ? AND disabled`,
   runningHere: `SELECT id, pid, wrapper_start, lock_backend, lock_key FROM runs WHERE job = ? AND host = ? AND status = 'running'`,
   abandon: `UPDATE runs SET status = 'abandoned', finished_at = ?, error = ${ABANDONED} WHERE id = ? AND status = 'running'`,
   // The requests of a run that ended without a word end with it.
@@ -110,9 +109,21 @@ export const SQL = {
   unsettledRuns: `SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key FROM runs WHERE job = @job AND status = 'running'
                   UNION SELECT r.id, r.status, r.host, r.pid, r.wrapper_start, r.lock_backend, r.lock_key
                   FROM requests q JOIN runs r ON r.id = q.run_id WHERE q.job = @job AND q.status = 'running'`,
-  pause: `INSERT INTO jobs (name, disabled, disabled_reason, disabled_at, disabled_by) VALUES (@job, 1, @reason, @since, @by)
-          ON CONFLICT (name) DO UPDATE SET disabled = 1, disabled_reason = @reason, disabled_at = @since, disabled_by = @by`,
-  resume: `UPDATE jobs SET disabled = 0, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL WHERE name = ?`,
+  // Pauses (sqlite-pause.ts). The job's own pause, if it holds at `now` (job, now).
+  paused: `SELECT disabled_reason AS reason, disabled_at AS since, disabled_by AS by, disabled_until AS until FROM jobs
+           WHERE name = ? AND disabled AND (disabled_until IS NULL OR disabled_until > ?)`,
+  fleetPause: `SELECT reason, paused_at AS since, paused_by AS by, until_at AS until FROM fleet_pause
+          WHERE id = 1 AND paused AND (until_at IS NULL OR until_at > ?)`,
+  pause: `INSERT INTO jobs (name, disabled, disabled_reason, disabled_at, disabled_by, disabled_until) VALUES (@job, 1, @reason, @since, @by, @until)
+          ON CONFLICT (name) DO UPDATE SET disabled = 1, disabled_reason = @reason, disabled_at = @since, disabled_by = @by, disabled_until = @until`,
+  resume: `UPDATE jobs SET disabled = 0, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL, disabled_until = NULL
+           WHERE name = ? AND disabled`,
+  pauseFleet: `UPDATE fleet_pause SET paused = 1, reason = @reason, paused_at = @since, paused_by = @by, until_at = @until WHERE id = 1`,
+  resumeFleet: `UPDATE fleet_pause SET paused = 0, reason = NULL, paused_at = NULL, paused_by = NULL, until_at = NULL
+                WHERE id = 1 AND paused AND (until_at IS NULL OR until_at > ?)`,
+  pauseEvent: `INSERT INTO pause_events (job, action, event_at, event_by, reason, until_at) VALUES (@job, @action, @at, @by, @reason, @until)`,
+  pauseEvents: `SELECT id, job, action, event_at AS at, event_by AS by, reason, until_at AS until FROM pause_events
+           WHERE job = ? OR job IS NULL ORDER BY id DESC LIMIT ?`,
   schedule: `INSERT INTO jobs (name, schedule) VALUES (@job, @schedule) ON CONFLICT (name) DO UPDATE SET schedule = @schedule`,
   unschedule: `UPDATE jobs SET schedule = NULL WHERE name = ?`,
   // One row per job the log knows of (a row in jobs, or a pending request): what runs now, how
@@ -124,8 +135,8 @@ export const SQL = {
   // the statement four times slower. A fleet whose hosts run a job each under a lock of their
   // own may record another host's run in between; that failure then counts as final.
   jobStatus: `WITH names AS (SELECT name FROM jobs UNION SELECT job FROM requests WHERE status = 'pending')
-              SELECT n.name AS job, coalesce(j.disabled, 0) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
-                     j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
+              SELECT n.name AS job, coalesce(j.disabled AND (j.disabled_until IS NULL OR j.disabled_until > @now), 0) AS disabled,
+                     j.disabled_reason, j.disabled_at AS disabled_since, j.disabled_by, j.disabled_until, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
                      r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
                      l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.signal AS last_signal,
                      l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,

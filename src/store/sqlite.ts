@@ -4,7 +4,8 @@ import { loadAddon } from '../util/addon.js';
 import { SQLITE_FILE } from '../util/paths.js';
 import { preparePrivateDirectory } from '../util/safe-path.js';
 import { monotonicMs } from '../util/time.js';
-import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type RecentRun } from './jobs.js';
+import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type PauseEvent, type RecentRun } from './jobs.js';
+import { fleetPauseAt, pauseEventsIn, setPauseIn } from './sqlite-pause.js';
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
@@ -182,10 +183,11 @@ export class SqliteStore implements RunStore {
 
   async unsettledRuns(job: string): Promise<UnsettledRun[]> { return this.db.prepare(SQL.unsettledRuns).all({ job }) as UnsettledRun[]; }
 
-  async setPaused(job: string, paused: Paused | null): Promise<void> {
-    if (paused) this.db.prepare(SQL.pause).run({ job, reason: paused.reason, since: paused.since, by: paused.by });
-    else this.db.prepare(SQL.resume).run(job);
-  }
+  // Pauses (sqlite-pause.ts): the job's own, the fleet's, their events.
+  async setPaused(job: string, paused: Paused | null, by: string, at: string): Promise<void> { setPauseIn(this.db, job, paused, by, at); }
+  async setFleetPause(paused: Paused | null, by: string, at: string): Promise<boolean> { return setPauseIn(this.db, null, paused, by, at); }
+  async fleetPause(): Promise<Paused | null> { return fleetPauseAt(this.db, new Date().toISOString()); }
+  async pauseEvents(job: string, limit: number): Promise<PauseEvent[]> { return pauseEventsIn(this.db, job, limit); }
 
   async setSchedule(job: string, schedule: string | null): Promise<void> {
     if (schedule === null) this.db.prepare(SQL.unschedule).run(job);
@@ -194,14 +196,16 @@ export class SqliteStore implements RunStore {
 
   async jobStatus(job: string | null): Promise<JobStatus[]> {
     type Raw = Omit<JobStatusRow, 'disabled' | 'recent' | 'runs_total'> & { disabled: number; recent: string; runs_total: string | null };
-    const rows = this.db.prepare(SQL.jobStatus).all({ job }) as Raw[];
+    const now = new Date().toISOString();
+    const rows = this.db.prepare(SQL.jobStatus).all({ job, now }) as Raw[];
+    const fleet = fleetPauseAt(this.db, now);
     return rows.map((r) =>
       jobStatusOf({
         ...r,
         disabled: r.disabled === 1,
         recent: (JSON.parse(r.recent) as (Omit<RecentRun, 'retried'> & { retried: number })[]).reverse().map((x) => ({ ...x, retried: x.retried === 1 })),
         runs_total: r.runs_total === null ? {} : (JSON.parse(r.runs_total) as Record<string, number>),
-      }),
+      }, fleet),
     );
   }
 

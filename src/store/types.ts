@@ -1,4 +1,4 @@
-import type { JobStatus, Paused } from './jobs.js';
+import type { JobStatus, Paused, PauseEvent } from './jobs.js';
 import type { Cancellation, NewRequest, RequestRow, Unserved } from './requests.js';
 import type { LeaseRow } from './leases.js';
 import type { SpooledRun } from './spool.js';
@@ -193,8 +193,18 @@ export interface RunStore {
   listenForRequests?(job: string, wake: () => void): Promise<void>;
   // The store's connection is gone (PostgreSQL): a fresh one may do better.
   readonly connectionLost?: boolean;
-  // Pauses (with why) or resumes a job.
-  setPaused(job: string, paused: Paused | null): Promise<void>;
+  // Pauses (with why, by whom, until when) or resumes a job, and keeps it as an event
+  // (`by`: who, user@host; `at`: when).
+  setPaused(job: string, paused: Paused | null, by: string, at: string): Promise<void>;
+  // The same for the fleet's pause (`disable --all`), which every admission judges besides
+  // the job's own, under the lock; returns whether it changed (a resume of no pause
+  // does not: nothing is kept). A pause waits for admissions under way, so runs any of
+  // them admitted are `running` when it returns (drain counts on it).
+  setFleetPause(paused: Paused | null, by: string, at: string): Promise<boolean>;
+  // The fleet's pause when it holds now, by the store's clock (its `until` not passed).
+  fleetPause(): Promise<Paused | null>;
+  // The pauses and resumes of a job and of the fleet, newest first.
+  pauseEvents(job: string, limit: number): Promise<PauseEvent[]>;
   // Stores a job's schedule, as parseSchedule() spelled it; null clears it.
   setSchedule(job: string, schedule: string | null): Promise<void>;
   jobStatus(job: string | null): Promise<JobStatus[]>;

@@ -1,20 +1,24 @@
 import { UsageError } from '../errors.js';
 import { parseDuration } from './duration.js';
 
+// What a time that must be to come (--until) is told when it is not.
+export const PAST_HINT = 'give a time to come (+2h, 03:00, an ISO time)';
+
 // When a request may run, as `request --at` takes it: `now`; `+DURATION` (or `in DURATION`);
 // a local time of day, `HH:MM[:SS]`, at its next occurrence (optionally `today` or
 // `tomorrow` before it); or a date and time, `YYYY-MM-DD[ T]HH:MM[:SS]`, local unless it ends
-// in Z or an offset. A time in the past is refused: only `now` means now.
-export function parseAt(text: string, now: Date = new Date()): Date {
+// in Z or an offset. A time in the past is refused: only `now` means now. `option` names
+// the flag in messages (`disable --until` takes the same forms).
+export function parseAt(text: string, now: Date = new Date(), option = '--at'): Date {
   const bad = () =>
-    new UsageError(`--at: '${text}' is not a time (use now, +10m, 03:00, tomorrow 03:00, 2026-12-01 03:00 or an ISO time)`);
+    new UsageError(`${option}: '${text}' is not a time (use now, +10m, 03:00, tomorrow 03:00, 2026-12-01 03:00 or an ISO time)`);
   const t = text.trim();
   if (t === 'now') return now;
   const relative = /^(?:\+|in\s+)(.+)$/.exec(t);
-  if (relative) return new Date(now.getTime() + parseDuration(relative[1] as string, '--at'));
+  if (relative) return new Date(now.getTime() + parseDuration(relative[1] as string, option));
   const at = pointInTime(t, now, 'next', bad);
   if (at.getTime() < now.getTime() - 1000) {
-    throw new UsageError(`--at: ${text} is in the past; --at now runs it at once`);
+    throw new UsageError(`${option}: ${text} is in the past; ${option === '--at' ? '--at now runs it at once' : PAST_HINT}`);
   }
   return at;
 }

@@ -94,9 +94,9 @@ describe('mysql run log: GET_LOCK admission', () => {
     const kept = await store.lockAndAdmit(run, lock, { ...RULES, onRequest: true, keepLock: true }, true);
     expect(kept).toMatchObject({ holding: true, admission: { reason: 'idle' } });
     // Held before this admission: a refusal does not free it (and GET_LOCK did not nest).
-    await store.setPaused(name, { reason: null, since: null, by: null });
+    await store.setPaused(name, { reason: null, since: null, by: null }, 'ops@test', new Date().toISOString());
     expect(await store.lockAndAdmit(run, lock, RULES, true)).toMatchObject({ holding: true, admission: { reason: 'disabled' } });
-    await store.setPaused(name, null);
+    await store.setPaused(name, null, 'ops@test', new Date().toISOString());
     const again = await store.lockAndAdmit(run, lock, RULES, true);
     expect(again).toMatchObject({ holding: true, admission: { admitted: true } });
     if (!again.admission.admitted) return;

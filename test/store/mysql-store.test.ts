@@ -10,7 +10,7 @@ describe('mysql run log: schema', () => {
     expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
     expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
     const tables = await mysqlQuery<{ name: string }>('SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY 1', [database]);
-    expect(tables.map((t) => t.name).sort()).toEqual(['housekeeping', 'jobs', 'lease_epochs', 'leases', 'requests', 'run_counts', 'runs', 'schema_migrations']);
+    expect(tables.map((t) => t.name).sort()).toEqual(['fleet_pause', 'housekeeping', 'jobs', 'lease_epochs', 'leases', 'pause_events', 'requests', 'run_counts', 'runs', 'schema_migrations']);
     const versions = await mysqlQuery(`SELECT version, complete FROM \`${database}\`.schema_migrations ORDER BY version`);
     expect(versions).toEqual(MYSQL_MIGRATIONS.map((_, i) => ({ version: i + 1, complete: 1 })));
   });
@@ -36,12 +36,12 @@ describe('mysql run log: schema', () => {
   it('takes a column already added as done, when the migrator died before recording that step', async () => {
     const { store, database } = await freshStore();
     await store.migrate();
-    // The latest (0004) adds a column of jobs in one statement, as 0003 did: run again, it
-    // finds the column there (1060).
+    // The latest (0005) adds a column of jobs, then creates tables if missing and inserts
+    // their row if missing: run again whole, it finds the column there (1060), the rest done.
     const latest = MYSQL_MIGRATIONS.length;
     await mysqlQuery(`UPDATE \`${database}\`.schema_migrations SET steps = 0, complete = FALSE WHERE version = ?`, [latest]);
     expect(await store.migrate()).toBe(latest);
-    expect(await mysqlQuery(`SELECT version, steps, complete FROM \`${database}\`.schema_migrations WHERE version = ?`, [latest])).toEqual([{ version: latest, steps: 1, complete: 1 }]);
+    expect(await mysqlQuery(`SELECT version, steps, complete FROM \`${database}\`.schema_migrations WHERE version = ?`, [latest])).toEqual([{ version: latest, steps: 4, complete: 1 }]);
   });
 
   it('a reader finds no log without creating one', async () => {
@@ -142,12 +142,12 @@ describe('mysql run log: runs', () => {
     expect(early).toMatchObject({ admitted: false, reason: 'interval' });
     expect(await store.admit(newRun(name), { ...RULES, minIntervalMs: 3_600_000, manual: true })).toMatchObject({ admitted: true });
     const later = new Date(Date.now() + 3_600_000);
-    await store.setPaused(name, { reason: 'maintenance', since: '2026-12-01T10:00:00.000Z', by: 'ops' });
+    await store.setPaused(name, { reason: 'maintenance', since: '2026-12-01T10:00:00.000Z', by: 'ops' }, 'ops@test', new Date().toISOString());
     expect(await store.admit(newRun(name, { startedAt: later }), RULES)).toEqual({
-      admitted: false, reason: 'disabled', paused: { reason: 'maintenance', since: '2026-12-01T10:00:00.000Z', by: 'ops' },
+      admitted: false, reason: 'disabled', paused: { reason: 'maintenance', since: '2026-12-01T10:00:00.000Z', by: 'ops', until: null, fleet: false },
     });
     expect((await store.jobStatus(name))[0]).toMatchObject({ state: 'disabled', disabled_reason: 'maintenance', disabled_by: 'ops' });
-    await store.setPaused(name, null);
+    await store.setPaused(name, null, 'ops@test', new Date().toISOString());
     expect(await store.admit(newRun(name, { startedAt: later }), RULES)).toMatchObject({ admitted: true });
   });
 

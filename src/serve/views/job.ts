@@ -1,12 +1,13 @@
 import { html } from 'hono/html';
 import { jobSchedule } from '../../schedule/job.js';
-import { blockedSince, type JobStatus } from '../../store/jobs.js';
+import { blockedSince, type JobStatus, type Paused, type PauseEvent } from '../../store/jobs.js';
 import { type LeasedJobStatus, leaseText } from '../../store/leases.js';
 import type { RequestRow } from '../../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../../store/types.js';
 import { stateCell } from './jobs.js';
 import type { Html } from './layout.js';
 import { duration, percent, sparkline, statusBadge, time } from './parts.js';
+import { fleetBanner, pauseEventsTable } from './pauses.js';
 
 export const RUNS_PER_PAGE = 25;
 
@@ -27,6 +28,9 @@ export interface JobPage {
   readonly csrf: string | null;
   // The request this browser just made with Run now, followed until its run ends.
   readonly requested: RequestRow | null;
+  // The fleet's pause, if it holds; the job's pauses and resumes, and the fleet's.
+  readonly fleet: Paused | null;
+  readonly events: readonly PauseEvent[];
 }
 
 // The stored schedule, and when it next makes the job due (or since when it is due); one
@@ -42,10 +46,10 @@ function scheduleCell(j: JobStatus): Html | string {
 export function jobView(p: JobPage): Html {
   const j = p.job;
   const name = encodeURIComponent(j.job);
-  return html`${p.requested ? requestNotice(p.requested, j.state === 'disabled') : ''}<h1 class="name">${j.job}</h1>
+  return html`${fleetBanner(p.fleet)}${p.requested ? requestNotice(p.requested, j.state === 'disabled') : ''}<h1 class="name">${j.job}</h1>
 <div id="summary" data-live>
 <dl class="facts">
-<dt>State</dt><dd>${stateCell(j)}${j.state === 'disabled' && j.disabled_by ? html` <span class="muted">by ${j.disabled_by}</span>` : ''}</dd>
+<dt>State</dt><dd>${stateCell(j)}${j.state === 'disabled' ? pausedBy(j) : ''}</dd>
 ${j.lease === null ? '' : html`<dt>Lease</dt><dd id="lease">held by ${leaseText(j.lease)}, since ${time(j.lease.since)}</dd>`}
 ${blockedSince(j) === null ? '' : html`<dt>Blocked</dt><dd class="bad">skipped ${time(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job</dd>`}
 <dt>Last run</dt><dd>${j.last_run_id === null ? 'none finished' : html`<a href="/runs/${j.last_run_id}">run ${j.last_run_id}</a> ${statusBadge(j.last_status, j.last_exit_code, j.last_signal)} ${time(j.last_started_at)}, ${duration(j.last_duration_ms)}`}</dd>
@@ -67,13 +71,20 @@ ${p.csrf === null ? '' : actions(j, name, p.csrf)}
 <div id="runs" data-live>${runsTable(p.runs)}</div>
 ${pager(name, p)}
 <h2>Requests</h2>
-<div id="requests" data-live>${requestsTable(p.requests)}</div>`;
+<div id="requests" data-live>${requestsTable(p.requests)}</div>
+<h2>Pauses</h2>
+<div id="pauses" data-live>${pauseEventsTable(p.events)}</div>`;
+}
+
+// Who paused it, and until when.
+function pausedBy(j: JobStatus): Html {
+  return html` <span class="muted">${j.disabled_by ? `by ${j.disabled_by}` : ''}${j.disabled_until ? html`, until ${time(j.disabled_until)}` : ''}</span>`;
 }
 
 function actions(j: JobStatus, name: string, csrf: string): Html {
   const token = html`<input type="hidden" name="csrf" value="${csrf}">`;
   const pause =
-    j.state === 'disabled'
+    j.state === 'disabled' && !j.disabled_fleet_wide
       ? html`<form method="post" action="/jobs/${name}/resume" class="card">${token}<button type="submit" name="resume">Resume</button></form>`
       : html`<form method="post" action="/jobs/${name}/pause" class="card">${token}<label>Reason <input type="text" name="reason" maxlength="1000" placeholder="why (optional)"></label><button type="submit" name="pause">Pause</button></form>`;
   return html`<div class="actions">

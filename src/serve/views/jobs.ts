@@ -137,7 +137,10 @@ export function stateCell(j: JobStatus, now = Date.now()): Html {
   if (j.state === 'running') {
     return html`<span class="state running">running</span> <a href="/runs/${j.running_run_id}">since ${time(j.running_since)}</a> <span class="muted">(${age(j.running_since, now)})</span>`;
   }
-  if (j.state === 'disabled') return html`<span class="state disabled">paused</span>${j.disabled_reason ? html` <span class="reason">${j.disabled_reason}</span>` : ''}`;
+  if (j.state === 'disabled') {
+    const fleet = j.disabled_fleet_wide ? html` <span class="muted">fleet-wide</span>` : '';
+    return html`<span class="state disabled">paused</span>${fleet}${j.disabled_reason ? html` <span class="reason">${j.disabled_reason}</span>` : ''}`;
+  }
   // Another job runs under the lock it shares (--lock-file, --lock-key).
   const held = j.lock_held_by === null ? '' : html` <span class="muted">lock held by <a href="/jobs/${encodeURIComponent(j.lock_held_by)}">${j.lock_held_by}</a></span>`;
   return html`<span class="state idle">idle</span>${held}`;

@@ -3,6 +3,7 @@ import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { NewRun, RunningRow, UnsettledRun } from '../types.js';
 import { type Admission, type AdmitOptions, keepsLock } from '../admission.js';
 import { type HolderRow, iso, parseJson, runParams } from './rows.js';
+import { type PauseRow, toPaused } from './pause.js';
 import type { Answer, MysqlSession, Statement } from './session.js';
 import { LOCK_SQL, type RunSql } from './sql.js';
 import { claimTick, skipForTick } from './ticks.js';
@@ -16,6 +17,7 @@ interface JobRow {
   reason: string | null;
   since: Date | string | null;
   by: string | null;
+  until: Date | string | null;
   tick: Date | null;
   tick_host: string | null;
   schedule: string | null;
@@ -41,6 +43,8 @@ type Refused = Extract<Admission, { admitted: false }>;
 // What the first packet reads, under the job's row lock.
 interface Found {
   readonly job: JobRow | undefined;
+  // The fleet's pause row (held: it holds now).
+  readonly fleet: (PauseRow & { held: number | null }) | undefined;
   readonly unsettled: readonly UnsettledRun[];
   readonly due: readonly { id: number; args: string }[];
   readonly last: { at: Date } | undefined;
@@ -122,6 +126,7 @@ function runWrites(sql: RunSql, run: NewRun, options: AdmitOptions, plan: { requ
 function reads(sql: RunSql, run: NewRun, options: AdmitOptions, name: string | null): Statement[] {
   const statements: Statement[] = [
     [sql.jobRow, [name, run.job]],
+    [sql.admissionFleet, []],
     [sql.unsettled, [run.job, run.job]],
     [sql.dueRequests, [name, run.job]],
   ];
@@ -132,9 +137,10 @@ function reads(sql: RunSql, run: NewRun, options: AdmitOptions, name: string | n
 const needsLastStart = (options: AdmitOptions) => (options.minIntervalMs !== null || options.scheduled !== null) && !options.manual;
 
 function foundIn(answers: readonly Answer[], options: AdmitOptions): Found {
-  const [job, unsettled, due, last] = answers.map((a) => a.rows);
+  const [job, fleet, unsettled, due, last] = answers.map((a) => a.rows);
   return {
     job: job?.[0] as JobRow | undefined,
+    fleet: fleet?.[0] as Found['fleet'],
     unsettled: (unsettled ?? []) as UnsettledRun[],
     due: (due ?? []) as Found['due'],
     last: needsLastStart(options) ? (last?.[0] as Found['last']) : undefined,
@@ -152,9 +158,9 @@ async function decide(
   writes: Statement[],
 ): Promise<Refused | { requests: ClaimedRequest[]; tick: Date | null }> {
   const { job } = found;
-  if (job && Number(job.disabled) === 1) {
-    return { admitted: false, reason: 'disabled', paused: { reason: job.reason, since: iso(job.since), by: job.by } };
-  }
+  // The job's own pause, else the fleet's (a job without a row too).
+  if (job && Number(job.disabled) === 1) return { admitted: false, reason: 'disabled', paused: toPaused(job, false) };
+  if (found.fleet && Number(found.fleet.held) === 1) return { admitted: false, reason: 'disabled', paused: toPaused(found.fleet, true) };
   const settled = await settle(t, sql, run, options, found, writes);
   const requests = dueRequests(settled.due, options);
   if (requests.length === 0) {

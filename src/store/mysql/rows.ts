@@ -1,13 +1,13 @@
 // The MySQL store's rows as cronguard's types have them, and the run and outcome as its
 // statements take them. The session gives DATETIME as Date (UTC), BIGINT as number, BOOLEAN
 // as 0/1 and JSON as its text (see session.ts).
-import { type JobStatus, type JobStatusRow, jobStatusOf, RECENT_RUNS, type RecentRun } from '../jobs.js';
+import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, RECENT_RUNS, type RecentRun } from '../jobs.js';
 import type { RequestRow } from '../requests.js';
 import type { StoredOutcome } from '../spool.js';
 import type { NewRun, RunRow } from '../types.js';
 import type { Holder } from '../admission.js';
 
-type Time = Date | string | null;
+export type Time = Date | string | null;
 
 // A time as the log keeps it (ISO, UTC), from a Date or the server's text.
 export function iso(value: Time): string | null {
@@ -124,18 +124,18 @@ export interface RecentRow {
   pid: number;
 }
 
-const TIMES = ['disabled_since', 'last_seen_at', 'blocked_at', 'running_since', 'last_started_at', 'last_finished_at', 'last_success_at'];
+const TIMES = ['disabled_since', 'disabled_until', 'last_seen_at', 'blocked_at', 'running_since', 'last_started_at', 'last_finished_at', 'last_success_at'];
 
 // A job's row with its recent runs (RecentRow, oldest first: its finished runs and the rows
 // after them), as status, check, metrics and the web page take it.
-export function toJobStatus(row: MysqlJobStatus, runs: readonly RecentRow[]): JobStatus {
+export function toJobStatus(row: MysqlJobStatus, runs: readonly RecentRow[], fleet: Paused | null): JobStatus {
   const out: Record<string, unknown> = { ...row, disabled: Number(row.disabled) === 1 };
   for (const key of TIMES) out[key] = iso((row[key] ?? null) as Time);
   const totals = (parseJson(row.runs_total) ?? {}) as Record<string, unknown>;
   out.runs_total = Object.fromEntries(Object.entries(totals).map(([status, n]) => [status, Number(n)]));
   out.pending_requests = Number(row.pending_requests);
   out.recent = recentRuns(runs);
-  return jobStatusOf(out as unknown as JobStatusRow);
+  return jobStatusOf(out as unknown as JobStatusRow, fleet);
 }
 
 // The latest RECENT_RUNS finished runs, oldest first; one that did not succeed is `retried`

@@ -19,9 +19,6 @@ export function readSql(D: string) {
     listRequests: `SELECT * FROM ${D}.requests WHERE (? IS NULL OR job = ?) ORDER BY id DESC LIMIT ?`,
     // What a waiting loop polls: a range of the requests_due index.
     hasDueRequest: `SELECT 1 AS due FROM ${D}.requests WHERE job = ? AND status = 'pending' AND not_before <= UTC_TIMESTAMP(6) LIMIT 1`,
-    pause: `INSERT INTO ${D}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by) VALUES (?, TRUE, ?, ?, ?)
-            ON DUPLICATE KEY UPDATE disabled = TRUE, disabled_reason = ?, disabled_at = ?, disabled_by = ?`,
-    resume: `UPDATE ${D}.jobs SET disabled = FALSE, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL WHERE name = ?`,
     schedule: `INSERT INTO ${D}.jobs (name, schedule) VALUES (?, ?) ON DUPLICATE KEY UPDATE schedule = ?`,
     unschedule: `UPDATE ${D}.jobs SET schedule = NULL WHERE name = ?`,
     getRun: `SELECT * FROM ${D}.runs WHERE id = ?`,
@@ -38,8 +35,8 @@ export function readSql(D: string) {
     // job (job, job). Its recent runs come from recentRuns: MySQL has no LATERAL, and a
     // correlated derived table is MySQL 8's alone.
     jobStatus: `WITH names AS (SELECT name FROM ${D}.jobs UNION SELECT job FROM ${D}.requests WHERE status = 'pending')
-                SELECT n.name AS job, COALESCE(j.disabled, FALSE) AS disabled, j.disabled_reason, j.disabled_at AS disabled_since,
-                       j.disabled_by, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
+                SELECT n.name AS job, COALESCE(j.disabled AND (j.disabled_until IS NULL OR j.disabled_until > UTC_TIMESTAMP(6)), FALSE) AS disabled,
+                       j.disabled_reason, j.disabled_at AS disabled_since, j.disabled_by, j.disabled_until, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
                        r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
                        l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.\`signal\` AS last_signal,
                        l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,
@@ -122,4 +119,24 @@ export function listRunsParams(filter: RunFilter): unknown[] {
     ...(filter.beforeId ? [filter.beforeId] : []),
     filter.limit,
   ];
+}
+
+// Pauses (pause.ts): a job's own, until disabled_until; the fleet's one row; their events.
+export function pauseSql(D: string) {
+  const holds = (until: string) => `(${until} IS NULL OR ${until} > UTC_TIMESTAMP(6))`;
+  return {
+    fleet: `SELECT reason, paused_at AS since, paused_by AS \`by\`, until_at AS \`until\` FROM ${D}.fleet_pause
+            WHERE id = 1 AND paused AND ${holds('until_at')}`,
+    // (job, reason, since, by, until, and again for the update)
+    pause: `INSERT INTO ${D}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by, disabled_until) VALUES (?, TRUE, ?, ?, ?, ?)
+            ON DUPLICATE KEY UPDATE disabled = TRUE, disabled_reason = ?, disabled_at = ?, disabled_by = ?, disabled_until = ?`,
+    resume: `UPDATE ${D}.jobs SET disabled = FALSE, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL, disabled_until = NULL
+             WHERE name = ? AND disabled`,
+    pauseFleet: `UPDATE ${D}.fleet_pause SET paused = TRUE, reason = ?, paused_at = ?, paused_by = ?, until_at = ? WHERE id = 1`,
+    resumeFleet: `UPDATE ${D}.fleet_pause SET paused = FALSE, reason = NULL, paused_at = NULL, paused_by = NULL, until_at = NULL
+                  WHERE id = 1 AND paused AND ${holds('until_at')}`,
+    event: `INSERT INTO ${D}.pause_events (job, action, event_at, event_by, reason, until_at) VALUES (?, ?, ?, ?, ?, ?)`,
+    events: `SELECT id, job, action, event_at AS at, event_by AS \`by\`, reason, until_at AS \`until\` FROM ${D}.pause_events
+             WHERE job = ? OR job IS NULL ORDER BY id DESC LIMIT ?`,
+  };
 }

@@ -85,9 +85,15 @@ export function runSql(D: string) {
     lockJob: `INSERT INTO ${D}.jobs (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`,
     // The job's row, locked (lock name, job; see UNDER_LOCK). Missing on a job's first run:
     // the admission then makes it with lockJob and reads again.
-    jobRow: `SELECT disabled, disabled_reason AS reason, disabled_at AS since, disabled_by AS \`by\`, tick, tick_host, schedule,
+    // Its own pause holds while disabled_until is NULL or to come.
+    jobRow: `SELECT disabled AND (disabled_until IS NULL OR disabled_until > UTC_TIMESTAMP(6)) AS disabled, disabled_reason AS reason,
+                    disabled_at AS since, disabled_by AS \`by\`, disabled_until AS \`until\`, tick, tick_host, schedule,
                     unscheduled_said_at AS said
              FROM ${D}.jobs WHERE name = ${UNDER_LOCK} FOR UPDATE`,
+    // The fleet's row, under a shared lock, in the admission's first packet: a pause (an
+    // UPDATE of it) waits for the admissions under way, so a drain after it sees their runs.
+    admissionFleet: `SELECT paused AND (until_at IS NULL OR until_at > UTC_TIMESTAMP(6)) AS held, reason, paused_at AS since, paused_by AS \`by\`, until_at AS \`until\`
+                     FROM ${D}.fleet_pause WHERE id = 1 LOCK IN SHARE MODE`,
     // The job's runs still `running`, and finished runs whose claims still are (job, job).
     unsettled: `SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key FROM ${D}.runs WHERE job = ? AND status = 'running'
                 UNION SELECT r.id, r.status, r.host, r.pid, r.wrapper_start, r.lock_backend, r.lock_key

@@ -4,7 +4,7 @@ import { isRetryableTransaction, serverErrno } from './errors.js';
 import { appliedVersion, migrateMysql, MYSQL_MIGRATIONS } from './migrations.js';
 import type { Changed, MysqlSession } from './session.js';
 import { quoteName, runSql } from './sql.js';
-import { readSql } from './sql-reads.js';
+import { pauseSql, readSql } from './sql-reads.js';
 
 // Errors that mean the log is missing or older than this code: no such table (1146),
 // database (1049) or column (1054). Migrate and try again.
@@ -18,6 +18,7 @@ const STATEMENT_TRIES = 4;
 export class MysqlBase {
   protected readonly sql: ReturnType<typeof runSql>;
   protected readonly reads: ReturnType<typeof readSql>;
+  protected readonly pauses: ReturnType<typeof pauseSql>;
   // The log was checked (or is remembered) current for this session.
   private checked = false;
 
@@ -32,6 +33,7 @@ export class MysqlBase {
     const D = quoteName(database);
     this.sql = runSql(D);
     this.reads = readSql(D);
+    this.pauses = pauseSql(D);
   }
 
   get D(): string {

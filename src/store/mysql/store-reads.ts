@@ -1,4 +1,4 @@
-import type { JobStatus } from '../jobs.js';
+import type { JobStatus, Paused, PauseEvent } from '../jobs.js';
 import type { LeaseRow } from '../leases.js';
 import type { RequestRow } from '../requests.js';
 import { RECENT_RUNS } from '../jobs.js';
@@ -6,6 +6,7 @@ import type { RunFilter, RunRow, RunTail, UnsettledRun } from '../types.js';
 import { serverErrno } from './errors.js';
 import { type MysqlJobStatus, type MysqlRequest, type MysqlRunRow, type RecentRow, toJobStatus, toRequestRow, toRunRow } from './rows.js';
 import { listRunsParams, listRunsSql } from './sql-reads.js';
+import { fleetPauseOf, pauseEventsOf } from './pause.js';
 import { MysqlBase } from './store-base.js';
 
 // No such table: a log from before leases (migration 0002), read by a reader that may not upgrade it.
@@ -80,7 +81,16 @@ export abstract class MysqlReads extends MysqlBase {
       if (runs) runs.push(r);
       else byJob.set(r.job, [r]);
     }
-    return rows.map((r) => toJobStatus(r, byJob.get(r.job) ?? []));
+    const fleet = await this.fleetPause();
+    return rows.map((r) => toJobStatus(r, byJob.get(r.job) ?? [], fleet));
+  }
+
+  async fleetPause(): Promise<Paused | null> {
+    return this.withSchema(() => fleetPauseOf(this.session, this.pauses));
+  }
+
+  async pauseEvents(job: string, limit: number): Promise<PauseEvent[]> {
+    return this.withSchema(() => pauseEventsOf(this.session, this.pauses, job, limit));
   }
 
   // The server's identity for the spool: MySQL's @@server_uuid, else (MariaDB) its

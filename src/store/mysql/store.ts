@@ -1,5 +1,6 @@
 import { monotonicMs } from '../../util/time.js';
 import type { Paused } from '../jobs.js';
+import { setPauseIn } from './pause.js';
 import { type Cancellation, type NewRequest, requestStatusOf, type Unserved } from '../requests.js';
 import type { LockedAdmission, ServerLock, SharedStore } from '../shared.js';
 import type { SpooledRun } from '../spool.js';
@@ -185,13 +186,12 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     return { cancelled: false, status: (await this.getRequest(id))?.status ?? 'missing' };
   }
 
-  async setPaused(job: string, paused: Paused | null): Promise<void> {
-    if (paused === null) {
-      await this.withSchema(() => this.write(this.reads.resume, [job]));
-      return;
-    }
-    const values = [paused.reason, paused.since === null ? null : new Date(paused.since), paused.by];
-    await this.withSchema(() => this.write(this.reads.pause, [job, ...values, ...values]));
+  async setPaused(job: string, paused: Paused | null, by: string, at: string): Promise<void> {
+    await this.withSchema(() => setPauseIn(this.session, this.pauses, job, paused, by, at));
+  }
+
+  async setFleetPause(paused: Paused | null, by: string, at: string): Promise<boolean> {
+    return this.withSchema(() => setPauseIn(this.session, this.pauses, null, paused, by, at));
   }
 
   async setSchedule(job: string, schedule: string | null): Promise<void> {
