@@ -196,8 +196,9 @@ async function settle(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitO
   const statements: Statement[] = [];
   if (gone.length > 0) statements.push([sql.abandon(gone.length), gone], [sql.failRequestsOf(gone.length), gone]);
   if (orphaned.length > 0) statements.push([sql.claimsUnstarted(orphaned.length), orphaned], [sql.claimsCut(orphaned.length), orphaned]);
-  // The first packet's reads after the job's row and its unsettled runs: due requests, last start.
-  const again = reads(sql, run, options, null).slice(2);
+  // The first packet's reads after the job's row, the fleet's pause and the unsettled runs:
+  // due requests, last start.
+  const again = reads(sql, run, options, null).slice(3);
   const answers = await t.batch([...statements, ...again]);
   const abandoned = gone.length > 0 ? (answers[0] as Answer).affectedRows : 0;
   if (abandoned > 0) writes.push([sql.count, [run.job, 'abandoned', abandoned, abandoned]]);
