@@ -18,6 +18,7 @@ import { QuietBuffer } from './quiet.js';
 import type { RunRecorder } from './recorder.js';
 import { replayHeld } from './relay.js';
 import { fileEndsMidLine } from './sink.js';
+import type { StopWatch } from './stop-watch.js';
 import { type ChildResult, supervise, type Supervision } from './supervisor.js';
 
 // How long a command whose lock was lost gets between the kill signal and SIGKILL.
@@ -37,6 +38,8 @@ export interface Attempts {
   readonly stop: AbortSignal;
   // The Prometheus textfile (--metrics-dir), rewritten as each attempt starts and ends.
   readonly metrics: Textfile | null;
+  // Stop requests (cronguard stop, --replace) reach the running command through it.
+  readonly stopWatch: StopWatch | null;
 }
 
 // What happens to the running command when the lock is lost; registered once per lock.
@@ -89,6 +92,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const showHeld = (ended: ChildResult) => failed(verdictOf(ended)) && !mayRetry(verdictOf(ended));
     const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, live, say, held, showHeld });
     guard.current = child;
+    ctx.stopWatch?.begin(child);
     if (attempt === 1 && child.pid !== null) ping?.start();
     // Recorded while the command runs: nothing waits for it but the outcome.
     const started = (async () => {
@@ -96,6 +100,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
       await ctx.metrics?.update(ctx.recorder.openStore);
     })();
     const result = await child.result;
+    ctx.stopWatch?.end();
     await started;
     // A log file tells where it ends, even what the command wrote to it unseen (--capture 0).
     const inFile = fileEndsMidLine(2);

@@ -16,6 +16,7 @@ import { Interrupted } from './interrupted.js';
 import type { Refused } from './recorder.js';
 import { skipped } from './skip.js';
 import { FORWARDED } from './supervisor.js';
+import { StopWatch } from './stop-watch.js';
 import { RequestWatch } from './watch.js';
 import { discardSpareWatchdog } from './watchdog.js';
 import { type Admission, type Gate, openGate } from './wiring.js';
@@ -41,6 +42,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   const interrupted = (when: string) => new Interrupted(config.name, stop.signal.reason as NodeJS.Signals, when);
   let gate: Gate | null = null;
   let admission: Admission | null = null;
+  let stopWatch: StopWatch | null = null;
   try {
     if (config.jitterMs > 0) await sleep(Math.random() * config.jitterMs, stop.signal);
     if (stop.signal.aborted) throw interrupted('before the command started; nothing ran');
@@ -49,6 +51,10 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     };
     const options = await admitOptions(config, manual);
     gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
+    // A stop request ends the invocation as a signal would: no retry, no next run of a loop.
+    stopWatch = new StopWatch(gate.recorder, config.log === 'shared', (request) => {
+      if (!stop.signal.aborted) stop.abort(request.signal);
+    });
     // A lock other jobs share is taken only by a job that is due (see due.ts).
     const early = config.sharedLock ? await notDue(gate.recorder, config, options, run) : null;
     admission = early ?? (await gate.admit(stop.signal).catch(notRun));
@@ -58,7 +64,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (!lock) return await skipped(config, admission as Refused, gate.description, say, manual);
     say.verbose(`${config.name}: holding ${gate.description}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
-    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, stop: stop.signal, metrics };
+    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, stop: stop.signal, metrics, stopWatch };
     if (!admission.admitted) {
       // A loop that holds the lock waiting for work says as a single run would why it waits.
       if (admission.reason === 'unscheduled') await skipped(config, admission as Refused, gate.description, say, manual);
@@ -81,6 +87,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
       say.verbose(`${config.name}: ${trips.statements} ${trips.database} round trip${trips.statements === 1 ? '' : 's'}${beats} after connecting`);
     }
     discardSpareWatchdog();
+    stopWatch?.close();
     await gate?.close();
   }
 }

@@ -9,9 +9,10 @@ import m0007 from './migrations/sqlite/0007_request_errors.sql';
 import m0008 from './migrations/sqlite/0008_request_args.sql';
 import m0009 from './migrations/sqlite/0009_schedules.sql';
 import m0010 from './migrations/sqlite/0010_unscheduled_said.sql';
+import m0011 from './migrations/sqlite/0011_stop_requests.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
-export const SQLITE_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010];
+export const SQLITE_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011];
 
 // Brings the schema up to date. `PRAGMA user_version` records how many migrations are in;
 // the check is one cheap read on every run, and the upgrade runs under BEGIN IMMEDIATE so

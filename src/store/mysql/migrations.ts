@@ -7,9 +7,10 @@ import m0001 from './migrations/0001_initial.sql';
 import m0002 from './migrations/0002_leases.sql';
 import m0003 from './migrations/0003_schedules.sql';
 import m0004 from './migrations/0004_unscheduled_said.sql';
+import m0005 from './migrations/0005_stop_requests.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
-export const MYSQL_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004];
+export const MYSQL_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005];
 
 // How long a migrator waits for another host's migration before giving up.
 const MIGRATE_WAIT_S = 120;
