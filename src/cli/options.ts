@@ -31,6 +31,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'killAfter', long: 'kill-after', value: 'DURATION', help: 'then SIGKILL after DURATION (default 10s)' },
   { key: 'quiet', long: 'quiet', short: 'q', help: "print the command's output only if it fails (with --retries: the last attempt)" },
   { key: 'capture', long: 'capture', value: 'BYTES', help: 'keep the last BYTES of output in the run log (default 65536, 0: none)' },
+  { key: 'replace', long: 'replace', help: 'stop the running copy of the job (on any host; recorded killed, "replaced by run N") and run this one' },
   { key: 'everyTick', long: 'every-tick', help: 'shared log: run even if another host ran this job in this minute' },
   { key: 'minInterval', long: 'min-interval', value: 'DURATION', help: 'skip unless the last run started at least DURATION ago, less a tenth (at most 30s) for cron\'s jitter (a request overrides)' },
   { key: 'onRequest', long: 'on-request', help: 'run only for "run now" requests (with --min-interval: for either)' },

@@ -55,6 +55,8 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     stopWatch = new StopWatch(gate.recorder, config.log === 'shared', (request) => {
       if (!stop.signal.aborted) stop.abort(request.signal);
     });
+    // Loaded with the flag only, as ping.js is.
+    const replacing = config.replace ? await (await import('./replace.js')).replaceRunning(gate.recorder, config, run, say) : [];
     // A lock other jobs share is taken only by a job that is due (see due.ts).
     const early = config.sharedLock ? await notDue(gate.recorder, config, options, run) : null;
     admission = early ?? (await gate.admit(stop.signal).catch(notRun));
@@ -74,6 +76,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
       await gate.recorder.finish(notStarted(stop.signal.reason), true);
       throw interrupted('before the command started; nothing ran');
     }
+    if (replacing.length > 0) await (await import('./replace.js')).replaced(gate.recorder, replacing);
     const code = await runAttempts(ctx, run, admission.requests);
     return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt }, code, scheduledLook(config, null));
   } finally {
@@ -146,7 +149,12 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, f
 // a terminal is told at once instead.
 const HANDOVER_MS = 10_000;
 
+// --replace waits this long for the lock once the run it replaced has ended: that run's
+// wrapper records its end before it lets the lock go, so only that last step is left.
+const REPLACE_LOCK_WAIT_MS = 5000;
+
 function lockWaitMs(config: RunConfig, manual: boolean): number {
+  if (config.replace) return Math.max(config.waitMs, REPLACE_LOCK_WAIT_MS);
   if (config.forMs === null || manual) return config.waitMs;
   return Math.max(config.waitMs, Math.min(HANDOVER_MS, config.forMs));
 }
