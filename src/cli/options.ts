@@ -138,6 +138,7 @@ Subcommands (cronguard help SUBCOMMAND for their options):
   request NAME       ask for a run now (or --at TIME); --wait, --cancel ID
   requests [NAME]    pending and recent requests
   disable NAME       pause a job (--reason TEXT); enable NAME resumes it
+  stop NAME|RUN_ID   stop a running run's process tree, on any host (--signal)
   schedule NAME      store when it runs (--every D, --cron EXPR, --clear)
   locks              locks held right now and by whom
   migrate            create or upgrade the run-log schema

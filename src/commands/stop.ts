@@ -23,11 +23,11 @@ through the shared run log, its wrapper picks the request up within 2 seconds.
 The wrapper sends SIG (default TERM) to the group, SIGKILL after the job's
 --kill-after, and records the run as killed, "stopped by USER@HOST (cronguard
 stop)". A wrapper that is gone while its command lives on (this host only) is
-stood in for: the group is stopped here (SIGKILL after 10s) and the run recorded.
-NAME stops every running run of the job.
+stood in for: the group is stopped here (SIGKILL after 10s) and the run is
+recorded. NAME stops every running run of the job.
 
-Exit: 0 stopped (ended), 1 no such job or run, 2 not running (nothing to stop, or
-another host's run with an embedded log), 124 still running after --wait D
+Exit: 0 stopped (ended), 1 no such job or run, 2 not running (nothing to stop,
+or another host's run with an embedded log), 124 still running after --wait D
 (asked; it may end later), 64 usage, 69 run log unreachable. --wait 0 asks and
 returns at once (0).
 `;
