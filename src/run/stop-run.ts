@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { PermissionError } from '../errors.js';
 import type { RunRow, RunStore } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { sleep } from '../util/io.js';
@@ -39,6 +40,8 @@ export async function stopRun(store: RunStore, row: RunRow, order: StopOrder, wa
   if (!here && !order.shared) {
     return { state: 'not-running', row, why: `run ${row.id} runs on ${row.host}, which shares no run log with this host; stop it there` };
   }
+  // Another user's wrapper on this host cannot be told: said before anything is stored.
+  if (here && mayNotSignal(row.pid)) throw new PermissionError(`run ${row.id} of ${row.job} belongs to another user's cronguard (pid ${row.pid}); stop it as that user or root`);
   if (!(await store.requestStop(row.id, { signal: order.signal, by: order.by }))) return notRunning(store, row);
   if (here && !isSameProcess(row.pid, row.wrapper_start)) return standIn(store, row, order);
   if (here) ring(row.pid);
@@ -48,6 +51,15 @@ export async function stopRun(store: RunStore, row: RunRow, order: StopOrder, wa
 async function notRunning(store: RunStore, row: RunRow): Promise<Stopping> {
   const now = (await store.getRun(row.id)) ?? row;
   return { state: 'not-running', row: now, why: `run ${row.id} of ${row.job} is not running (${now.status}); nothing to stop` };
+}
+
+function mayNotSignal(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 function ring(pid: number): void {
