@@ -10,7 +10,7 @@ describe('mysql run log: schema', () => {
     expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
     expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
     const tables = await mysqlQuery<{ name: string }>('SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY 1', [database]);
-    expect(tables.map((t) => t.name).sort()).toEqual(['housekeeping', 'jobs', 'lease_epochs', 'leases', 'requests', 'run_counts', 'runs', 'schema_migrations']);
+    expect(tables.map((t) => t.name).sort()).toEqual(['housekeeping', 'jobs', 'lease_epochs', 'leases', 'requests', 'run_counts', 'runs', 'schema_migrations', 'stop_requests']);
     const versions = await mysqlQuery(`SELECT version, complete FROM \`${database}\`.schema_migrations ORDER BY version`);
     expect(versions).toEqual(MYSQL_MIGRATIONS.map((_, i) => ({ version: i + 1, complete: 1 })));
   });

@@ -111,6 +111,6 @@ function mayNotMigrate(session: MysqlSession, database: string, error: unknown):
   const why = (error as { sqlMessage?: string }).sqlMessage ?? String(error);
   return new PermissionError(
     `MySQL at ${session.config.display}: cannot create or upgrade cronguard's tables in database ${database} (${why}); ` +
-      `run cronguard migrate as a user with CREATE, ALTER and INDEX on \`${database}\`.*, or create the database for this user`,
+      `run cronguard migrate as a user with CREATE, ALTER, INDEX and REFERENCES on \`${database}\`.*, or create the database for this user`,
   );
 }
