@@ -86,8 +86,12 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (gate && ran) await housekeep(gate.recorder, config, say);
     const trips = gate?.roundTrips();
     if (trips && trips.statements + trips.heartbeats > 0) {
-      const beats = trips.heartbeats > 0 ? ` + ${trips.heartbeats} heartbeat${trips.heartbeats === 1 ? '' : 's'}` : '';
-      say.verbose(`${config.name}: ${trips.statements} ${trips.database} round trip${trips.statements === 1 ? '' : 's'}${beats} after connecting`);
+      // Looks for a stop request go over the log's session, beside the run's own statements,
+      // and are counted apart, as heartbeats are.
+      const polls = config.log === 'shared' ? (stopWatch?.looks ?? 0) : 0;
+      const statements = trips.statements - polls;
+      const plural = (n: number, what: string) => (n > 0 ? ` + ${n} ${what}${n === 1 ? '' : 's'}` : '');
+      say.verbose(`${config.name}: ${statements} ${trips.database} round trip${statements === 1 ? '' : 's'}${plural(trips.heartbeats, 'heartbeat')}${plural(polls, 'stop poll')} after connecting`);
     }
     discardSpareWatchdog();
     stopWatch?.close();

@@ -21,6 +21,8 @@ export class StopWatch {
   private child: Supervision | null = null;
   private timer: NodeJS.Timeout | null = null;
   private looking = false;
+  // Looks that asked the log, for -v's count of round trips.
+  looks = 0;
   private closed = false;
   private readonly ring = () => void this.look();
 
@@ -62,6 +64,7 @@ export class StopWatch {
     const store = this.recorder.openStore;
     if (this.closed || this.looking || id === null || store === null) return;
     this.looking = true;
+    this.looks++;
     try {
       const request = await store.stopRequest(id);
       if (request && (this.asked === null || request.signal !== this.asked.signal)) {
