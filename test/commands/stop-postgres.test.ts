@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, isAlive, lines, release, start, waitFor } from '../helpers.js';
+import { mysqlQuery } from '../mysql-helpers.js';
+import { sql } from '../pg-helpers.js';
 import { STORES, storeBox } from '../stores.js';
 
 // A prefix that runs cronguard as another host: its own UTS namespace, named `name`, with
@@ -147,5 +149,29 @@ describe.each(['postgres', 'mysql'] as const)('stop through the shared log (%s)'
     expect(stopped.stderr).toMatch(new RegExp(`^cronguard stop: run \\d+ \\(${job} on web2\\) killed: stopped by root@${hostname()} \\(cronguard stop\\): killed by SIGTERM`));
     expect((await run.done).code).toBe(143);
     for (const pid of pidsIn(pids)) expect(isAlive(pid)).toBe(false);
+  });
+});
+
+// The wrapper's look for a stop request failing (its table gone) changes nothing: the run
+// ends as it would have, with no word about it, and -v counts the looks apart.
+describe.each(['postgres', 'mysql'] as const)('a failing look for a stop request (%s)', (kind) => {
+  it('leaves the run, its exit and its record as they would have been', async () => {
+    const box = storeBox(kind);
+    const job = box.job('poll-fails');
+    const [marks, barrier] = [box.path('marks'), box.path('go')];
+    const run = start(['-v', '-n', job, '--', fixture('hold.sh'), marks, barrier], box.env);
+    await waitFor(() => lines(marks).length === 1, 'the command to start');
+    const table = kind === 'postgres' ? `"${(box as unknown as { schema: string }).schema}".stop_requests` : `\`${(box as unknown as { database: string }).database}\`.stop_requests`;
+    if (kind === 'postgres') await sql(`DROP TABLE ${table}`);
+    else await mysqlQuery(`DROP TABLE ${table}`);
+    // Long enough for the wrapper to look (every 2 s): waited for, not asserted.
+    const dropped = Date.now();
+    await waitFor(() => Date.now() - dropped > 4500, 'two looks');
+    release(barrier);
+    const ended = await run.done;
+    expect(ended.code).toBe(0);
+    expect(ended.stderr).toMatch(/ round trips? \+ \d+ heartbeats? \+ \d+ stop polls? after connecting/);
+    expect(ended.stderr).not.toMatch(/warn|unavailable|stop_requests/i);
+    expect((await box.runs())[0]).toMatchObject({ status: 'succeeded', exit_code: 0, error: null });
   });
 });

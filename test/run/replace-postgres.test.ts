@@ -60,3 +60,31 @@ describe.each(['postgres', 'mysql'] as const)('--replace through the shared log 
     expect(first?.error).toMatch(new RegExp(`^replaced by run ${second?.id}; stopped by root@${hostname()} \\(cronguard --replace, pid \\d+\\)`));
   });
 });
+
+// A copy that another host started in this same minute is the fleet's run of that tick:
+// --replace (without --every-tick) leaves it and skips, else hosts that all run --replace
+// would stop each other every minute. Across a minute's edge the copy is an older tick's,
+// and is replaced: which one happened is read from the ticks, and each is checked.
+describe('--replace and the fleet rule (postgres)', () => {
+  it("does not replace another host's run of the same tick", async () => {
+    const box = storeBox('postgres');
+    const job = box.job('tick');
+    const [pids, ran] = [box.path('pids'), box.path('ran')];
+    const old = start(['-n', job, '--', fixture('tree.sh'), pids], box.env, asHost('web2'));
+    await waitFor(() => lines(pids).length === 3, 'the old tree to start');
+    const invoked = new Date();
+    const replacing = await cronguard(['-n', job, '--replace', '--', 'sh', '-c', 'echo new >> "$0"', ran], box.env);
+    expect(replacing.code).toBe(0);
+    const [first] = await box.runs();
+    const sameTick = Date.parse(first?.tick ?? '') === Math.floor(invoked.getTime() / 60_000) * 60_000;
+    if (sameTick) {
+      expect(lines(ran)).toEqual([]);
+      expect((await box.runs()).map((r) => r.status)).toEqual(['running']);
+      for (const pid of lines(pids).map(Number)) expect(isAlive(pid)).toBe(true);
+      old.child.kill('SIGTERM');
+    } else {
+      expect(lines(ran)).toEqual(['new']);
+    }
+    await old.done;
+  });
+});
