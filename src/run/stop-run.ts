@@ -45,7 +45,7 @@ export async function stopRun(store: RunStore, row: RunRow, order: StopOrder, wa
   if (!(await store.requestStop(row.id, { signal: order.signal, by: order.by }))) return notRunning(store, row);
   if (here && !isSameProcess(row.pid, row.wrapper_start)) return standIn(store, row, order);
   if (here) ring(row.pid);
-  return waitForEnd(store, row, waitMs);
+  return waitForEnd(store, row, waitMs, here ? order : null);
 }
 
 async function notRunning(store: RunStore, row: RunRow): Promise<Stopping> {
@@ -70,13 +70,20 @@ function ring(pid: number): void {
   }
 }
 
-// Polls the run's row until it has ended, or the wait is out (the row as last seen).
-async function waitForEnd(store: RunStore, row: RunRow, waitMs: number): Promise<Stopping> {
+// Polls the run's row until it has ended, or the wait is out (the row as last seen). On this
+// host (`order` given), a wrapper that dies meanwhile without recording the end (SIGKILLed;
+// one of a version before stop, which SIGUSR2 ends) is stood in for.
+async function waitForEnd(store: RunStore, row: RunRow, waitMs: number, order: StopOrder | null): Promise<Stopping> {
   const deadline = Date.now() + waitMs;
   let seen = row;
   for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
     seen = (await store.getRun(row.id)) ?? seen;
     if (seen.status !== 'running') return { state: 'ended', row: seen };
+    if (order !== null && !isSameProcess(seen.pid, seen.wrapper_start)) {
+      // Its last word may be on the way: read once more before standing in.
+      seen = (await store.getRun(row.id)) ?? seen;
+      return seen.status !== 'running' ? { state: 'ended', row: seen } : standIn(store, seen, order);
+    }
     const left = deadline - Date.now();
     if (left <= 0) return { state: 'running', row: seen };
     await sleep(Math.min(delay, left));
