@@ -73,7 +73,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
       return await repeat(ctx, gate, run, { invokedMs, admittedAt }, 0, scheduledLook(config, admission as Refused));
     }
     if (stop.signal.aborted) {
-      await gate.recorder.finish(notStarted(stop.signal.reason), true);
+      await gate.recorder.finish(notStarted(stop.signal.reason, stopWatch.request?.by ?? null), true);
       throw interrupted('before the command started; nothing ran');
     }
     if (replacing.length > 0) await (await import('./replace.js')).replaced(gate.recorder, replacing);
@@ -203,9 +203,10 @@ function newRun(config: RunConfig, manual: boolean): NewRun {
   };
 }
 
-// A run admitted, and recorded, just as a signal came: it ends without its command.
-function notStarted(signal: NodeJS.Signals) {
-  const error = `stopped by ${signal} before the command started`;
+// A run admitted, and recorded, just as a signal or a stop request (`by` whom) came: it ends
+// without its command.
+function notStarted(signal: NodeJS.Signals, by: string | null) {
+  const error = `stopped by ${by ?? signal} before the command started`;
   return { status: 'killed', finishedAt: new Date(), durationMs: 0, exitCode: null, signal, output: null, outputTruncated: false, error } as const;
 }
 

@@ -35,6 +35,11 @@ export class StopWatch {
     process.on(DOORBELL, this.ring);
   }
 
+  // The stop request acted on, if any.
+  get request(): StopRequest | null {
+    return this.asked;
+  }
+
   // The command started: a request already acted on stops it at once; a shared log is
   // asked every STOP_POLL_MS until end().
   begin(child: Supervision): void {
