@@ -42,7 +42,9 @@ export async function stopRun(store: RunStore, row: RunRow, order: StopOrder, wa
   }
   // Another user's wrapper on this host cannot be told: said before anything is stored.
   if (here && mayNotSignal(row.pid)) throw new PermissionError(`run ${row.id} of ${row.job} belongs to another user's cronguard (pid ${row.pid}); stop it as that user or root`);
-  if (!(await store.requestStop(row.id, { signal: order.signal, by: order.by }))) return notRunning(store, row);
+  // The log keeps at most 300 characters of who (a proxy's user name may be longer).
+  const by = [...order.by].slice(0, 300).join('');
+  if (!(await store.requestStop(row.id, { signal: order.signal, by }))) return notRunning(store, row);
   if (here && !isSameProcess(row.pid, row.wrapper_start)) return standIn(store, row, order);
   if (here) ring(row.pid);
   return waitForEnd(store, row, waitMs, here ? order : null);
