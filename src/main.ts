@@ -26,6 +26,7 @@ const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   check: async () => (await import('./commands/check.js')).check,
   metrics: async () => (await import('./commands/metrics.js')).metrics,
   prune: async () => (await import('./commands/prune.js')).prune,
+  stop: async () => (await import('./commands/stop.js')).stop,
   // The web page: its HTTP framework loads with it, never on the run path.
   serve: async () => (await import('./commands/serve.js')).serve,
 };

@@ -7,7 +7,7 @@ import { type DatabaseConfig, resolveDatabase } from '../store/shared.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
-import type { ParsedRun } from './options.js';
+import type { ParsedRun, RawOptions } from './options.js';
 import { type NotifyConfig, parseNotify } from './notify.js';
 import { observing } from './observe.js';
 import { type PingConfig, parsePing } from './ping.js';
@@ -65,6 +65,8 @@ export interface RunConfig {
   readonly failOnStderr: { readonly ps4: string } | null;
   // Fleet rule off: run even when another host already ran this job in this minute.
   readonly everyTick: boolean;
+  // --replace: stop the job's running copy first (see run/replace.ts).
+  readonly replace: boolean;
   readonly minIntervalMs: number | null;
   readonly onRequest: boolean;
   // --scheduled: the job's stored schedule says when it is due.
@@ -176,6 +178,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     captureBytes: parseBytes(str('capture'), '--capture', 65536, MAX_CAPTURE),
     ...outcomeRules(str, options, ctx.env, timeoutMs),
     everyTick: options.everyTick === true,
+    replace: replacing(options),
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
@@ -190,6 +193,12 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
       ...(envFile ? [`env file ${resolve(envFile.value)} (${envFile.from})`] : []),
     ]),
   });
+}
+
+// --replace finds the running copy in the run log: without one there is nothing to find it in.
+function replacing(options: RawOptions): boolean {
+  if (options.replace === true && options.noLog === true) throw new UsageError('--replace finds the running copy in the run log; it cannot go with --no-log');
+  return options.replace === true;
 }
 
 // The option table's key as the user spells the flag: lockDir is --lock-dir.

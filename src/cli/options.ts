@@ -35,6 +35,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'minDuration', long: 'min-duration', value: 'DURATION', help: 'a run that exits 0 sooner than DURATION has failed (exit 1; the reason in the run log)' },
   { key: 'failOnStderr', long: 'fail-on-stderr', help: "a run that exits 0 but wrote to stderr has failed (exit 1), except a shell's set -x trace lines (PS4, default '+ ', repeated)" },
   { key: 'capture', long: 'capture', value: 'BYTES', help: 'keep the last BYTES of output in the run log (default 65536, 0: none)' },
+  { key: 'replace', long: 'replace', help: 'stop the running copy of the job (on any host; recorded killed, "replaced by run N") and run this one' },
   { key: 'everyTick', long: 'every-tick', help: 'shared log: run even if another host ran this job in this minute' },
   { key: 'minInterval', long: 'min-interval', value: 'DURATION', help: 'skip unless the last run started at least DURATION ago, less a tenth (at most 30s) for cron\'s jitter (a request overrides)' },
   { key: 'onRequest', long: 'on-request', help: 'run only for "run now" requests (with --min-interval: for either)' },
@@ -156,6 +157,7 @@ Subcommands (cronguard help SUBCOMMAND for their options):
   requests [NAME]    pending and recent requests
   disable NAME|--all pause a job, or every job (--until TIME, --drain D); enable
                      NAME|--all resumes it
+  stop NAME|RUN_ID   stop a running run's process tree, on any host (--signal)
   schedule NAME      store when it runs (--every D, --cron EXPR, --clear)
   locks              locks held right now and by whom
   migrate            create or upgrade the run-log schema

@@ -20,14 +20,14 @@ export function parseExitCode(value: string | undefined): number {
   return Number(value);
 }
 
-export function parseSignal(value: string): NodeJS.Signals {
+export function parseSignal(value: string, option = '--kill-signal'): NodeJS.Signals {
   const signals = constants.signals as Record<string, number>;
   const upper = value.toUpperCase();
   const name = /^\d+$/.test(value)
     ? Object.keys(signals).find((s) => signals[s] === Number(value))
     : upper.startsWith('SIG') ? upper : `SIG${upper}`;
   if (!name || !(name in signals)) {
-    throw new UsageError(`--kill-signal: unknown signal '${value}' (use e.g. TERM, INT, HUP, KILL or a number)`);
+    throw new UsageError(`${option}: unknown signal '${value}' (use e.g. TERM, INT, HUP, KILL or a number)`);
   }
   return name as NodeJS.Signals;
 }

@@ -21,6 +21,7 @@ import type { Syslog, SyslogRun } from './syslog.js';
 import { replayHeld } from './relay.js';
 import { recordedCommand } from './secrets.js';
 import { fileEndsMidLine } from './sink.js';
+import type { StopWatch } from './stop-watch.js';
 import { type ChildResult, supervise, type Supervision } from './supervisor.js';
 
 // How long a command whose lock was lost gets between the kill signal and SIGKILL.
@@ -46,6 +47,8 @@ export interface Attempts {
   readonly fileEnv: Readonly<Record<string, string>> | null;
   // A masker per output stream (--redact, --env-file); null when nothing is masked.
   readonly masker: (() => LineMasker) | null;
+  // Stop requests (cronguard stop, --replace) reach the running command through it.
+  readonly stopWatch: StopWatch | null;
 }
 
 // What happens to the running command when the lock is lost; registered once per lock.
@@ -100,6 +103,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const stderrRule = config.failOnStderr ? new (await import('./stderr-rule.js')).StderrRule(config.failOnStderr.ps4) : null;
     const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, fileEnv: ctx.fileEnv, masker: ctx.masker, live, say, held, showHeld, stderrRule });
     guard.current = child;
+    ctx.stopWatch?.begin(child);
     if (attempt === 1 && child.pid !== null) ping?.start();
     // A command that could not start gets its end line only: nothing started.
     const logged: SyslogRun = { ...current, runId: ctx.recorder.runId };
@@ -110,6 +114,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
       await ctx.metrics?.update(ctx.recorder.openStore);
     })();
     const result = await child.result;
+    ctx.stopWatch?.end();
     await started;
     // A log file tells where it ends, even what the command wrote to it unseen (--capture 0).
     const inFile = fileEndsMidLine(2);

@@ -12,6 +12,7 @@ export class ProcessGroup {
   stopping = false;
   escalated = false;
   private killTimer: { clear(): void } | null = null;
+  private sent: NodeJS.Signals | null = null;
 
   constructor(
     private readonly pgid: number | null,
@@ -29,12 +30,17 @@ export class ProcessGroup {
     }
   }
 
-  // Sends the kill signal to every member, then SIGKILL to whatever is left after kill-after
-  // (or a shorter grace, when waiting is unsafe).
-  stop(graceMs = this.killAfterMs): void {
-    if (this.stopping) return;
+  // Sends the kill signal (or the one a stop asked for) to every member, then SIGKILL to
+  // whatever is left after kill-after (or a shorter grace, when waiting is unsafe). A group
+  // already stopping gets only a signal it was not sent yet (a stop's KILL after its TERM).
+  stop(graceMs = this.killAfterMs, signal = this.killSignal): void {
+    if (this.stopping) {
+      if (signal !== this.sent) this.signal(signal);
+      return;
+    }
     this.stopping = true;
-    this.signal(this.killSignal);
+    this.sent = signal;
+    this.signal(signal);
     this.killTimer = setLongTimeout(() => {
       this.escalated = true;
       this.signal('SIGKILL');

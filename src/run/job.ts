@@ -18,6 +18,7 @@ import type { Refused } from './recorder.js';
 import { loadSecrets, recordedCommand } from './secrets.js';
 import { skipped } from './skip.js';
 import { FORWARDED } from './supervisor.js';
+import { StopWatch } from './stop-watch.js';
 import { RequestWatch } from './watch.js';
 import { discardSpareWatchdog } from './watchdog.js';
 import { type Admission, type Gate, openGate } from './wiring.js';
@@ -50,6 +51,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   const interrupted = (when: string) => new Interrupted(config.name, stop.signal.reason as NodeJS.Signals, when);
   let gate: Gate | null = null;
   let admission: Admission | null = null;
+  let stopWatch: StopWatch | null = null;
   try {
     if (config.jitterMs > 0) await sleep(Math.random() * config.jitterMs, stop.signal);
     if (stop.signal.aborted) throw interrupted('before the command started; nothing ran');
@@ -59,6 +61,12 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     const options = await admitOptions(config, manual);
     gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
     gate.recorder.notifyWith(notifier);
+    // A stop request ends the invocation as a signal would: no retry, no next run of a loop.
+    stopWatch = new StopWatch(gate.recorder, config.log === 'shared', (request) => {
+      if (!stop.signal.aborted) stop.abort(request.signal);
+    });
+    // Loaded with the flag only, as ping.js is.
+    const replacing = config.replace ? await (await import('./replace.js')).replaceRunning(gate.recorder, config, run, say) : [];
     // A lock other jobs share is taken only by a job that is due (see due.ts).
     const early = config.sharedLock ? await notDue(gate.recorder, config, options, run) : null;
     admission = early ?? (await gate.admit(stop.signal).catch(notRun));
@@ -68,16 +76,17 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (!lock) return await skipped(config, admission as Refused, gate.description, say, manual);
     say.verbose(`${config.name}: holding ${gate.description}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
-    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, syslog, stop: stop.signal, metrics, fileEnv, masker: masker && (() => new masker()) };
+    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, syslog, stop: stop.signal, metrics, stopWatch, fileEnv, masker: masker && (() => new masker()) };
     if (!admission.admitted) {
       // A loop that holds the lock waiting for work says as a single run would why it waits.
       if (admission.reason === 'unscheduled') await skipped(config, admission as Refused, gate.description, say, manual);
       return await repeat(ctx, gate, run, { invokedMs, admittedAt }, 0, scheduledLook(config, admission as Refused));
     }
     if (stop.signal.aborted) {
-      await gate.recorder.finish(notStarted(stop.signal.reason), true);
+      await gate.recorder.finish(notStarted(stop.signal.reason, stopWatch.request?.by ?? null), true);
       throw interrupted('before the command started; nothing ran');
     }
+    if (replacing.length > 0) await (await import('./replace.js')).replaced(gate.recorder, replacing);
     const code = await runAttempts(ctx, run, admission.requests);
     return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt }, code, scheduledLook(config, null));
   } finally {
@@ -87,10 +96,15 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (gate && ran) await housekeep(gate.recorder, config, say);
     const trips = gate?.roundTrips();
     if (trips && trips.statements + trips.heartbeats > 0) {
-      const beats = trips.heartbeats > 0 ? ` + ${trips.heartbeats} heartbeat${trips.heartbeats === 1 ? '' : 's'}` : '';
-      say.verbose(`${config.name}: ${trips.statements} ${trips.database} round trip${trips.statements === 1 ? '' : 's'}${beats} after connecting`);
+      // Looks for a stop request go over the log's session, beside the run's own statements,
+      // and are counted apart, as heartbeats are.
+      const polls = config.log === 'shared' ? (stopWatch?.looks ?? 0) : 0;
+      const statements = trips.statements - polls;
+      const plural = (n: number, what: string) => (n > 0 ? ` + ${n} ${what}${n === 1 ? '' : 's'}` : '');
+      say.verbose(`${config.name}: ${statements} ${trips.database} round trip${statements === 1 ? '' : 's'}${plural(trips.heartbeats, 'heartbeat')}${plural(polls, 'stop poll')} after connecting`);
     }
     discardSpareWatchdog();
+    stopWatch?.close();
     await gate?.close();
   }
 }
@@ -149,7 +163,12 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, f
 // a terminal is told at once instead.
 const HANDOVER_MS = 10_000;
 
+// --replace waits this long for the lock once the run it replaced has ended: that run's
+// wrapper records its end before it lets the lock go, so only that last step is left.
+const REPLACE_LOCK_WAIT_MS = 5000;
+
 function lockWaitMs(config: RunConfig, manual: boolean): number {
+  if (config.replace) return Math.max(config.waitMs, REPLACE_LOCK_WAIT_MS);
   if (config.forMs === null || manual) return config.waitMs;
   return Math.max(config.waitMs, Math.min(HANDOVER_MS, config.forMs));
 }
@@ -194,9 +213,10 @@ function newRun(config: RunConfig, manual: boolean): NewRun {
   };
 }
 
-// A run admitted, and recorded, just as a signal came: it ends without its command.
-function notStarted(signal: NodeJS.Signals) {
-  const error = `stopped by ${signal} before the command started`;
+// A run admitted, and recorded, just as a signal or a stop request (`by` whom) came: it ends
+// without its command.
+function notStarted(signal: NodeJS.Signals, by: string | null) {
+  const error = `stopped by ${by ?? signal} before the command started`;
   return { status: 'killed', finishedAt: new Date(), durationMs: 0, exitCode: null, signal, output: null, outputTruncated: false, error } as const;
 }
 

@@ -85,6 +85,13 @@ function judgeChild(result: ChildResult, ending: Ending, finishedAt: Date): Verd
     const error = `lock lost: ${result.terminatedBecause}; command terminated`;
     return { exitCode: EXIT.lockLost, outcome: { ...base, status: 'lock_lost', error }, summary: `${error} ${after}` };
   }
+  if (result.stoppedBy !== null) {
+    const kill = result.escalated ? `, then SIGKILL after ${formatDuration(ending.killAfterMs)}` : '';
+    const end = result.signal !== null ? `killed by ${result.signal}` : `exited ${result.exitCode ?? '?'}`;
+    const error = `stopped by ${result.stoppedBy}${kill}: ${end}`;
+    const exitCode = result.signal !== null ? 128 + signo(result.signal) : (result.exitCode ?? EXIT.internal);
+    return { exitCode, outcome: { ...base, status: 'killed', error }, summary: `${error} ${after}` };
+  }
   if (result.timedOut) {
     const kill = result.escalated ? `, then SIGKILL after ${formatDuration(ending.killAfterMs)}` : '';
     const error = `timed out after ${formatDuration(ending.timeoutMs ?? 0)}: sent ${ending.killSignal} to its process group${kill}`;

@@ -1,5 +1,6 @@
 import { type StdioOptions, spawn } from 'node:child_process';
 import type { Heartbeat } from '../lock/backend.js';
+import type { StopRequest } from '../store/types.js';
 import { type Messages, setLongTimeout } from '../util/io.js';
 import { monotonicMs } from '../util/time.js';
 import { ProcessGroup } from './group.js';
@@ -53,6 +54,8 @@ export interface ChildResult {
   readonly escalated: boolean;
   readonly forwardedSignal: NodeJS.Signals | null;
   readonly terminatedBecause: string | null;
+  // Who stopped the run (cronguard stop, --replace), as its stop request says; null if nobody.
+  readonly stoppedBy: string | null;
   readonly spawnError: NodeJS.ErrnoException | null;
   readonly durationMs: number;
   readonly output: string | null;
@@ -70,6 +73,8 @@ export interface Supervision {
   readonly pid: number | null;
   // Stops the command's whole process group (signal, then SIGKILL), e.g. on lock loss.
   terminate(reason: string, graceMs?: number): void;
+  // A stop request (see StopWatch): its signal to the group, SIGKILL after kill-after.
+  stop(request: StopRequest): void;
   readonly result: Promise<ChildResult>;
 }
 
@@ -123,6 +128,7 @@ export function supervise(options: SuperviseOptions): Supervision {
   if (stderrRule) child.stderr?.on('data', (chunk: Buffer) => stderrRule.push(chunk));
 
   let terminatedBecause: string | null = null;
+  let stoppedBy: string | null = null;
   const timer = options.timeoutMs === null ? null : setLongTimeout(() => processGroup.stop(), options.timeoutMs);
 
   const result = new Promise<ChildResult>((resolve) => {
@@ -140,10 +146,11 @@ export function supervise(options: SuperviseOptions): Supervision {
         pid: child.pid ?? null,
         exitCode,
         signal,
-        timedOut: processGroup.stopping && terminatedBecause === null,
+        timedOut: processGroup.stopping && terminatedBecause === null && stoppedBy === null,
         escalated: processGroup.escalated,
         forwardedSignal,
         terminatedBecause,
+        stoppedBy,
         spawnError,
         durationMs: Math.round(monotonicMs() - started),
         output: tail.text(),
@@ -171,6 +178,11 @@ export function supervise(options: SuperviseOptions): Supervision {
     terminate(reason, graceMs) {
       terminatedBecause ??= reason;
       processGroup.stop(graceMs);
+    },
+    stop(request) {
+      if (exited) return;
+      stoppedBy ??= request.by;
+      processGroup.stop(undefined, request.signal);
     },
     result,
   };

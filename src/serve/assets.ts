@@ -116,6 +116,7 @@ button { background: var(--run); color: var(--on-run); border: 0; cursor: pointe
 .actions { display: flex; flex-wrap: wrap; gap: 1em; margin: 1em 0; align-items: flex-start; }
 .card { display: flex; flex-direction: column; gap: .4em; padding: .8em; background: var(--card); border-radius: 6px; min-width: 16em; flex: 1; }
 .card label { display: flex; flex-direction: column; gap: .2em; }
+.stop button { background: var(--bad); color: var(--on-run); } #header .stop { display: inline-flex; min-width: 10em; margin-top: .6em; }
 .facts { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: .25em 1em; margin: 0; }
 .facts dt { color: var(--muted); } .facts dd { margin: 0; word-break: break-word; }
 code { font: .9em ui-monospace, monospace; word-break: break-all; }

@@ -74,7 +74,9 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
     if (/[\udc00-\udfff]/.test(stored.charAt(before))) before -= 1;
     const cut = run.output_cut || before > 0 ? `Showing the last ${SHOWN_OUTPUT / 1024} KiB; cronguard logs ${id} prints all of it.` : null;
     const events = run.status === 'running' ? `/runs/${id}/events${live?.kind === 'here' ? `?from=${live.bytes}` : ''}` : undefined;
-    return c.html(page({ title: `Run ${id}`, events }, runView(run, live ? '' : ansiToHtml(stored, before), cut, live)));
+    const stopping = c.req.query('stopping') !== undefined ? 'Asked to stop: its wrapper sends SIGTERM to its process group, then SIGKILL after the job\'s --kill-after.' : null;
+    const csrf = ctx.store.readOnly ? null : ctx.csrf.token(c);
+    return c.html(page({ title: `Run ${id}`, events, notice: stopping }, runView(run, live ? '' : ansiToHtml(stored, before), cut, live, csrf)));
   });
 
   app.post('/jobs/:name/run', (c) =>
@@ -153,6 +155,7 @@ function notice(c: Context): string | null {
   if (c.req.query('resumed') !== undefined) return 'Resumed.';
   if (c.req.query('scheduled') === '1') return 'Schedule saved.';
   if (c.req.query('scheduled') === '0') return 'Schedule cleared.';
+  if (c.req.query('stopping') !== undefined) return 'Asked its running runs to stop: SIGTERM to each process group, then SIGKILL after the job\'s --kill-after.';
   return null;
 }
 

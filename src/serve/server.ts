@@ -9,6 +9,7 @@ import { CLIENT_JS, CSS } from './assets.js';
 import { guard, type TokenAuth } from './auth.js';
 import type { ServeContext } from './context.js';
 import { Csrf } from './csrf.js';
+import { stopRoutes } from './routes-stop.js';
 import { hostCheck } from './hosts.js';
 import type { ListenAddress } from './listen.js';
 import { loginRoutes } from './login.js';
@@ -65,6 +66,7 @@ export function buildApp(options: ServeOptions, stopping: AbortSignal): Hono {
   app.get('/assets/style.css', (c) => c.body(CSS, 200, { ...cached, 'content-type': 'text/css; charset=utf-8' }));
   loginRoutes(app, auth, csrf, throttle);
   pageRoutes(app, ctx);
+  stopRoutes(app, ctx);
   apiRoutes(app, ctx);
   sseRoutes(app, ctx);
   app.notFound((c) => (c.req.path.startsWith('/api/') ? c.json({ error: 'no such endpoint' }, 404) : c.html(errorPage('Not found', 'There is no such page.'), 404)));

@@ -25,6 +25,11 @@ export class StoreAccess {
     readonly readOnly: boolean,
   ) {}
 
+  // Whether the log is shared with other hosts (a stop reaches their runs through it).
+  get shared(): boolean {
+    return this.choice.db !== null;
+  }
+
   // Where the embedded log (and running jobs' live output) is.
   get stateDir(): string {
     return this.choice.stateDir;

@@ -8,7 +8,7 @@ import type { Paused } from './jobs.js';
 import type { LockedAdmission, SharedStore } from './shared.js';
 import { type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toPaused, toRequestRow } from './postgres-rows.js';
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
-import { type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome, type LockRelease, type LockRequest, type RunningRow } from './types.js';
+import { type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome, type LockRelease, type LockRequest, type RunningRow, type StopRequest } from './types.js';
 import type { Admission, AdmitOptions, Holder } from './admission.js';
 
 export type { AdvisoryLock } from './postgres-rows.js';
@@ -99,6 +99,19 @@ export class PostgresStore extends PostgresReads implements SharedStore {
 
   async setChildPid(id: number, childPid: number, command: string): Promise<void> {
     await this.run(this.sql.setChildPid, { id, child_pid: childPid, command });
+  }
+
+  async requestStop(id: number, stop: StopRequest): Promise<boolean> {
+    return (await this.withSchema(() => this.run(this.sql.requestStop, { id, signal: stop.signal, by: stop.by }))).length > 0;
+  }
+
+  // Asked every few seconds while a command runs: one probe, never a migration.
+  async stopRequest(id: number): Promise<StopRequest | null> {
+    return (await this.run<StopRequest>(this.sql.stopRequest, { id }))[0] ?? null;
+  }
+
+  async amendError(id: number, error: string): Promise<void> {
+    await this.withSchema(() => this.run(this.sql.amendError, { id, error }));
   }
 
   async finishRun(id: number, o: RunOutcome, final: boolean, unlock: LockRelease | null = null): Promise<boolean> {

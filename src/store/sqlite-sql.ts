@@ -57,6 +57,12 @@ export const SQL = {
   register: `UPDATE jobs SET command = @command, host = @host, min_interval_ms = @min_interval_ms, last_seen_at = @started_at
              WHERE name = @job`,
   setChildPid: `UPDATE runs SET child_pid = ?, command = ? WHERE id = ?`,
+  // Stops (migration 0011): asked of a running run only; the latest request wins.
+  requestStop: `INSERT INTO stop_requests (run_id, signal, requested_by, requested_at)
+                SELECT id, @signal, @by, @at FROM runs WHERE id = @id AND status = 'running'
+                ON CONFLICT (run_id) DO UPDATE SET signal = excluded.signal, requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
+  stopRequest: `SELECT signal, requested_by AS by FROM stop_requests WHERE run_id = ?`,
+  amendError: `UPDATE runs SET error = ? WHERE id = ? AND status <> 'running'`,
   finishRun: `UPDATE runs SET status = @status, finished_at = @finished_at, duration_ms = @duration_ms, exit_code = @exit_code,
                 signal = @signal, output = @output, output_truncated = @output_truncated, error = @error
               WHERE id = @id`,

@@ -15,7 +15,7 @@ import { outcomeParams, type RequestRecord, type Row, runParams, toRequestRow, t
 import { patiently, patientStore, SYNC_WAIT_MS } from './sqlite-busy.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import { listRunsSql, SQL } from './sqlite-sql.js';
-import { type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome, type RunRow, type RunStore, type RunTail, type UnsettledRun } from './types.js';
+import { type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome, type RunRow, type RunStore, type RunTail, type StopRequest, type UnsettledRun } from './types.js';
 import type { Admission, AdmitOptions, Holder } from './admission.js';
 
 // The addon by its file: better-sqlite3's own lookup (`bindings`) probes a dozen paths per start.
@@ -69,6 +69,18 @@ export class SqliteStore implements RunStore {
 
   async setChildPid(id: number, childPid: number, command: string): Promise<void> {
     this.db.prepare(SQL.setChildPid).run(childPid, command, id);
+  }
+
+  async requestStop(id: number, stop: StopRequest): Promise<boolean> {
+    return this.db.prepare(SQL.requestStop).run({ id, signal: stop.signal, by: stop.by, at: new Date().toISOString() }).changes > 0;
+  }
+
+  async stopRequest(id: number): Promise<StopRequest | null> {
+    return (this.db.prepare(SQL.stopRequest).get(id) as StopRequest | undefined) ?? null;
+  }
+
+  async amendError(id: number, error: string): Promise<void> {
+    this.db.prepare(SQL.amendError).run(error, id);
   }
 
   async finishRun(id: number, o: RunOutcome, final: boolean): Promise<boolean> {

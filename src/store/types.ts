@@ -142,6 +142,13 @@ export type LockRelease = { readonly kind: 'advisory'; readonly key: bigint } | 
 // What an admission statement is asked to take with the run (see PostgresStore.lockAndAdmit).
 export type LockRequest = { readonly kind: 'advisory'; readonly key: bigint } | { readonly kind: 'named'; readonly name: string } | { readonly kind: 'lease'; readonly key: bigint; readonly ttlMs: number };
 
+// A request to stop a running run (cronguard stop, --replace): the signal for its command's
+// process group, and who asked ("alice@web1 (cronguard stop)"), read by the run's wrapper.
+export interface StopRequest {
+  readonly signal: NodeJS.Signals;
+  readonly by: string;
+}
+
 export interface RunStore {
   // Decides, under a lock already held, whether the run may start, and if so inserts its
   // `running` row, in one transaction: marks this job's `running` rows on this host whose
@@ -158,6 +165,13 @@ export interface RunStore {
   // to failing (`failing`) or back, by compare-and-set; true when this call moved it, so one
   // invocation of a whole fleet notifies of each change.
   markAlert(job: string, failing: boolean): Promise<boolean>;
+  // Asks a running run's wrapper to stop it (a later request replaces an earlier one);
+  // false when the run is not `running` (any more).
+  requestStop(runId: number, stop: StopRequest): Promise<boolean>;
+  // The stop asked of a run, or null: its wrapper's question while the command runs.
+  stopRequest(runId: number): Promise<StopRequest | null>;
+  // Rewrites a finished run's `error` (a run replaced by another names its successor).
+  amendError(runId: number, error: string): Promise<void>;
   // Gives back claimed requests the run will not serve (see Unserved).
   returnRequests(runId: number, unserved: Unserved): Promise<void>;
   // A retry of run `previous`: a new row, which the requests follow; returns its id.

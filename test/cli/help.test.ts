@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, sandbox } from '../helpers.js';
 
-const SUBCOMMANDS = ['status', 'history', 'logs', 'check', 'metrics', 'prune', 'request', 'requests', 'disable', 'enable', 'schedule', 'locks', 'migrate', 'serve'];
+const SUBCOMMANDS = ['status', 'history', 'logs', 'check', 'metrics', 'prune', 'request', 'requests', 'disable', 'enable', 'schedule', 'locks', 'migrate', 'serve', 'stop'];
 
 describe('help and usage', () => {
   it.each([[['help']], [['--help']], [['run', '--help']], [['help', 'run']]])('%j prints the usage on stdout, exit 0', async (args) => {

@@ -10,7 +10,7 @@ describe('mysql run log: schema', () => {
     expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
     expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
     const tables = await mysqlQuery<{ name: string }>('SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY 1', [database]);
-    expect(tables.map((t) => t.name).sort()).toEqual(['fleet_pause', 'housekeeping', 'jobs', 'lease_epochs', 'leases', 'pause_events', 'requests', 'run_counts', 'runs', 'schema_migrations']);
+    expect(tables.map((t) => t.name).sort()).toEqual(['fleet_pause', 'housekeeping', 'jobs', 'lease_epochs', 'leases', 'pause_events', 'requests', 'run_counts', 'runs', 'schema_migrations', 'stop_requests']);
     const versions = await mysqlQuery(`SELECT version, complete FROM \`${database}\`.schema_migrations ORDER BY version`);
     expect(versions).toEqual(MYSQL_MIGRATIONS.map((_, i) => ({ version: i + 1, complete: 1 })));
   });
@@ -36,12 +36,13 @@ describe('mysql run log: schema', () => {
   it('takes a column already added as done, when the migrator died before recording that step', async () => {
     const { store, database } = await freshStore();
     await store.migrate();
-    // The latest (0005) adds a column of jobs, then creates tables if missing and inserts
+    // 0006 (maintenance) adds a column of jobs, then creates tables if missing and inserts
     // their row if missing: run again whole, it finds the column there (1060), the rest done.
-    const latest = MYSQL_MIGRATIONS.length;
-    await mysqlQuery(`UPDATE \`${database}\`.schema_migrations SET steps = 0, complete = FALSE WHERE version = ?`, [latest]);
-    expect(await store.migrate()).toBe(latest);
-    expect(await mysqlQuery(`SELECT version, steps, complete FROM \`${database}\`.schema_migrations WHERE version = ?`, [latest])).toEqual([{ version: latest, steps: 4, complete: 1 }]);
+    // Each version not complete is taken up, whatever the later ones' state.
+    const maintenance = 6;
+    await mysqlQuery(`UPDATE \`${database}\`.schema_migrations SET steps = 0, complete = FALSE WHERE version = ?`, [maintenance]);
+    expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
+    expect(await mysqlQuery(`SELECT version, steps, complete FROM \`${database}\`.schema_migrations WHERE version = ?`, [maintenance])).toEqual([{ version: maintenance, steps: 4, complete: 1 }]);
   });
 
   it('a reader finds no log without creating one', async () => {

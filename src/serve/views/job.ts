@@ -8,6 +8,7 @@ import { stateCell } from './jobs.js';
 import type { Html } from './layout.js';
 import { duration, percent, sparkline, statusBadge, time } from './parts.js';
 import { fleetBanner, pauseEventsTable } from './pauses.js';
+import { stopForm } from './run.js';
 
 export const RUNS_PER_PAGE = 25;
 
@@ -94,6 +95,7 @@ function actions(j: JobStatus, name: string, csrf: string): Html {
 <small id="args-help" class="muted">Appended to the command line of the run that serves the request (all of them with --batch).</small>
 </form>
 ${pause}
+${j.state === 'running' ? stopForm(`/jobs/${name}/stop`, csrf) : ''}
 <form method="post" action="/jobs/${name}/schedule" class="card">${token}
 <label>Schedule <input type="text" name="schedule" value="${j.schedule ?? ''}" maxlength="200" placeholder="every 15m, 0 3 * * 1-5, TZ=Europe/Warsaw 0 3 * * *" aria-describedby="schedule-help"></label>
 <button type="submit" name="set-schedule">Save schedule</button>

@@ -11,7 +11,9 @@ export type LiveOutput =
   | { readonly kind: 'none'; readonly why: string };
 
 // A run: its header, then its output (ANSI colours as spans, everything escaped).
-export function runView(r: RunRow, outputHtml: string, cut: string | null, live: LiveOutput | null): Html {
+// `csrf`: this browser's form token, for the Stop button of a running run; null on a
+// read-only server (no forms).
+export function runView(r: RunRow, outputHtml: string, cut: string | null, live: LiveOutput | null, csrf: string | null): Html {
   const rows: [string, Html | string][] = [
     ['Job', html`<a href="/jobs/${encodeURIComponent(r.job)}">${r.job}</a>`],
     ['Status', statusBadge(r.status)],
@@ -32,6 +34,7 @@ export function runView(r: RunRow, outputHtml: string, cut: string | null, live:
   return html`<h1>Run ${r.id} <small>${r.job}</small></h1>
 <div id="header" data-live>
 <dl class="facts">${rows.map(([k, v]) => html`<dt>${k}</dt><dd>${v}</dd>`)}</dl>
+${r.status === 'running' && csrf !== null ? stopForm(`/runs/${r.id}/stop`, csrf) : ''}
 </div>
 <h2>Output</h2>
 <div id="output-box" data-live>${output(r, outputHtml, cut, live)}</div>`;
@@ -46,4 +49,9 @@ function output(r: RunRow, outputHtml: string, cut: string | null, live: LiveOut
   if (r.output === null) return html`<p class="muted">No output kept (${r.status === 'abandoned' ? 'its wrapper vanished' : 'the run captured none'}).</p>`;
   const notes = [r.output_truncated ? 'Output truncated: this is its last part (the run keeps the last --capture bytes).' : null, cut].filter(Boolean);
   return html`${notes.map((n) => html`<p class="notice warn">${n}</p>`)}${r.output === '' ? html`<p class="muted">No output.</p>` : html`<pre class="output" id="output">${raw(outputHtml)}</pre>`}`;
+}
+
+// Stops the run's whole process group (as cronguard stop), wherever it runs.
+export function stopForm(action: string, csrf: string): Html {
+  return html`<form method="post" action="${action}" class="card stop"><input type="hidden" name="csrf" value="${csrf}"><button type="submit" name="stop">Stop</button></form>`;
 }

@@ -9,9 +9,10 @@ import m0003 from './migrations/0003_schedules.sql';
 import m0004 from './migrations/0004_unscheduled_said.sql';
 import m0005 from './migrations/0005_alerts.sql';
 import m0006 from './migrations/0006_maintenance.sql';
+import m0007 from './migrations/0007_stop_requests.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
-export const MYSQL_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006];
+export const MYSQL_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007];
 
 // How long a migrator waits for another host's migration before giving up.
 const MIGRATE_WAIT_S = 120;
@@ -112,6 +113,6 @@ function mayNotMigrate(session: MysqlSession, database: string, error: unknown):
   const why = (error as { sqlMessage?: string }).sqlMessage ?? String(error);
   return new PermissionError(
     `MySQL at ${session.config.display}: cannot create or upgrade cronguard's tables in database ${database} (${why}); ` +
-      `run cronguard migrate as a user with CREATE, ALTER and INDEX on \`${database}\`.*, or create the database for this user`,
+      `run cronguard migrate as a user with CREATE, ALTER, INDEX and REFERENCES on \`${database}\`.*, or create the database for this user`,
   );
 }

@@ -147,6 +147,13 @@ export function runSql(D: string) {
     blocked: `INSERT INTO ${D}.jobs (name, blocked_by, blocked_at) VALUES (?, ?, UTC_TIMESTAMP(6))
               ON DUPLICATE KEY UPDATE blocked_by = ?, blocked_at = UTC_TIMESTAMP(6)`,
     setChildPid: `UPDATE ${D}.runs SET child_pid = ?, command = ? WHERE id = ?`,
+    // Stops (migration 0005): asked of a running run only; the latest request wins
+    // (signal, by, id, then signal, by again).
+    requestStop: `INSERT INTO ${D}.stop_requests (run_id, \`signal\`, requested_by, requested_at)
+                  SELECT id, ?, ?, UTC_TIMESTAMP(6) FROM ${D}.runs WHERE id = ? AND status = 'running'
+                  ON DUPLICATE KEY UPDATE \`signal\` = ?, requested_by = ?, requested_at = UTC_TIMESTAMP(6)`,
+    stopRequest: `SELECT \`signal\`, requested_by AS \`by\` FROM ${D}.stop_requests WHERE run_id = ?`,
+    amendError: `UPDATE ${D}.runs SET error = ? WHERE id = ? AND status <> 'running'`,
     // The outcome's first statement: the run and its job's parked skips, both locked, so a
     // skip parked meanwhile waits and is read as committed (PostgreSQL 0016): what is read
     // is what is zeroed. `claims`: whether requests wait for its end.

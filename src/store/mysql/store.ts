@@ -4,7 +4,7 @@ import { setPauseIn } from './pause.js';
 import { type Cancellation, type NewRequest, requestStatusOf, type Unserved } from '../requests.js';
 import type { LockedAdmission, ServerLock, SharedStore } from '../shared.js';
 import type { SpooledRun } from '../spool.js';
-import type { LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome } from '../types.js';
+import type { LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome, StopRequest } from '../types.js';
 import { type Admission, type AdmitOptions, type Holder, keepsLock } from '../admission.js';
 import { type AdmissionLock, type Admitted, admitIn } from './admit.js';
 import { heldMysqlLocks } from './held-locks.js';
@@ -79,6 +79,21 @@ export class MysqlStore extends MysqlReads implements SharedStore {
 
   async setChildPid(id: number, childPid: number, command: string): Promise<void> {
     await this.withSchema(() => this.write(this.sql.setChildPid, [childPid, command, id]));
+  }
+
+  async requestStop(id: number, stop: StopRequest): Promise<boolean> {
+    const params = [stop.signal, stop.by, id, stop.signal, stop.by];
+    return (await this.withSchema(() => this.write(this.sql.requestStop, params))).affectedRows > 0;
+  }
+
+  // Asked every few seconds while a command runs: one probe, never a migration.
+  async stopRequest(id: number): Promise<StopRequest | null> {
+    const [row] = await this.session.query<StopRequest>(this.sql.stopRequest, [id]);
+    return row ?? null;
+  }
+
+  async amendError(id: number, error: string): Promise<void> {
+    await this.withSchema(() => this.write(this.sql.amendError, [error, id]));
   }
 
   // The outcome, with the skips parked on the job folded in (read under the row lock), the

@@ -1,0 +1,53 @@
+import type { RunConfig } from '../cli/config.js';
+import type { NewRun, RunRow } from '../store/types.js';
+import { formatDuration } from '../util/duration.js';
+import type { Messages } from '../util/io.js';
+import type { RunRecorder } from './recorder.js';
+import { stopRun } from './stop-run.js';
+import { STOP_POLL_MS } from './stop-watch.js';
+
+// Beyond the old run's kill-after: for its wrapper to see the request (a shared log's poll)
+// and to record its end.
+const REPLACE_MARGIN_MS = 5000;
+
+// --replace: stops the job's running copies (on any host, as `cronguard stop` does, with this
+// job's --kill-signal) and waits for their end, bounded by --kill-after plus a margin, so
+// that this run then finds the lock free. Returns the runs that ended, for replaced() to
+// name their successor. A run of this same tick on another host is the fleet's run of this
+// minute, not a copy to replace: this one skips as it would without --replace (a fleet whose
+// every host runs `--replace` would otherwise stop each other's run every minute).
+export async function replaceRunning(recorder: RunRecorder, config: RunConfig, run: NewRun, say: Messages): Promise<RunRow[]> {
+  const store = recorder.openStore;
+  if (!store) {
+    say.warn(`${config.name}: --replace: the run log is out of reach; nothing was stopped`);
+    return [];
+  }
+  const running = await recorder.consult('find the running copy', (s) => s.listRuns({ jobs: [config.name], status: 'running', limit: 100 }));
+  const copies = (running ?? []).filter((row) => !sameTick(row, run, config));
+  const by = `${run.username ?? 'unknown'}@${run.host} (cronguard --replace, pid ${run.pid})`;
+  const order = { signal: config.killSignal, by, killAfterMs: config.killAfterMs, shared: config.log === 'shared' };
+  const boundMs = config.killAfterMs + REPLACE_MARGIN_MS + (order.shared ? STOP_POLL_MS : 0);
+  const stopped = await Promise.all(copies.map((row) => stopRun(store, row, order, boundMs).catch(() => null)));
+  const ended: RunRow[] = [];
+  for (const [i, result] of stopped.entries()) {
+    const row = copies[i] as RunRow;
+    if (result?.state === 'ended') ended.push(result.row);
+    else if (result?.state === 'running') say.warn(`${config.name}: --replace: run ${row.id} on ${row.host} is still running after ${formatDuration(boundMs)}; this run waits for the lock as usual`);
+    else say.verbose(`${config.name}: --replace: ${result?.why ?? `run ${row.id} could not be asked to stop (the run log did not answer)`}`);
+  }
+  return ended;
+}
+
+// The runs this one replaced now say by which run ("replaced by run N; " before how they ended).
+export async function replaced(recorder: RunRecorder, runs: readonly RunRow[]): Promise<void> {
+  const id = recorder.runId;
+  if (id === null) return;
+  for (const row of runs) {
+    await recorder.consult('name the replacing run', (store) => store.amendError(row.id, `replaced by run ${id}; ${row.error ?? row.status}`));
+  }
+}
+
+function sameTick(row: RunRow, run: NewRun, config: RunConfig): boolean {
+  if (run.tick === null || row.tick === null || config.everyTick || row.host === run.host) return false;
+  return Date.parse(row.tick) === run.tick.getTime();
+}

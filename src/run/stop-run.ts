@@ -1,0 +1,134 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { PermissionError } from '../errors.js';
+import type { RunRow, RunStore } from '../store/types.js';
+import { formatDuration } from '../util/duration.js';
+import { sleep } from '../util/io.js';
+import { isSameProcess } from '../util/process-id.js';
+import { ProcessGroup } from './group.js';
+import { DOORBELL } from './stop-watch.js';
+
+// Stopping a running run (cronguard stop, --replace), wherever it runs. The request goes in
+// the run log, where the run's wrapper reads it (see StopWatch) and stops its command's
+// whole process group itself, with the job's own --kill-after, and records who stopped it.
+// On this host the wrapper is told at once (the doorbell); on another it finds the request
+// within STOP_POLL_MS. A wrapper that is gone (SIGKILLed) while its command's group lives
+// on, on this host, is stood in for: the group is stopped here and the run recorded.
+
+export interface StopOrder {
+  readonly signal: NodeJS.Signals;
+  // Who asked, as the run's `error` will say: "alice@web1 (cronguard stop)".
+  readonly by: string;
+  // For a group whose wrapper is gone: SIGKILL after this long (the wrapper's kill-after is
+  // its own, unknown here).
+  readonly killAfterMs: number;
+  // Whether the log is shared with other hosts (their wrappers poll it).
+  readonly shared: boolean;
+}
+
+export type Stopping =
+  // The run ended (its row as it ended).
+  | { readonly state: 'ended'; readonly row: RunRow }
+  // Still running when the wait ran out (asked, and told where it could be).
+  | { readonly state: 'running'; readonly row: RunRow }
+  // It was not running when asked, or cannot be reached: `why` says so in words.
+  | { readonly state: 'not-running'; readonly row: RunRow; readonly why: string };
+
+// Asks `row`'s run to stop and waits up to `waitMs` (Infinity: until it ends) for its end.
+export async function stopRun(store: RunStore, row: RunRow, order: StopOrder, waitMs: number): Promise<Stopping> {
+  const here = row.host === hostname();
+  if (!here && !order.shared) {
+    return { state: 'not-running', row, why: `run ${row.id} runs on ${row.host}, which shares no run log with this host; stop it there` };
+  }
+  // Another user's wrapper on this host cannot be told: said before anything is stored.
+  if (here && mayNotSignal(row.pid)) throw new PermissionError(`run ${row.id} of ${row.job} belongs to another user's cronguard (pid ${row.pid}); stop it as that user or root`);
+  // The log keeps at most 300 characters of who (a proxy's user name may be longer).
+  const by = [...order.by].slice(0, 300).join('');
+  if (!(await store.requestStop(row.id, { signal: order.signal, by }))) return notRunning(store, row);
+  if (here && !isSameProcess(row.pid, row.wrapper_start)) return standIn(store, row, order);
+  if (here) ring(row.pid);
+  return waitForEnd(store, row, waitMs, here ? order : null);
+}
+
+async function notRunning(store: RunStore, row: RunRow): Promise<Stopping> {
+  const now = (await store.getRun(row.id)) ?? row;
+  return { state: 'not-running', row: now, why: `run ${row.id} of ${row.job} is not running (${now.status}); nothing to stop` };
+}
+
+function mayNotSignal(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function ring(pid: number): void {
+  try {
+    process.kill(pid, DOORBELL);
+  } catch {
+    // Gone since it was looked at: its end is what waitForEnd waits for.
+  }
+}
+
+// Polls the run's row until it has ended, or the wait is out (the row as last seen). On this
+// host (`order` given), a wrapper that dies meanwhile without recording the end (SIGKILLed;
+// one of a version before stop, which SIGUSR2 ends) is stood in for.
+async function waitForEnd(store: RunStore, row: RunRow, waitMs: number, order: StopOrder | null): Promise<Stopping> {
+  const deadline = Date.now() + waitMs;
+  let seen = row;
+  for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
+    seen = (await store.getRun(row.id)) ?? seen;
+    if (seen.status !== 'running') return { state: 'ended', row: seen };
+    if (order !== null && !isSameProcess(seen.pid, seen.wrapper_start)) {
+      // Its last word may be on the way: read once more before standing in.
+      seen = (await store.getRun(row.id)) ?? seen;
+      return seen.status !== 'running' ? { state: 'ended', row: seen } : standIn(store, seen, order);
+    }
+    const left = deadline - Date.now();
+    if (left <= 0) return { state: 'running', row: seen };
+    await sleep(Math.min(delay, left));
+  }
+}
+
+// The wrapper is gone. What it started may live on in its command's process group (its
+// pgid is the command's pid), which is stopped here, then the run recorded `killed`. Members
+// are recognised by the mark the wrapper put in their environment (CRONGUARD_PID), so a
+// reused pid is never signalled.
+async function standIn(store: RunStore, row: RunRow, order: StopOrder): Promise<Stopping> {
+  const members = row.child_pid === null ? [] : markedMembers(row.child_pid, row.pid);
+  if (members.length === 0) {
+    return { state: 'not-running', row, why: `run ${row.id} of ${row.job} is not running: its wrapper (pid ${row.pid}) is gone and left nothing running; the job's next run records it abandoned` };
+  }
+  const group = new ProcessGroup(row.child_pid, order.signal, order.killAfterMs);
+  group.stop();
+  await group.waitUntilGone();
+  const finishedAt = new Date();
+  const kill = group.escalated ? `, then SIGKILL after ${formatDuration(order.killAfterMs)}` : '';
+  const error = `stopped by ${order.by}${kill}: its wrapper (pid ${row.pid}) was gone; ${members.length} process${members.length === 1 ? '' : 'es'} of its command stopped`;
+  const outcome = { status: 'killed', finishedAt, durationMs: Math.max(0, finishedAt.getTime() - Date.parse(row.started_at)), exitCode: null, signal: group.escalated ? 'SIGKILL' : order.signal, output: null, outputTruncated: false, error } as const;
+  await store.finishRun(row.id, outcome, true);
+  return { state: 'ended', row: (await store.getRun(row.id)) ?? row };
+}
+
+// The living processes of group `pgid` that carry wrapper `wrapperPid`'s mark.
+function markedMembers(pgid: number, wrapperPid: number): number[] {
+  const mark = `CRONGUARD_PID=${wrapperPid}`;
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
+  } catch {
+    return [];
+  }
+  return pids.map(Number).filter((pid) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(pgrp) !== pgid || state === 'Z' || state === 'X') return false;
+      return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(mark);
+    } catch {
+      return false;
+    }
+  });
+}
