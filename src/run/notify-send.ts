@@ -24,12 +24,16 @@ export interface Alert {
 // How much of a failing notifier's stderr its warning line quotes.
 const STDERR_CHARS = 200;
 
+// How long stderr is read after the notifier's shell exited: what it left behind (a daemon)
+// may hold the pipe open for good, and is not waited for (as a job's leftovers are not).
+const LEFTOVER_GRACE_MS = 1000;
+
 // Runs the command through /bin/sh -c in a process group of its own, the alert in its
 // environment and the output tail on its stdin; its stdout is dropped (cronguard's stdout is
-// the job's), its stderr quoted on failure. At `timeoutMs` the whole group is killed, so a
-// notifier that hangs, or leaves something behind, ends there. Resolves to what went wrong,
-// or null; never rejects.
-export function runNotifyCommand(command: string, alert: Alert, timeoutMs: number): Promise<string | null> {
+// the job's), its stderr quoted on failure. At `timeoutMs`, or when `stop` aborts (a signal to
+// cronguard), the whole group is killed, so a notifier that hangs or ignores SIGTERM ends
+// there. Resolves to what went wrong, or null; never rejects.
+export function runNotifyCommand(command: string, alert: Alert, timeoutMs: number, stop: AbortSignal): Promise<string | null> {
   return new Promise((resolve) => {
     // Without the notifier settings: a notifier that runs a job under cronguard in turn must
     // not notify of that job's failures too, and so on.
@@ -56,18 +60,26 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
     };
     const timer = setTimeout(() => {
       killGroup();
-      // It exited, but something it left holds its stderr open: its own outcome stands.
-      finish(exited !== undefined ? exited() : `timed out after ${formatDuration(timeoutMs)}; its process group was killed`);
+      finish(`timed out after ${formatDuration(timeoutMs)}; its process group was killed`);
     }, timeoutMs);
+    let grace: NodeJS.Timeout | undefined;
+    const onStop = () => {
+      killGroup();
+      finish(`stopped: cronguard got ${stop.reason}; its process group was killed`);
+    };
     let settled = false;
     const finish = (failure: string | null) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      clearTimeout(grace);
+      stop.removeEventListener('abort', onStop);
       child.stdin?.destroy();
       child.stderr?.destroy();
       resolve(failure);
     };
+    if (stop.aborted) return onStop();
+    stop.addEventListener('abort', onStop);
     child.on('error', (error) => finish(`could not start (${describe(error)})`));
     child.stderr?.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString('utf8')).slice(-4 * STDERR_CHARS);
@@ -79,6 +91,8 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
         const said = printable(stderr.trim().split('\n').at(-1) ?? '').slice(-STDERR_CHARS);
         return `${signal ? `killed by ${signal}` : `failed with exit ${code}`}${said ? `: ${said}` : ''}`;
       };
+      // Its own outcome stands, whatever it left behind holding its stderr.
+      grace = setTimeout(() => finish(exited?.() ?? null), LEFTOVER_GRACE_MS);
     });
     child.on('close', () => finish(exited?.() ?? null));
     // A notifier that does not read its stdin closes the pipe early: EPIPE is not its failure.
@@ -91,21 +105,25 @@ type Transport = { request(url: URL, options: RequestOptions & { secureContext?:
 
 // POSTs the alert as JSON; any 2xx is delivered. One try, bounded by `timeoutMs` in all: an
 // alert is not worth holding up the job's end for longer. Resolves to what went wrong, or
-// null; never rejects.
-export function postAlert(url: string, alert: Alert, timeoutMs: number): Promise<string | null> {
+// null; never rejects. A signal to cronguard (`stop`) drops it at once.
+export function postAlert(url: string, alert: Alert, timeoutMs: number, stop: AbortSignal): Promise<string | null> {
   return new Promise((resolve) => {
     const target = new URL(url);
     const body = Buffer.from(JSON.stringify(alert));
     let req: ClientRequest | undefined;
     let settled = false;
+    const onStop = () => finish(`not sent: cronguard got ${stop.reason}`);
     const finish = (failure: string | null) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      stop.removeEventListener('abort', onStop);
       req?.destroy();
       resolve(failure);
     };
     const timer = setTimeout(() => finish(`failed: no answer within ${formatDuration(timeoutMs)}`), timeoutMs);
+    if (stop.aborted) return onStop();
+    stop.addEventListener('abort', onStop);
     try {
       // By require, not import(), as ping.ts does: from the CommonJS bundle, import() would
       // start the ESM loader too.

@@ -1,0 +1,117 @@
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cronguard, isAlive, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+
+// --notify and --notify-url on an operator's bad night: a notifier that leaves a daemon
+// behind, a signal to cronguard while a notifier runs, a notifier that fails when the
+// incident begins. (notify.test.ts: the ordinary cases.)
+
+const servers: { close(): void }[] = [];
+const pids: number[] = [];
+afterEach(() => {
+  for (const server of servers.splice(0)) server.close();
+  for (const pid of pids.splice(0)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Gone already.
+    }
+  }
+});
+
+// A webhook stand-in that answers the statuses given, one per request, then 204.
+async function flakyHook(statuses: number[]) {
+  const received: string[] = [];
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      received.push(JSON.parse(Buffer.concat(chunks).toString('utf8')).event);
+      res.writeHead(statuses.shift() ?? 204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  servers.push({ close: () => (server.closeAllConnections(), server.close()) });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, received };
+}
+
+describe('a notifier that forks a daemon', () => {
+  it('the invocation ends with the notifier, not at --notify-timeout: a leftover that keeps its stderr open is not waited for, nor killed', async () => {
+    const box = sandbox();
+    const pidFile = box.path('daemon');
+    // The daemon holds the notifier's stderr; an hour's bound would hold the test up for good.
+    const notifier = `(sleep 600 & echo $! > ${pidFile}); echo sent >> ${box.path('n')}`;
+    const result = await cronguard(['-n', 'daemon', '--notify', notifier, '--notify-timeout', '1h', '--', 'false'], box.env);
+    const daemon = Number(lines(pidFile)[0]);
+    pids.push(daemon);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^cronguard: daemon: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
+    expect(lines(box.path('n'))).toEqual(['sent']);
+    expect(isAlive(daemon)).toBe(true);
+  });
+});
+
+describe('a signal to cronguard while a notifier runs', () => {
+  it.each(['SIGTERM', 'SIGINT'] as const)('%s ends the wait: the notifier (which ignores it) is killed with its group, one line, the exit code stays the job\'s', async (signal) => {
+    const box = sandbox();
+    const pidFile = box.path('notifier');
+    const notifier = `trap '' TERM INT HUP; echo $$ > ${pidFile}.tmp; mv ${pidFile}.tmp ${pidFile}; while :; do sleep 1; done`;
+    const run = start(['-n', 'sig', '--notify', notifier, '--notify-timeout', '1h', '--', 'sh', '-c', 'exit 3'], box.env);
+    await waitFor(() => lines(pidFile).length === 1, 'the notifier to start');
+    const shell = Number(lines(pidFile)[0]);
+    pids.push(shell);
+    run.child.kill(signal);
+    const result = await run.done;
+    expect(result.code).toBe(3);
+    const said = result.stderr.split('\n');
+    expect(said[0]).toBe(`cronguard: sig: --notify command stopped: cronguard got ${signal}; its process group was killed; the run's outcome is unaffected`);
+    expect(said[1]).toMatch(/^cronguard: sig: failed with exit 3 after /);
+    expect(said.slice(2)).toEqual(['']);
+    await waitFor(() => !isAlive(shell), 'the notifier to be gone');
+    expect(runs(box.stateDir).map((r) => [r.status, r.exit_code])).toEqual([['failed', 3]]);
+  });
+});
+
+describe('a notifier that fails does not use up the incident', () => {
+  it('a failure whose alert could not be delivered is alerted at the next failure; once delivered, no more', async () => {
+    const box = sandbox();
+    const file = box.path('tries');
+    // Fails twice (the webhook down), then delivers.
+    const notifier = `echo "$CRONGUARD_EVENT" >> ${file}; [ $(wc -l < ${file}) -gt 2 ] || { echo down >&2; exit 5; }`;
+    const codes: (number | null)[] = [];
+    for (let i = 0; i < 4; i++) codes.push((await cronguard(['-n', 'retry', '--notify', notifier, '--', 'false'], box.env)).code);
+    expect(codes).toEqual([1, 1, 1, 1]);
+    expect(lines(file)).toEqual(['failed', 'failed', 'failed']);
+    // The recovery is said once.
+    for (let i = 0; i < 2; i++) expect((await cronguard(['-n', 'retry', '--notify', notifier, '--', 'true'], box.env)).code).toBe(0);
+    expect(lines(file)).toEqual(['failed', 'failed', 'failed', 'recovered']);
+  });
+
+  it('a recovery that could not be delivered is said at the next success; a success after an undelivered failure says nothing', async () => {
+    const box = sandbox();
+    const hook = await flakyHook([204, 503]);
+    const args = ['-n', 'rec', '--notify-url', hook.url, '--'];
+    await cronguard([...args, 'false'], box.env);
+    const undelivered = await cronguard([...args, 'true'], box.env);
+    expect(undelivered.stderr).toBe(`cronguard: rec: --notify-url to ${new URL(hook.url).origin} failed: HTTP 503; the run's outcome is unaffected\n`);
+    expect(await cronguard([...args, 'true'], box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(await cronguard([...args, 'true'], box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(hook.received).toEqual(['failed', 'recovered', 'recovered']);
+    // A failure nobody heard of opens no incident to recover from.
+    const down = await flakyHook([500]);
+    await cronguard(['-n', 'unheard', '--notify-url', down.url, '--', 'false'], box.env);
+    expect(await cronguard(['-n', 'unheard', '--notify-url', down.url, '--', 'true'], box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(down.received).toEqual(['failed']);
+  });
+
+  it('with both notifiers, one that delivers is enough', async () => {
+    const box = sandbox();
+    const hook = await flakyHook([500, 500]);
+    const file = box.path('n');
+    for (let i = 0; i < 2; i++) await cronguard(['-n', 'both', '--notify-url', hook.url, '--notify', `echo "$CRONGUARD_EVENT" >> ${file}`, '--', 'false'], box.env);
+    expect(hook.received).toEqual(['failed']);
+    expect(readFileSync(file, 'utf8')).toBe('failed\n');
+  });
+});
