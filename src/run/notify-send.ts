@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { createRequire } from 'node:module';
 import type { SecureContext } from 'node:tls';
@@ -48,6 +48,7 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
       CRONGUARD_STATUS: alert.status,
     };
     const child = spawn('/bin/sh', ['-c', command], { env, detached: true, stdio: ['pipe', 'ignore', 'pipe'] });
+    const guard = child.pid === undefined ? null : guardGroup(child.pid, timeoutMs);
     let stderr = '';
     // How it exited, once it did: null for success, else why it failed.
     let exited: (() => string | null) | undefined;
@@ -74,6 +75,7 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
       clearTimeout(timer);
       clearTimeout(grace);
       stop.removeEventListener('abort', onStop);
+      guard?.stdin?.end('done\n');
       child.stdin?.destroy();
       child.stderr?.destroy();
       resolve(failure);
@@ -99,6 +101,25 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
     child.stdin?.on('error', () => {});
     child.stdin?.end(alert.output);
   });
+}
+
+// The notifier's bound when cronguard is killed outright (SIGKILL, the OOM killer) and its
+// timer dies with it: a /bin/sh in a session of its own reads a pipe from cronguard; end of
+// input without `done` means cronguard died, and the notifier then gets up to its timeout
+// more (counted by rounds of sleep: late on a busy machine, which costs nothing here) to
+// deliver, before its group is killed. It stops looking once the group is gone, so that a
+// group id used again later is not killed.
+const GUARD_SCRIPT = `read -r word; [ "$word" = done ] && exit 0
+t=$2; while kill -s 0 -- "-$1" 2>/dev/null; do [ "$t" -le 0 ] && exec kill -s KILL -- "-$1"; sleep 1; t=$((t - 1)); done`;
+
+function guardGroup(group: number, timeoutMs: number): ChildProcess | null {
+  const seconds = String(Math.ceil(timeoutMs / 1000));
+  const guard = spawn('/bin/sh', ['-c', GUARD_SCRIPT, 'cronguard-notify-guard', String(group), seconds], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  guard.on('error', () => {});
+  guard.stdin?.on('error', () => {});
+  // It never holds cronguard's exit up: `done` ends it, and its pipe closes with cronguard.
+  guard.unref();
+  return guard.pid === undefined ? null : guard;
 }
 
 type Transport = { request(url: URL, options: RequestOptions & { secureContext?: SecureContext }, callback: (res: IncomingMessage) => void): ClientRequest };

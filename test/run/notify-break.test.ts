@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -71,6 +71,24 @@ describe('a signal to cronguard while a notifier runs', () => {
     expect(said.slice(2)).toEqual(['']);
     await waitFor(() => !isAlive(shell), 'the notifier to be gone');
     expect(runs(box.stateDir).map((r) => [r.status, r.exit_code])).toEqual([['failed', 3]]);
+  });
+});
+
+describe('a wrapper killed outright (SIGKILL) while its notifier runs', () => {
+  it('the notifier finishes what it was doing, and one that hangs is still killed with its group at about --notify-timeout', async () => {
+    const box = sandbox();
+    const notifier = `echo $$ > ${box.path('pid')}.tmp; mv ${box.path('pid')}.tmp ${box.path('pid')}
+while [ ! -e ${box.path('go')} ]; do sleep 0.05; done; echo delivered > ${box.path('n')}; trap '' TERM; sleep 600 & wait`;
+    const run = start(['-n', 'k9', '--notify', notifier, '--notify-timeout', '2s', '--', 'false'], box.env);
+    await waitFor(() => lines(box.path('pid')).length === 1, 'the notifier to start');
+    const shell = Number(lines(box.path('pid'))[0]);
+    pids.push(shell);
+    run.child.kill('SIGKILL');
+    await run.done;
+    writeFileSync(box.path('go'), '');
+    await waitFor(() => lines(box.path('n')).length === 1, 'the notifier to deliver');
+    await waitFor(() => !isAlive(shell), 'the notifier to be killed');
+    expect(runs(box.stateDir).map((r) => r.status)).toEqual(['failed']);
   });
 });
 
