@@ -1,8 +1,8 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cronguard, isAlive, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, isAlive, lines, runs, sandbox, start, waitFor } from '../helpers.js';
 
 // --notify and --notify-url on an operator's bad night: a notifier that leaves a daemon
 // behind, a signal to cronguard while a notifier runs, a notifier that fails when the
@@ -131,5 +131,21 @@ describe('a notifier that fails does not use up the incident', () => {
     for (let i = 0; i < 2; i++) await cronguard(['-n', 'both', '--notify-url', hook.url, '--notify', `echo "$CRONGUARD_EVENT" >> ${file}`, '--', 'false'], box.env);
     expect(hook.received).toEqual(['failed']);
     expect(readFileSync(file, 'utf8')).toBe('failed\n');
+  });
+});
+
+describe('a notify command in a configuration file is read as sh reads it', () => {
+  // notified.sh's first line: the event and job; the rest, its arguments are not shown.
+  it.each([
+    ['quoted words, the first and last quoted', `"${fixture('notified.sh')}" "$FILE"`],
+    ['a # inside quotes after a blank', `${fixture('notified.sh')} "$FILE" "not # a comment"  # a comment`],
+    ["a whole command in single quotes holding double ones", `'${fixture('notified.sh')} "$FILE"'`],
+  ])('%s', async (_what, value) => {
+    const box = sandbox();
+    mkdirSync(box.path('config/cronguard'), { recursive: true });
+    writeFileSync(box.path('config/cronguard/config'), `notify = ${value}\n`, { mode: 0o600 });
+    const result = await cronguard(['-n', 'conf', '--', 'false'], { ...box.env, FILE: box.path('n') });
+    expect(result.stderr).toMatch(/^cronguard: conf: failed with exit 1 after \S+ \(run 1; cronguard logs 1\)\n$/);
+    expect(lines(box.path('n'))[0]).toMatch(/^failed job=conf run=1 exit=1 /);
   });
 });
