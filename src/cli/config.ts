@@ -134,6 +134,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const lockKey =
     lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
+  const notify = parseNotify(setting('notify', 'notify'), setting('notify_url', 'notifyUrl'), str('notifyTimeout'), options.noLog === true);
   return Object.freeze({
     name,
     argv: Object.freeze([...argv]),
@@ -161,12 +162,13 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
-    notify: parseNotify(setting('notify', 'notify'), setting('notify_url', 'notifyUrl'), str('notifyTimeout'), options.noLog === true),
+    notify,
     verbose: options.verbose === true,
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',
       `lock dir ${lockDir.dir} (${lockDir.from})`,
       `state dir ${stateDir.dir} (${stateDir.from})`,
+      ...(notify ? [notify.origin] : []),
     ]),
   });
 }

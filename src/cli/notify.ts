@@ -12,6 +12,9 @@ export interface NotifyConfig {
   readonly url: string | null;
   // How long each notifier may take; the command's process group is then killed.
   readonly timeoutMs: number;
+  // Where each came from, for -v: a notifier every job of a host runs (a configuration
+  // file's) is found by it.
+  readonly origin: string;
 }
 
 const DEFAULT_TIMEOUT_MS = 30_000;
@@ -35,7 +38,12 @@ export function parseNotify(command: Setting | undefined, url: Setting | undefin
   if (command?.value.trim() === '') throw new UsageError(`${command.from} needs a shell command`);
   const ms = timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration(timeout, '--notify-timeout');
   if (ms === 0 || ms > MAX_TIMEOUT_MS) throw new UsageError(`--notify-timeout: '${timeout}' is not between 1ms and 1h`);
-  return { command: command?.value ?? null, url: url ? parseNotifyUrl(url) : null, timeoutMs: ms };
+  const origin = `notifiers: ${[command && originOf('--notify', command), url && originOf('--notify-url', url)].filter(Boolean).join(', ')}`;
+  return { command: command?.value ?? null, url: url ? parseNotifyUrl(url) : null, timeoutMs: ms, origin };
+}
+
+function originOf(flag: string, { from }: Setting): string {
+  return from.startsWith('--') ? flag : `${flag} (${from})`;
 }
 
 // Refused when given, like --ping-url: a URL that can never work is a mistake in the

@@ -149,3 +149,16 @@ describe('a notify command in a configuration file is read as sh reads it', () =
     expect(lines(box.path('n'))[0]).toMatch(/^failed job=conf run=1 exit=1 /);
   });
 });
+
+describe('-v says where the notifiers come from', () => {
+  it('a configuration file\'s line, a variable, a flag', async () => {
+    const box = sandbox();
+    mkdirSync(box.path('config/cronguard'), { recursive: true });
+    writeFileSync(box.path('config/cronguard/config'), '# every job\nnotify = true\n', { mode: 0o600 });
+    const env = { ...box.env, CRONGUARD_NOTIFY_URL: 'http://127.0.0.1:9/hook' };
+    const fromFile = await cronguard(['-v', '-n', 'vv', '--', 'true'], env);
+    expect(fromFile.stderr.split('\n')).toContain(`cronguard: notifiers: --notify (${box.path('config/cronguard/config')}:2), --notify-url ($CRONGUARD_NOTIFY_URL)`);
+    const fromFlag = await cronguard(['-v', '-n', 'vv', '--notify', 'true', '--', 'true'], { ...box.env });
+    expect(fromFlag.stderr.split('\n')).toContain('cronguard: notifiers: --notify');
+  });
+});
