@@ -60,6 +60,8 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
       }
     };
     const timer = setTimeout(() => {
+      // It exited within its time; what it left holding its stderr is not its outcome.
+      if (exited !== undefined) return finish(exited());
       killGroup();
       finish(`timed out after ${formatDuration(timeoutMs)}; its process group was killed`);
     }, timeoutMs);
