@@ -26,18 +26,18 @@ const MAX_TIMEOUT_MS = 3_600_000;
 // without mail"): a notifier asked for on the same command line is a contradiction (64);
 // one from the environment or a configuration file notifies of every failure.
 export function parseNotify(command: Setting | undefined, url: Setting | undefined, timeout: string | undefined, noLog: boolean): NotifyConfig | null {
-  if (!command && !url) {
-    if (timeout !== undefined) throw new UsageError('--notify-timeout applies with --notify or --notify-url');
-    return null;
-  }
+  const ms = timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration(timeout, '--notify-timeout');
+  if (ms === 0 || ms > MAX_TIMEOUT_MS) throw new UsageError(`--notify-timeout: '${timeout}' is not between 1ms and 1h`);
+  // A crontab line's --notify-timeout may bound a notifier of the configuration file's: one
+  // taken out of the file, or unset for a job by an empty variable, leaves it nothing to
+  // bound, and must not stop every job that set it from running.
+  if (!command && !url) return null;
   for (const given of [command, url]) {
     if (noLog && given?.from.startsWith('--')) {
       throw new UsageError(`${given.from} notifies once per incident, which the run log remembers; it cannot go with --no-log`);
     }
   }
   if (command?.value.trim() === '') throw new UsageError(`${command.from} needs a shell command`);
-  const ms = timeout === undefined ? DEFAULT_TIMEOUT_MS : parseDuration(timeout, '--notify-timeout');
-  if (ms === 0 || ms > MAX_TIMEOUT_MS) throw new UsageError(`--notify-timeout: '${timeout}' is not between 1ms and 1h`);
   const origin = `notifiers: ${[command && originOf('--notify', command), url && originOf('--notify-url', url)].filter(Boolean).join(', ')}`;
   return { command: command?.value ?? null, url: url ? parseNotifyUrl(url) : null, timeoutMs: ms, origin };
 }

@@ -162,3 +162,18 @@ describe('-v says where the notifiers come from', () => {
     expect(fromFlag.stderr.split('\n')).toContain('cronguard: notifiers: --notify');
   });
 });
+
+describe('--notify-timeout on a crontab line, the notifier from the configuration file', () => {
+  it('the job still runs when the file\'s notifier is unset by an empty variable, or taken out of the file', async () => {
+    const box = sandbox();
+    mkdirSync(box.path('config/cronguard'), { recursive: true });
+    writeFileSync(box.path('config/cronguard/config'), `notify = echo "$CRONGUARD_EVENT" >> ${box.path('n')}\n`, { mode: 0o600 });
+    const args = ['-n', 'nt', '--notify-timeout', '5s', '-c', `echo ran >> ${box.path('ran')}; exit 2`];
+    expect((await cronguard(args, box.env)).code).toBe(2);
+    expect((await cronguard(args, { ...box.env, CRONGUARD_NOTIFY: '' })).code).toBe(2);
+    writeFileSync(box.path('config/cronguard/config'), '# notify taken out\n');
+    expect(await cronguard(args, box.env)).toMatchObject({ code: 2, stderr: expect.stringMatching(/^cronguard: nt: failed with exit 2 after /) });
+    expect(lines(box.path('ran'))).toEqual(['ran', 'ran', 'ran']);
+    expect(lines(box.path('n'))).toEqual(['failed']);
+  });
+});

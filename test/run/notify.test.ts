@@ -232,7 +232,7 @@ describe('bad notifier settings: one line, 64, nothing run', () => {
     ['a URL with a space', ['--notify-url', 'http://example.com/a b'], {}, "--notify-url: 'http://example.com/a b' contains spaces or control characters"],
     ['an empty command', ['--notify', ' '], {}, '--notify needs a shell command'],
     ['--notify-timeout 0', ['--notify', 'true', '--notify-timeout', '0'], {}, "--notify-timeout: '0' is not between 1ms and 1h"],
-    ['--notify-timeout without a notifier', ['--notify-timeout', '5s'], {}, '--notify-timeout applies with --notify or --notify-url'],
+    ['--notify-timeout 0 without a notifier', ['--notify-timeout', '0'], {}, "--notify-timeout: '0' is not between 1ms and 1h"],
     ['--notify with --no-log', ['--no-log', '--notify', 'true'], {}, '--notify notifies once per incident, which the run log remembers; it cannot go with --no-log'],
     ['--notify-url with --no-log', ['--no-log', '--notify-url', 'http://example.com/'], {}, '--notify-url notifies once per incident, which the run log remembers; it cannot go with --no-log'],
     ['a bad URL in the environment', [], { CRONGUARD_NOTIFY_URL: 'mailto:ops@example.com' }, "$CRONGUARD_NOTIFY_URL: 'mailto:ops@example.com' is not an http:// or https:// URL with a host"],
