@@ -81,6 +81,8 @@ export interface RunConfig {
   // --notify, --notify-url: alerts once per incident; null: none.
   readonly notify: NotifyConfig | null;
   readonly verbose: boolean;
+  // Settings left out (a bad notifier of the configuration file's): said on every run.
+  readonly warnings: readonly string[];
   // Where each location setting came from, for -v.
   readonly sources: readonly string[];
 }
@@ -134,7 +136,8 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
   const lockKey =
     lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
-  const notify = parseNotify(setting('notify', 'notify'), setting('notify_url', 'notifyUrl'), str('notifyTimeout'), options.noLog === true);
+  const warnings: string[] = [];
+  const notify = parseNotify({ command: setting('notify', 'notify'), url: setting('notify_url', 'notifyUrl') }, str('notifyTimeout'), options.noLog === true, (line) => warnings.push(line));
   return Object.freeze({
     name,
     argv: Object.freeze([...argv]),
@@ -164,6 +167,7 @@ export function resolveRunConfig({ options, command }: ParsedRun, ctx: Context):
     ping: parsePing(str, options),
     notify,
     verbose: options.verbose === true,
+    warnings: Object.freeze(warnings),
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',
       `lock dir ${lockDir.dir} (${lockDir.from})`,

@@ -177,3 +177,22 @@ describe('--notify-timeout on a crontab line, the notifier from the configuratio
     expect(lines(box.path('n'))).toEqual(['failed']);
   });
 });
+
+describe('a bad notifier of the configuration file or the environment', () => {
+  it('a bad notifier in the configuration file or the environment is every job\'s: one line names it, and the job runs without it', async () => {
+    const box = sandbox();
+    mkdirSync(box.path('config/cronguard'), { recursive: true });
+    writeFileSync(box.path('config/cronguard/config'), `# alerts\nnotify_url = smtp://mail\nnotify = ${fixture('notified.sh')} ${box.path('n')}\n`, { mode: 0o600 });
+    const result = await cronguard(['-n', 'bad', '--', 'sh', '-c', `touch ${box.path('ran')}; exit 3`], box.env);
+    const [said, summary, rest] = result.stderr.split('\n');
+    expect(said).toBe(`cronguard: ${box.path('config/cronguard/config')}:2: 'smtp://mail' is not an http:// or https:// URL with a host; the job runs without this notifier`);
+    expect(summary).toMatch(/^cronguard: bad: failed with exit 3 after /);
+    expect(rest).toBe('');
+    expect(result.code).toBe(3);
+    expect(lines(box.path('n')).filter((l) => /^(failed|recovered) /.test(l))).toHaveLength(1);
+    const env = { ...box.env, CRONGUARD_NOTIFY_URL: 'mailto:ops@example.com' };
+    const fromEnv = await cronguard(['-n', 'bad', '--', 'true'], env);
+    expect(fromEnv).toMatchObject({ code: 0, stderr: "cronguard: $CRONGUARD_NOTIFY_URL: 'mailto:ops@example.com' is not an http:// or https:// URL with a host; the job runs without this notifier\n" });
+    expect(lines(box.path('n')).filter((l) => /^(failed|recovered) /.test(l))[1]).toMatch(/^recovered job=bad /);
+  });
+});
