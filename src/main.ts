@@ -58,6 +58,7 @@ async function main(args: readonly string[]): Promise<number> {
   const settings = loadSettings(verbose);
   const config = resolveRunConfig(parsed, { env: process.env, root: isRoot(), settings });
   const say = messages(verbose);
+  for (const line of config.warnings) say.warn(line);
   for (const line of config.sources) say.verbose(line);
   const code = await runJob(config, say);
   say.verbose(codeCacheNote());

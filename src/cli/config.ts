@@ -98,6 +98,8 @@ export interface RunConfig {
   // --syslog: a line per run's start and end to the local syslog socket; null: none.
   readonly syslog: SyslogConfig | null;
   readonly verbose: boolean;
+  // Settings left out (a bad notifier of the configuration file's): said on every run.
+  readonly warnings: readonly string[];
   // Where each location setting came from, for -v.
   readonly sources: readonly string[];
 }
@@ -153,6 +155,8 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   const lockKey =
     lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
 
+  const warnings: string[] = [];
+  const notify = parseNotify({ command: setting('notify', 'notify'), url: setting('notify_url', 'notifyUrl') }, str('notifyTimeout'), options.noLog === true, (line) => warnings.push(line));
   return Object.freeze({
     name,
     argv: Object.freeze([...argv]),
@@ -182,15 +186,17 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
-    notify: parseNotify(setting('notify', 'notify'), setting('notify_url', 'notifyUrl'), str('notifyTimeout'), options.noLog === true),
+    notify,
     ...secrecy(envFile, ctx.settings.all('redact', repeated.redact ?? [], '--redact'), str('recordCommand')),
     syslog: parseSyslog(ctx.settings.get('syslog', { value: options.syslog ? 'on' : undefined, name: '--syslog' }), ctx.settings.get('syslog_socket')),
     verbose: options.verbose === true,
+    warnings: Object.freeze(warnings),
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',
       `lock dir ${lockDir.dir} (${lockDir.from})`,
       `state dir ${stateDir.dir} (${stateDir.from})`,
       ...(envFile ? [`env file ${resolve(envFile.value)} (${envFile.from})`] : []),
+      ...(notify ? [notify.origin] : []),
     ]),
   });
 }

@@ -135,11 +135,25 @@ function trusted(file: string, stat: Stats): void {
   }
 }
 
-// A value without its trailing comment; a quoted value is taken as quoted.
+// A value without its trailing comment; a value in one pair of quotes is taken as quoted.
+// `notify` holds a shell command, which may begin and end with quotes of its own ("$A" "$B"
+// is two quoted words, not one quoted value) and hold a quoted ' # ': so a comment starts
+// where sh would start one, at a '#' after a blank outside quotes, and paths and URLs, which
+// hold no quotes, read as before.
 function settingValue(text: string): string {
-  const quoted = /^(["'])(.*?)\1\s*(#.*)?$/.exec(text);
+  const quoted = /^(["'])((?:(?!\1).)*)\1\s*(#.*)?$/.exec(text);
   if (quoted) return quoted[2] as string;
-  return text.replace(/(^|\s)#.*$/, '').trim();
+  let quote: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i] as string;
+    if (quote !== null) {
+      if (c === quote) quote = null;
+      else if (c === '\\' && quote === '"') i++;
+    } else if (c === '\\') i++;
+    else if (c === '"' || c === "'") quote = c;
+    else if (c === '#' && (i === 0 || /\s/.test(text[i - 1] as string))) return text.slice(0, i).trim();
+  }
+  return text.trim();
 }
 
 function hasPassword(url: string): boolean {

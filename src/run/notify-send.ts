@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { createRequire } from 'node:module';
 import type { SecureContext } from 'node:tls';
@@ -24,12 +24,16 @@ export interface Alert {
 // How much of a failing notifier's stderr its warning line quotes.
 const STDERR_CHARS = 200;
 
+// How long stderr is read after the notifier's shell exited: what it left behind (a daemon)
+// may hold the pipe open for good, and is not waited for (as a job's leftovers are not).
+const LEFTOVER_GRACE_MS = 1000;
+
 // Runs the command through /bin/sh -c in a process group of its own, the alert in its
 // environment and the output tail on its stdin; its stdout is dropped (cronguard's stdout is
-// the job's), its stderr quoted on failure. At `timeoutMs` the whole group is killed, so a
-// notifier that hangs, or leaves something behind, ends there. Resolves to what went wrong,
-// or null; never rejects.
-export function runNotifyCommand(command: string, alert: Alert, timeoutMs: number): Promise<string | null> {
+// the job's), its stderr quoted on failure. At `timeoutMs`, or when `stop` aborts (a signal to
+// cronguard), the whole group is killed, so a notifier that hangs or ignores SIGTERM ends
+// there. Resolves to what went wrong, or null; never rejects.
+export function runNotifyCommand(command: string, alert: Alert, timeoutMs: number, stop: AbortSignal): Promise<string | null> {
   return new Promise((resolve) => {
     // Without the notifier settings: a notifier that runs a job under cronguard in turn must
     // not notify of that job's failures too, and so on.
@@ -44,6 +48,7 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
       CRONGUARD_STATUS: alert.status,
     };
     const child = spawn('/bin/sh', ['-c', command], { env, detached: true, stdio: ['pipe', 'ignore', 'pipe'] });
+    const guard = child.pid === undefined ? null : guardGroup(child.pid, timeoutMs);
     let stderr = '';
     // How it exited, once it did: null for success, else why it failed.
     let exited: (() => string | null) | undefined;
@@ -55,19 +60,30 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
       }
     };
     const timer = setTimeout(() => {
+      // It exited within its time; what it left holding its stderr is not its outcome.
+      if (exited !== undefined) return finish(exited());
       killGroup();
-      // It exited, but something it left holds its stderr open: its own outcome stands.
-      finish(exited !== undefined ? exited() : `timed out after ${formatDuration(timeoutMs)}; its process group was killed`);
+      finish(`timed out after ${formatDuration(timeoutMs)}; its process group was killed`);
     }, timeoutMs);
+    let grace: NodeJS.Timeout | undefined;
+    const onStop = () => {
+      killGroup();
+      finish(`stopped: cronguard got ${stop.reason}; its process group was killed`);
+    };
     let settled = false;
     const finish = (failure: string | null) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      clearTimeout(grace);
+      stop.removeEventListener('abort', onStop);
+      guard?.stdin?.end('done\n');
       child.stdin?.destroy();
       child.stderr?.destroy();
       resolve(failure);
     };
+    if (stop.aborted) return onStop();
+    stop.addEventListener('abort', onStop);
     child.on('error', (error) => finish(`could not start (${describe(error)})`));
     child.stderr?.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString('utf8')).slice(-4 * STDERR_CHARS);
@@ -79,6 +95,8 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
         const said = printable(stderr.trim().split('\n').at(-1) ?? '').slice(-STDERR_CHARS);
         return `${signal ? `killed by ${signal}` : `failed with exit ${code}`}${said ? `: ${said}` : ''}`;
       };
+      // Its own outcome stands, whatever it left behind holding its stderr.
+      grace = setTimeout(() => finish(exited?.() ?? null), LEFTOVER_GRACE_MS);
     });
     child.on('close', () => finish(exited?.() ?? null));
     // A notifier that does not read its stdin closes the pipe early: EPIPE is not its failure.
@@ -87,25 +105,48 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
   });
 }
 
+// The notifier's bound when cronguard is killed outright (SIGKILL, the OOM killer) and its
+// timer dies with it: a /bin/sh in a session of its own reads a pipe from cronguard; end of
+// input without `done` means cronguard died, and the notifier then gets up to its timeout
+// more (counted by rounds of sleep: late on a busy machine, which costs nothing here) to
+// deliver, before its group is killed. It stops looking once the group is gone, so that a
+// group id used again later is not killed.
+const GUARD_SCRIPT = `read -r word; [ "$word" = done ] && exit 0
+t=$2; while kill -s 0 -- "-$1" 2>/dev/null; do [ "$t" -le 0 ] && exec kill -s KILL -- "-$1"; sleep 1; t=$((t - 1)); done`;
+
+function guardGroup(group: number, timeoutMs: number): ChildProcess | null {
+  const seconds = String(Math.ceil(timeoutMs / 1000));
+  const guard = spawn('/bin/sh', ['-c', GUARD_SCRIPT, 'cronguard-notify-guard', String(group), seconds], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  guard.on('error', () => {});
+  guard.stdin?.on('error', () => {});
+  // It never holds cronguard's exit up: `done` ends it, and its pipe closes with cronguard.
+  guard.unref();
+  return guard.pid === undefined ? null : guard;
+}
+
 type Transport = { request(url: URL, options: RequestOptions & { secureContext?: SecureContext }, callback: (res: IncomingMessage) => void): ClientRequest };
 
 // POSTs the alert as JSON; any 2xx is delivered. One try, bounded by `timeoutMs` in all: an
 // alert is not worth holding up the job's end for longer. Resolves to what went wrong, or
-// null; never rejects.
-export function postAlert(url: string, alert: Alert, timeoutMs: number): Promise<string | null> {
+// null; never rejects. A signal to cronguard (`stop`) drops it at once.
+export function postAlert(url: string, alert: Alert, timeoutMs: number, stop: AbortSignal): Promise<string | null> {
   return new Promise((resolve) => {
     const target = new URL(url);
     const body = Buffer.from(JSON.stringify(alert));
     let req: ClientRequest | undefined;
     let settled = false;
+    const onStop = () => finish(`not sent: cronguard got ${stop.reason}`);
     const finish = (failure: string | null) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      stop.removeEventListener('abort', onStop);
       req?.destroy();
       resolve(failure);
     };
     const timer = setTimeout(() => finish(`failed: no answer within ${formatDuration(timeoutMs)}`), timeoutMs);
+    if (stop.aborted) return onStop();
+    stop.addEventListener('abort', onStop);
     try {
       // By require, not import(), as ping.ts does: from the CommonJS bundle, import() would
       // start the ESM loader too.

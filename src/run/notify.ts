@@ -6,6 +6,7 @@ import type { Messages } from '../util/io.js';
 import { redact } from '../util/redact.js';
 import type { LogLink } from './log-link.js';
 import { type Alert, postAlert, runNotifyCommand } from './notify-send.js';
+import { FORWARDED } from './supervisor.js';
 import { tail } from './ping.js';
 
 // Alerts once per incident (--notify, --notify-url). This module is imported only when a
@@ -32,13 +33,33 @@ export class Notifier {
     if (moved === false || (moved === null && !failing)) return;
     const alert = this.alertOf(failing ? 'failed' : 'recovered', runId, outcome);
     this.say.verbose(`${this.job}: notifying '${alert.event}'${moved === null ? ' (the run log cannot say whether it was said before)' : ''}`);
+    const delivered = await this.send(alert);
+    // An alert no notifier delivered (the webhook down when the incident began) gives the
+    // state back, so that the next outcome alike tries again, on whichever host: else the
+    // whole incident, however long, would go unheard. A compare-and-set again: if another
+    // host moved the state meanwhile, it said what there was to say.
+    if (moved && !delivered) await log.consult('give the alert state back', (store) => store.markAlert(this.job, !failing));
+  }
+
+  // Both notifiers side by side; whether either delivered. A signal to cronguard meanwhile
+  // ends them at once (the job has ended: nothing else waits for the signal to act on), as
+  // it ends the wait for a job's output.
+  private async send(alert: Alert): Promise<boolean> {
     const { command, url, timeoutMs } = this.config;
-    const failures = await Promise.all([
-      command === null ? null : runNotifyCommand(command, alert, timeoutMs),
-      url === null ? null : postAlert(url, alert, timeoutMs),
-    ]);
-    if (failures[0]) this.say.warn(`${this.job}: --notify command ${failures[0]}; the run's outcome is unaffected`);
-    if (failures[1]) this.say.warn(`${this.job}: --notify-url to ${new URL(url as string).origin} ${failures[1]}; the run's outcome is unaffected`);
+    const stop = new AbortController();
+    const onSignal = (signal: NodeJS.Signals) => stop.abort(signal);
+    for (const signal of FORWARDED) process.on(signal, onSignal);
+    try {
+      const failures = await Promise.all([
+        command === null ? undefined : runNotifyCommand(command, alert, timeoutMs, stop.signal),
+        url === null ? undefined : postAlert(url, alert, timeoutMs, stop.signal),
+      ]);
+      if (failures[0]) this.say.warn(`${this.job}: --notify command ${failures[0]}; the run's outcome is unaffected`);
+      if (failures[1]) this.say.warn(`${this.job}: --notify-url to ${new URL(url as string).origin} ${failures[1]}; the run's outcome is unaffected`);
+      return failures.includes(null);
+    } finally {
+      for (const signal of FORWARDED) process.off(signal, onSignal);
+    }
   }
 
   // Every text that leaves cronguard passes through redact(), the output tail included (the
