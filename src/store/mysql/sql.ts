@@ -114,13 +114,13 @@ export function runSql(D: string) {
     // Due requests, oldest first (lock name, job); SKIP LOCKED: a claimer never waits for another's.
     dueRequests: `SELECT id, args FROM ${D}.requests WHERE job = ${UNDER_LOCK} AND status = 'pending' AND not_before <= UTC_TIMESTAMP(6)
                   ORDER BY id FOR UPDATE SKIP LOCKED`,
-    // The latest run by id, not max(started_at): one index probe however long the log.
-    // A run of --scheduled said that the job has no schedule (when, job): once a day.
     // The alert state's compare-and-set (markAlert), once the job's row exists (lockJob): one
     // row changed only when it moved (found rows are those the WHERE matched).
     alertFailing: `UPDATE ${D}.jobs SET alerted_at = UTC_TIMESTAMP(6) WHERE name = ? AND alerted_at IS NULL`,
     alertRecovered: `UPDATE ${D}.jobs SET alerted_at = NULL WHERE name = ? AND alerted_at IS NOT NULL`,
+    // A run of --scheduled said that the job has no schedule (when, job): once a day.
     saidUnscheduled: `UPDATE ${D}.jobs SET unscheduled_said_at = ? WHERE name = ?`,
+    // The latest run by id, not max(started_at): one index probe however long the log.
     lastStart: `SELECT started_at AS at FROM ${D}.runs ${BY_ID} WHERE job = ? AND status <> 'abandoned' ORDER BY id DESC LIMIT 1`,
     // Whether the job's claimed tick (job, tick, tick_host) was served: by a run that started
     // its command or still may.
