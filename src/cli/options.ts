@@ -155,8 +155,9 @@ Subcommands (cronguard help SUBCOMMAND for their options):
   prune              delete finished runs --older-than D (--keep N)
   request NAME       ask for a run now (or --at TIME); --wait, --cancel ID
   requests [NAME]    pending and recent requests
-  disable NAME|--all pause a job, or every job (--until TIME, --drain D); enable
-                     NAME|--all resumes it
+  disable NAME       pause a job (--reason, --until TIME); enable NAME resumes
+  disable --all      pause every job, for maintenance (--until TIME, --drain D);
+                     enable --all ends it
   stop NAME|RUN_ID   stop a running run's process tree, on any host (--signal)
   schedule NAME      store when it runs (--every D, --cron EXPR, --clear)
   locks              locks held right now and by whom

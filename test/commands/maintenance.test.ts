@@ -186,6 +186,6 @@ describe('maintenance: --help', () => {
     expect(words(disable.stdout)).toContain('--drain <duration> then wait up to DURATION until no run is active; still some: each named, exit 124');
     const enable = await cronguard(['enable', '--help'], sandbox().env);
     expect(words(enable.stdout)).toContain("--all end the fleet's pause (disable --all); jobs paused on their own stay paused");
-    expect((await cronguard(['--help'], sandbox().env)).stdout).toContain('disable NAME|--all pause a job, or every job (--until TIME, --drain D)');
+    expect((await cronguard(['--help'], sandbox().env)).stdout).toContain('disable --all      pause every job, for maintenance (--until TIME, --drain D)');
   });
 });
