@@ -1,5 +1,8 @@
+import { hostname } from 'node:os';
+import { markedMembers } from '../run/stop-run.js';
 import type { RunRow, RunStore } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
+import { isSameProcess } from '../util/process-id.js';
 import { monotonicMs } from '../util/time.js';
 import { printable } from './format.js';
 
@@ -15,8 +18,10 @@ const SHOWN = 1000;
 // its next attempt.
 export async function drain(log: RunStore, name: string | null, drainMs: number, exitCode: number): Promise<number> {
   const deadline = monotonicMs() + drainMs;
+  const told = new Set<number>();
   for (;;) {
-    const active = await log.listRuns({ status: 'running', limit: SHOWN, ...(name === null ? {} : { jobs: [name] }) });
+    const rows = await log.listRuns({ status: 'running', limit: SHOWN, ...(name === null ? {} : { jobs: [name] }) });
+    const active = rows.filter((r) => !leftNothing(r, told));
     if (active.length === 0) {
       process.stderr.write(`cronguard: drained: no run ${name === null ? 'of any job ' : `of ${name} `}is active\n`);
       return 0;
@@ -28,6 +33,19 @@ export async function drain(log: RunStore, name: string | null, drainMs: number,
     }
     await new Promise((resolve) => setTimeout(resolve, Math.min(LOOK_EVERY_MS, Math.max(0, deadline - monotonicMs()))));
   }
+}
+
+// A run of this host whose wrapper was SIGKILLed stays `running` in the log until the job's
+// next run marks it abandoned, and a paused job has no next run: waiting for it would take
+// all of D and end 124 for a run that is over. It is over when its wrapper is gone and no
+// process of its command (marked with the wrapper's pid) lives on; said once. Another
+// host's rows cannot be judged from here, and one whose command lives on is still active.
+function leftNothing(r: RunRow, told: Set<number>): boolean {
+  if (r.host !== hostname() || isSameProcess(r.pid, r.wrapper_start)) return false;
+  if (r.child_pid !== null && markedMembers(r.child_pid, r.pid).length > 0) return false;
+  if (!told.has(r.id)) process.stderr.write(`cronguard: ${describe(r)} ended without recording it: its wrapper (pid ${r.pid}) is gone and left nothing running\n`);
+  told.add(r.id);
+  return true;
 }
 
 function describe(r: RunRow): string {
