@@ -1,0 +1,45 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { cronguard, start, waitFor } from '../helpers.js';
+import { pgSandbox, sql } from '../pg-helpers.js';
+
+// `disable NAME --drain D` against an admission under way (found by a breaker). admit()
+// read the job's own pause without a lock, so a pause committed while an admission that had
+// read "not paused" was still at work did not wait for it: the drain that followed saw no
+// run (the admission had not committed), said `drained`, and the run started after it.
+// The admission is held, for the test, just after it read the pause (a statement trigger
+// on its next write waits for a gate the test opens): where a busy server may hold it.
+describe('maintenance: disable NAME --drain waits for an admission under way (postgres)', () => {
+  it('returns drained only after the run an admission under way admitted has ended', async () => {
+    const box = pgSandbox();
+    const job = box.job('race');
+    const S = `"${box.schema}"`;
+    expect((await cronguard(['-n', job, '--', 'true'], box.env)).code).toBe(0);
+    await sql(`CREATE TABLE ${S}.gate (shut boolean); INSERT INTO ${S}.gate VALUES (true);
+      CREATE FUNCTION ${S}.wait_at_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN WHILE EXISTS (SELECT 1 FROM ${S}.gate) LOOP PERFORM pg_sleep(0.02); END LOOP; RETURN NULL; END $$;
+      CREATE TRIGGER wait_at_gate BEFORE UPDATE ON ${S}.runs FOR EACH STATEMENT EXECUTE FUNCTION ${S}.wait_at_gate();`);
+    const marker = box.path('ran');
+    const racer = start(['-n', job, '--', 'sh', '-c', `echo ran >> ${marker}`], box.env);
+    const atGate = `SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%${box.schema}%admit%'`;
+    await waitFor(async () => (await sql(atGate)).length > 0, 'the admission to read the pause and wait at the gate');
+
+    const disable = start(['disable', job, '--drain', '10m'], box.env);
+    let atEnd: string | null = null;
+    const ended = disable.done.then((d) => {
+      atEnd = existsSync(marker) ? readFileSync(marker, 'utf8') : '';
+      return d;
+    });
+    // Either the pause waits for the admission (as it should), or it is already done.
+    const waiting = `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%${box.schema}%fleet_pause%'`;
+    await waitFor(async () => atEnd !== null || (await sql(waiting)).length > 0, 'the pause to wait for the admission, or to end');
+    await sql(`DELETE FROM ${S}.gate`);
+    expect((await racer.done).code).toBe(0);
+    const drained = await ended;
+    expect(drained.code).toBe(0);
+    expect(drained.stderr).toContain(`cronguard: drained: no run of ${job} is active\n`);
+    // The run admitted under way ended before the drain said so.
+    expect(atEnd).toBe(readFileSync(marker, 'utf8'));
+    expect(atEnd).toBe('ran\n');
+  });
+});
