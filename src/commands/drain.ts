@@ -14,8 +14,8 @@ const SHOWN = 1000;
 // (null), is `running` in the log, looking every half second; 0 then. When D runs out first,
 // one line per run still active (job, host, pid, run id, since) and `exitCode`. The pause
 // was committed first, and it waited for admissions under way, so no run admitted after it
-// starts; only a retry that looked for a pause (attempts.ts) just before it can still start
-// its next attempt.
+// starts; a retry looks for a pause again once its next attempt's row is there
+// (retry-pause.ts), so no attempt this drain did not see starts either.
 export async function drain(log: RunStore, name: string | null, drainMs: number, exitCode: number): Promise<number> {
   const deadline = monotonicMs() + drainMs;
   const told = new Set<number>();

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { cronguard, start, waitFor } from '../helpers.js';
-import { pgSandbox, sql } from '../pg-helpers.js';
+import { pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 // `disable NAME --drain D` against an admission under way (found by a breaker). admit()
 // read the job's own pause without a lock, so a pause committed while an admission that had
@@ -41,5 +41,35 @@ describe('maintenance: disable NAME --drain waits for an admission under way (po
     // The run admitted under way ended before the drain said so.
     expect(atEnd).toBe(readFileSync(marker, 'utf8'));
     expect(atEnd).toBe('ran\n');
+  });
+
+  // A retry looks for a pause before its next attempt; a pause committed between that look
+  // and the attempt's row left a drain nothing `running` to see: it said drained, and the
+  // attempt started after it. The attempt's row is held here (a trigger) in that gap.
+  it('starts no further attempt of --retries once a drain after the pause has said drained', async () => {
+    const box = pgSandbox();
+    const job = box.job('retry-race');
+    const S = `"${box.schema}"`;
+    expect((await cronguard(['-n', job, '--', 'true'], box.env)).code).toBe(0);
+    await sql(`CREATE TABLE ${S}.gate (shut boolean); INSERT INTO ${S}.gate VALUES (true);
+      CREATE FUNCTION ${S}.wait_at_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN WHILE EXISTS (SELECT 1 FROM ${S}.gate) LOOP PERFORM pg_sleep(0.02); END LOOP; RETURN NEW; END $$;
+      CREATE TRIGGER wait_at_gate BEFORE INSERT ON ${S}.runs FOR EACH ROW WHEN (NEW.attempt = 2) EXECUTE FUNCTION ${S}.wait_at_gate();`);
+    const marker = box.path('attempts');
+    const racer = start(['-n', job, '--retries', '1', '--retry-delay', '1ms', '--', 'sh', '-c', `echo attempt >> ${marker}; exit 3`], box.env);
+    const atGate = `SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%${box.schema}%runs%'`;
+    await waitFor(async () => (await sql(atGate)).length > 0, 'the second attempt to be recorded and wait at the gate');
+
+    const drained = await cronguard(['disable', job, '--drain', '10m'], box.env);
+    expect(drained.code).toBe(0);
+    const atEnd = readFileSync(marker, 'utf8');
+    await sql(`DELETE FROM ${S}.gate`);
+    const ended = await racer.done;
+    expect(ended.code).toBe(3);
+    expect(ended.stderr).toContain(`${job}: not retrying: paused since `);
+    expect(readFileSync(marker, 'utf8')).toBe(atEnd);
+    expect(atEnd).toBe('attempt\n');
+    const attempts = (await pgRuns(box.schema)).filter((r) => r.job === job && r.attempt === 2);
+    expect(attempts.map((r) => [r.status, r.exit_code, r.error])).toEqual([['failed', 3, expect.stringMatching(/^not started: the job was paused as attempt 2 was recorded/)]]);
   });
 });
