@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { cronguard, start, waitFor } from '../helpers.js';
+import { cronguard, fixture, release, start, waitFor } from '../helpers.js';
 import { pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 // `disable NAME --drain D` against an admission under way (found by a breaker). admit()
@@ -71,5 +71,28 @@ describe('maintenance: disable NAME --drain waits for an admission under way (po
     expect(atEnd).toBe('attempt\n');
     const attempts = (await pgRuns(box.schema)).filter((r) => r.job === job && r.attempt === 2);
     expect(attempts.map((r) => [r.status, r.exit_code, r.error])).toEqual([['failed', 3, expect.stringMatching(/^not started: the job was paused as attempt 2 was recorded/)]]);
+  });
+
+  // The database cut while a drain looks (a restart, a failover, a killed session): it said
+  // 'internal error (this is a bug)' with a stack trace and exited 70. It looks again,
+  // through a new connection, until D runs out; the pause holds either way.
+  it('goes on through a lost connection and says drained when the run has ended', async () => {
+    const box = pgSandbox();
+    const job = box.job('cut');
+    const [marks, barrier] = [box.path('marks'), box.path('barrier')];
+    const held = start(['-n', job, '--', 'sh', fixture('hold.sh'), marks, barrier], box.env);
+    await waitFor(() => existsSync(marks), 'the run to start');
+    const draining = start(['disable', '--all', '--drain', '10m'], box.env);
+    const looking = `SELECT pid FROM pg_stat_activity WHERE application_name = 'cronguard' AND query LIKE '%${box.schema}%runs%'`;
+    await waitFor(async () => (await sql(looking)).length > 0, 'the drain to look');
+    await sql(`SELECT pg_terminate_backend(pid) FROM (${looking}) l`);
+    await waitFor(async () => (await sql(looking)).length > 0, 'the drain to look again, through a new connection');
+    release(barrier);
+    expect((await held.done).code).toBe(0);
+    const drained = await draining.done;
+    expect(drained.stderr).not.toContain('internal error');
+    expect(drained.stderr).toMatch(/\ncronguard: lost the run log while draining \(.+\); looking again until --drain 10m00s runs out\n/);
+    expect(drained.stderr).toContain('cronguard: drained: no run of any job is active\n');
+    expect(drained.code).toBe(0);
   });
 });
