@@ -40,7 +40,8 @@ export async function disable(args: readonly string[], settings: Settings): Prom
   const drainMs = flags.drain === undefined ? null : parseDuration(flags.drain, '--drain');
   const by = who(flags.by);
   const paused: Paused = { reason: flags.reason ?? null, since: now.toISOString(), by, until: until?.toISOString() ?? null };
-  const log = await new StoreChoice(program.opts(), settings).open();
+  const store = new StoreChoice(program.opts(), settings);
+  const log = await store.open();
   try {
     const resume = resumeHint(name ?? '', { ...paused, fleet: name === null });
     if (name === null) {
@@ -50,9 +51,10 @@ export async function disable(args: readonly string[], settings: Settings): Prom
       await log.setPaused(name, paused, by, paused.since as string);
       process.stderr.write(`cronguard: ${name} paused (${resume})\n`);
     }
-    return drainMs === null ? 0 : await drain(log, name, drainMs, DRAIN_EXIT);
+    return drainMs === null ? 0 : await drain(log, () => store.open(), name, drainMs, DRAIN_EXIT);
   } finally {
-    await log.close();
+    // After a drain that lost the connection, closing it may fail too: nothing to say.
+    await log.close().catch(() => undefined);
   }
 }
 

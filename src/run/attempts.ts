@@ -3,7 +3,7 @@ import { EXIT } from '../errors.js';
 import { quote } from '../cli/config.js';
 import type { Lock } from '../lock/backend.js';
 import type { Textfile } from '../metrics/textfile.js';
-import { describePause, type Paused, pauseOf, resumeHint } from '../store/jobs.js';
+import { describePause, resumeHint } from '../store/jobs.js';
 import type { ClaimedRequest, Unserved } from '../store/requests.js';
 import type { NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
@@ -19,6 +19,7 @@ import { QuietBuffer } from './quiet.js';
 import type { RunRecorder } from './recorder.js';
 import type { Syslog, SyslogRun } from './syslog.js';
 import { replayHeld } from './relay.js';
+import { pausedBeforeRetry } from './retry-pause.js';
 import { recordedCommand } from './secrets.js';
 import { fileEndsMidLine } from './sink.js';
 import type { StopWatch } from './stop-watch.js';
@@ -158,18 +159,16 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
       if (warning) say.warn(warning);
       throw interrupted;
     }
+    current = { ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() };
     // A job paused meanwhile gets no more attempts: the one that failed is its last.
-    const paused = await pausedNow(ctx);
+    const paused = await pausedBeforeRetry(ctx, current, verdict.outcome);
     if (paused) {
-      await ctx.recorder.finish(verdict.outcome, true);
       await endHolding(ctx, held, true);
       const warning = await ping?.finish(verdict.exitCode, result.output);
       if (warning) say.warn(warning);
       say.warn(`${config.name}: not retrying: ${describePause(paused)} (${resumeHint(config.name, paused)})`);
       return verdict.exitCode;
     }
-    current = { ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() };
-    await ctx.recorder.retry(current);
   }
 }
 
@@ -224,12 +223,6 @@ async function giveBack(ctx: Attempts, unserved: Unserved): Promise<void> {
   if (runId !== null) await ctx.recorder.consult('give back requests', (store) => store.returnRequests(runId, unserved));
   if (unserved.later.length > 0) ctx.say.verbose(`${ctx.config.name}: ${unserved.later.length} requests wait for the next run: the command line is full`);
   if (unserved.refused.length > 0) ctx.say.warn(`${ctx.config.name}: request ${unserved.refused.join(', ')} failed without running: ${unserved.reason}`);
-}
-
-// The job's pause, if someone paused it since the run began (a retry asks first).
-async function pausedNow(ctx: Attempts): Promise<Paused | null> {
-  const [status] = (await ctx.recorder.consult('look for a pause', (store) => store.jobStatus(ctx.config.name))) ?? [];
-  return status ? pauseOf(status) : null;
 }
 
 // A run only for requests (--on-request) none of which can be served: the command does not

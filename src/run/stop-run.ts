@@ -112,8 +112,9 @@ async function standIn(store: RunStore, row: RunRow, order: StopOrder): Promise<
   return { state: 'ended', row: (await store.getRun(row.id)) ?? row };
 }
 
-// The living processes of group `pgid` that carry wrapper `wrapperPid`'s mark.
-function markedMembers(pgid: number, wrapperPid: number): number[] {
+// The living processes of group `pgid` that carry wrapper `wrapperPid`'s mark (also how
+// `disable --drain` tells a dead wrapper's run that left nothing running).
+export function markedMembers(pgid: number, wrapperPid: number): number[] {
   const mark = `CRONGUARD_PID=${wrapperPid}`;
   let pids: string[];
   try {

@@ -1,3 +1,5 @@
+import { printable } from '../util/printable.js';
+
 // A job as `status`, `check`, `metrics` and the web page see it: what it is doing, how it
 // last ended, how its recent runs went, what waits for it.
 
@@ -11,11 +13,13 @@ export interface Paused {
   readonly fleet?: boolean;
 }
 
-// A pause as a line says it: since when, by whom, until when, why.
+// A pause as a line says it: since when, by whom, until when, why. Who and why are anyone's
+// text (a web form, a script): escaped, so that the line a run writes to a terminal or
+// cron's mail stays one line and cannot send the terminal escape sequences.
 export function describePause(p: Paused | null): string {
   const by = p?.by ? ` by ${p.by}` : '';
   const until = p?.until ? ` until ${p.until}` : '';
-  return `paused${p?.fleet ? ' fleet-wide' : ''} since ${p?.since ?? '?'}${by}${until}${p?.reason ? `: ${p.reason}` : ''}`;
+  return printable(`paused${p?.fleet ? ' fleet-wide' : ''} since ${p?.since ?? '?'}${by}${until}${p?.reason ? `: ${p.reason}` : ''}`);
 }
 
 // What resumes a pause: `cronguard enable NAME`, or `enable --all` for the fleet's.

@@ -14,10 +14,14 @@ export function jobStatements(S: string) {
     alertRecovered: named(`UPDATE ${S}.jobs SET alerted_at = NULL WHERE name = :job AND alerted_at IS NOT NULL RETURNING 1 AS moved`),
     // A pause or resume of a job and its event, in one statement (its CTE runs whether or not
     // it is read). A resume of a job not paused keeps no event.
-    pause: named(`WITH j AS (INSERT INTO ${S}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by, disabled_until)
-                             VALUES (:job, true, :reason, :since, :by, :until)
-                             ON CONFLICT (name) DO UPDATE SET disabled = true, disabled_reason = :reason, disabled_at = :since,
-                               disabled_by = :by, disabled_until = :until)
+    // A job's pause locks the fleet's row first, which waits for the admissions under way
+    // (they hold it FOR SHARE while they read the pauses, migration 0023): a drain after it
+    // sees the runs they admitted.
+    pause: named(`WITH f AS (SELECT 1 FROM ${S}.fleet_pause WHERE id = 1 FOR UPDATE),
+                  j AS (INSERT INTO ${S}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by, disabled_until)
+                        SELECT :job::text, true, :reason::text, :since::timestamptz, :by::text, :until::timestamptz FROM f
+                        ON CONFLICT (name) DO UPDATE SET disabled = true, disabled_reason = excluded.disabled_reason,
+                          disabled_at = excluded.disabled_at, disabled_by = excluded.disabled_by, disabled_until = excluded.disabled_until)
                   INSERT INTO ${S}.pause_events (job, action, event_at, event_by, reason, until_at)
                   VALUES (:job, 'pause', :since, :by, :reason, :until)`),
     resume: named(`WITH j AS (UPDATE ${S}.jobs SET disabled = false, disabled_reason = NULL, disabled_at = NULL, disabled_by = NULL,
