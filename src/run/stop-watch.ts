@@ -90,7 +90,9 @@ export class StopWatch {
         this.child?.stop(request);
       }
     } catch {
-      // The log did not answer: the run goes on as it would have, and the next look asks again.
+      // The log did not answer: the run goes on as it would have, and the next look asks again,
+      // over a fresh session if this one was lost.
+      await this.recorder.renewLostSession();
     } finally {
       this.looking = false;
     }
