@@ -25,7 +25,7 @@ export function betweenRuns(recent: readonly RunRow[]): RunRow[] {
     const wrapper = `${row.host} ${row.pid} ${row.wrapper_start}`;
     if (seen.has(wrapper)) continue;
     seen.add(wrapper);
-    if (row.status !== 'running' && row.host === here && isSameProcess(row.pid, row.wrapper_start)) found.push(row);
+    if (row.status !== 'running' && row.host === here && living(row)) found.push(row);
   }
   return found;
 }
@@ -33,9 +33,16 @@ export function betweenRuns(recent: readonly RunRow[]): RunRow[] {
 // Whether `row` (ended, on this host) is its living wrapper's latest run: only then is the
 // wrapper between runs of the invocation that recorded it (not a loop's older run).
 export async function isBetweenRuns(store: RunStore, row: RunRow): Promise<boolean> {
-  if (row.status === 'running' || row.host !== hostname() || !isSameProcess(row.pid, row.wrapper_start)) return false;
+  if (row.status === 'running' || row.host !== hostname() || !living(row)) return false;
   const recent = await store.listRuns({ jobs: [row.job], limit: 100 });
   return betweenRuns(recent).some((r) => r.id === row.id);
+}
+
+// Whether the wrapper that recorded `row` still runs. Only a row that names its wrapper's start
+// tells: an ended row's bare pid is most likely another process's by now, which a SIGUSR2
+// (the doorbell) would kill.
+function living(row: RunRow): boolean {
+  return row.wrapper_start !== null && isSameProcess(row.pid, row.wrapper_start);
 }
 
 // Asks the wrapper of `row` (between runs, see isBetweenRuns) to stop and waits up to
@@ -49,7 +56,7 @@ export async function stopBetween(store: RunStore, row: RunRow, request: { signa
     // Gone meanwhile: its latest row is read below.
   }
   const deadline = Date.now() + waitMs;
-  while (isSameProcess(row.pid, row.wrapper_start)) {
+  while (living(row)) {
     const left = deadline - Date.now();
     if (left <= 0) return null;
     await sleep(Math.min(WRAPPER_POLL_MS, left));
