@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
 import { parseSignal } from '../cli/values.js';
 import { CronguardError, NotFoundError, UsageError } from '../errors.js';
+import { betweenRuns } from '../run/stop-between.js';
 import { type Stopping, stopRun } from '../run/stop-run.js';
 import type { RunRow, RunStore } from '../store/types.js';
 import { formatDuration, parseDuration } from '../util/duration.js';
@@ -24,7 +25,8 @@ The wrapper sends SIG (default TERM) to the group, SIGKILL after the job's
 --kill-after, and records the run as killed, "stopped by USER@HOST (cronguard
 stop)". A wrapper that is gone while its command lives on (this host only) is
 stood in for: the group is stopped here (SIGKILL after 10s) and the run is
-recorded. NAME stops every running run of the job.
+recorded. NAME stops every running run of the job, and this host's invocations
+between two runs (a retry's delay, a loop's wait), which then start nothing more.
 
 Exit: 0 stopped (ended), 1 no such job or run, 2 not running (nothing to stop,
 or another host's run with an embedded log), 124 still running after --wait D
@@ -70,7 +72,9 @@ async function runsOf(store: RunStore, target: string, byId: boolean): Promise<R
     return [row];
   }
   const running = await store.listRuns({ jobs: [target], status: 'running', limit: 1000 });
-  if (running.length > 0) return running;
+  // And this host's invocations between two runs (a retry's delay, a loop's wait).
+  const between = betweenRuns(await store.listRuns({ jobs: [target], limit: 100 }));
+  if (running.length + between.length > 0) return [...running, ...between];
   const [job] = await store.jobStatus(target);
   if (!job) throw new NotFoundError(`no job ${target} in the run log`);
   throw new NotRunning(`${target} is not running; nothing to stop`);

@@ -68,6 +68,22 @@ export class LogLink {
     return true;
   }
 
+  // A look beside the run's own statements (StopWatch: is a stop asked?) failed because the
+  // session was lost (a database restart, a failover, a NAT that dropped it). The run's own
+  // statements reopen when they fail (attempt); the looks did not, so every later look failed
+  // on the dead session and no `stop` reached the run again. A fresh session, if one comes;
+  // else the next look tries again. Nothing is spooled for it: the run's record is untouched.
+  async renewLostSession(): Promise<void> {
+    const old = this.store;
+    if (!this.parts.reopen || !this.writable || old?.connectionLost !== true) return;
+    const store = await this.parts.reopen().catch(() => null);
+    if (!store) return;
+    // The run's own statement may have renewed it meanwhile: that one stays.
+    if (this.store !== old) return void (await store.close().catch(() => {}));
+    this.store = store;
+    await old.close().catch(() => {});
+  }
+
   // A question for the log, or a note, beside the run's own record (is the job paused? who
   // held the lock? requests given back): what `op` answers, or null when the log cannot.
   async consult<T>(what: string, op: (store: RunStore) => Promise<T>): Promise<T | null> {

@@ -3,6 +3,7 @@ import type { NewRun, RunRow } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 import type { RunRecorder } from './recorder.js';
+import { betweenRuns } from './stop-between.js';
 import { stopRun } from './stop-run.js';
 import { STOP_POLL_MS } from './stop-watch.js';
 
@@ -23,7 +24,10 @@ export async function replaceRunning(recorder: RunRecorder, config: RunConfig, r
     return [];
   }
   const running = await recorder.consult('find the running copy', (s) => s.listRuns({ jobs: [config.name], status: 'running', limit: 100 }));
-  const copies = (running ?? []).filter((row) => !sameTick(row, run, config));
+  // And this host's copy between two runs (a retry's delay, a loop's wait), which holds the
+  // lock as firmly as a running one.
+  const recent = await recorder.consult('find a copy between runs', (s) => s.listRuns({ jobs: [config.name], limit: 100 }));
+  const copies = [...(running ?? []), ...betweenRuns(recent ?? [])].filter((row) => !sameTick(row, run, config));
   const by = `${run.username ?? 'unknown'}@${run.host} (cronguard --replace, pid ${run.pid})`;
   const order = { signal: config.killSignal, by, killAfterMs: config.killAfterMs, shared: config.log === 'shared' };
   const boundMs = config.killAfterMs + REPLACE_MARGIN_MS + (order.shared ? STOP_POLL_MS : 0);

@@ -44,7 +44,13 @@ export async function stopRun(store: RunStore, row: RunRow, order: StopOrder, wa
   if (here && mayNotSignal(row.pid)) throw new PermissionError(`run ${row.id} of ${row.job} belongs to another user's cronguard (pid ${row.pid}); stop it as that user or root`);
   // The log keeps at most 300 characters of who (a proxy's user name may be longer).
   const by = [...order.by].slice(0, 300).join('');
-  if (!(await store.requestStop(row.id, { signal: order.signal, by }))) return notRunning(store, row);
+  if (!(await store.requestStop(row.id, { signal: order.signal, by }))) {
+    // Ended, but its invocation may go on (a retry's delay, a loop's wait): see stop-between.ts.
+    const between = await import('./stop-between.js');
+    if (!(await between.isBetweenRuns(store, (await store.getRun(row.id)) ?? row))) return notRunning(store, row);
+    const last = await between.stopBetween(store, row, { signal: order.signal, by }, waitMs);
+    return last === null ? { state: 'running', row } : { state: 'ended', row: last };
+  }
   if (here && !isSameProcess(row.pid, row.wrapper_start)) return standIn(store, row, order);
   if (here) ring(row.pid);
   return waitForEnd(store, row, waitMs, here ? order : null);

@@ -24,11 +24,16 @@ export class StopWatch {
   // Looks that asked the log, for -v's count of round trips.
   looks = 0;
   private closed = false;
-  private readonly ring = () => void this.look();
+  // The run ids of the last two commands begun: `stop` between a retry's attempts or a
+  // loop's runs asks the run that ended last, which may be one behind by the time the
+  // doorbell is heard (the next attempt just recorded). Asked on the doorbell only.
+  private begun: number[] = [];
+  private readonly ring = () => void this.look(true);
+  private readonly poll = () => void this.look(false);
 
   constructor(
     private readonly recorder: RunRecorder,
-    private readonly poll: boolean,
+    private readonly polls: boolean,
     // Told once per new request (the invocation starts nothing more).
     private readonly onStop: (request: StopRequest) => void,
   ) {
@@ -44,9 +49,11 @@ export class StopWatch {
   // asked every STOP_POLL_MS until end().
   begin(child: Supervision): void {
     this.child = child;
+    const id = this.recorder.runId;
+    if (id !== null && this.begun.at(-1) !== id) this.begun = [...this.begun.slice(-1), id];
     if (this.asked) child.stop(this.asked);
-    if (this.poll && this.timer === null) {
-      this.timer = setInterval(this.ring, STOP_POLL_MS);
+    if (this.polls && this.timer === null) {
+      this.timer = setInterval(this.poll, STOP_POLL_MS);
       this.timer.unref();
     }
   }
@@ -64,21 +71,28 @@ export class StopWatch {
     this.closed = true;
   }
 
-  private async look(): Promise<void> {
+  private async look(doorbell: boolean): Promise<void> {
     const id = this.recorder.runId;
     const store = this.recorder.openStore;
     if (this.closed || this.looking || id === null || store === null) return;
     this.looking = true;
-    this.looks++;
     try {
-      const request = await store.stopRequest(id);
+      const ids = doorbell ? [...new Set([id, ...this.begun])] : [id];
+      let request: StopRequest | null = null;
+      for (const asked of ids) {
+        this.looks++;
+        request = await store.stopRequest(asked);
+        if (request) break;
+      }
       if (request && (this.asked === null || request.signal !== this.asked.signal)) {
         this.asked = request;
         this.onStop(request);
         this.child?.stop(request);
       }
     } catch {
-      // The log did not answer: the run goes on as it would have, and the next look asks again.
+      // The log did not answer: the run goes on as it would have, and the next look asks again,
+      // over a fresh session if this one was lost.
+      await this.recorder.renewLostSession();
     } finally {
       this.looking = false;
     }

@@ -63,7 +63,7 @@ export function statements(S: string) {
                     WHERE run_id IN (SELECT id FROM gone) AND status = 'running'`),
     setChildPid: named(`UPDATE ${S}.runs SET child_pid = :child_pid, command = :command WHERE id = :id`),
     // Stops (migration 0020): asked of a running run only; the latest request wins.
-    requestStop: named(`INSERT INTO ${S}.stop_requests (run_id, signal, requested_by) SELECT id, :signal, :by FROM ${S}.runs WHERE id = :id AND status = 'running'
+    requestStop: named(`INSERT INTO ${S}.stop_requests (run_id, signal, requested_by) SELECT id, :signal, :by FROM ${S}.runs WHERE id = :id AND (status = 'running' OR :between::boolean)
                         ON CONFLICT (run_id) DO UPDATE SET signal = excluded.signal, requested_by = excluded.requested_by, requested_at = now()
                         RETURNING run_id`),
     stopRequest: named(`SELECT signal, requested_by AS by FROM ${S}.stop_requests WHERE run_id = :id`),

@@ -101,8 +101,8 @@ export class PostgresStore extends PostgresReads implements SharedStore {
     await this.run(this.sql.setChildPid, { id, child_pid: childPid, command });
   }
 
-  async requestStop(id: number, stop: StopRequest): Promise<boolean> {
-    return (await this.withSchema(() => this.run(this.sql.requestStop, { id, signal: stop.signal, by: stop.by }))).length > 0;
+  async requestStop(id: number, stop: StopRequest, between = false): Promise<boolean> {
+    return (await this.withSchema(() => this.run(this.sql.requestStop, { id, signal: stop.signal, by: stop.by, between }))).length > 0;
   }
 
   // Asked every few seconds while a command runs: one probe, never a migration.

@@ -59,7 +59,7 @@ export const SQL = {
   setChildPid: `UPDATE runs SET child_pid = ?, command = ? WHERE id = ?`,
   // Stops (migration 0011): asked of a running run only; the latest request wins.
   requestStop: `INSERT INTO stop_requests (run_id, signal, requested_by, requested_at)
-                SELECT id, @signal, @by, @at FROM runs WHERE id = @id AND status = 'running'
+                SELECT id, @signal, @by, @at FROM runs WHERE id = @id AND (status = 'running' OR @between = 1)
                 ON CONFLICT (run_id) DO UPDATE SET signal = excluded.signal, requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
   stopRequest: `SELECT signal, requested_by AS by FROM stop_requests WHERE run_id = ?`,
   amendError: `UPDATE runs SET error = ? WHERE id = ? AND status <> 'running'`,

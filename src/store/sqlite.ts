@@ -71,8 +71,8 @@ export class SqliteStore implements RunStore {
     this.db.prepare(SQL.setChildPid).run(childPid, command, id);
   }
 
-  async requestStop(id: number, stop: StopRequest): Promise<boolean> {
-    return this.db.prepare(SQL.requestStop).run({ id, signal: stop.signal, by: stop.by, at: new Date().toISOString() }).changes > 0;
+  async requestStop(id: number, stop: StopRequest, between = false): Promise<boolean> {
+    return this.db.prepare(SQL.requestStop).run({ id, signal: stop.signal, by: stop.by, at: new Date().toISOString(), between: between ? 1 : 0 }).changes > 0;
   }
 
   async stopRequest(id: number): Promise<StopRequest | null> {

@@ -166,8 +166,9 @@ export interface RunStore {
   // invocation of a whole fleet notifies of each change.
   markAlert(job: string, failing: boolean): Promise<boolean>;
   // Asks a running run's wrapper to stop it (a later request replaces an earlier one);
-  // false when the run is not `running` (any more).
-  requestStop(runId: number, stop: StopRequest): Promise<boolean>;
+  // false when the run is not `running` (any more). `between`: the run has ended but its
+  // wrapper lives on, between a retry's attempts or a loop's runs (see stop-between.ts).
+  requestStop(runId: number, stop: StopRequest, between?: boolean): Promise<boolean>;
   // The stop asked of a run, or null: its wrapper's question while the command runs.
   stopRequest(runId: number): Promise<StopRequest | null>;
   // Rewrites a finished run's `error` (a run replaced by another names its successor).

@@ -150,7 +150,7 @@ export function runSql(D: string) {
     // Stops (migration 0005): asked of a running run only; the latest request wins
     // (signal, by, id, then signal, by again).
     requestStop: `INSERT INTO ${D}.stop_requests (run_id, \`signal\`, requested_by, requested_at)
-                  SELECT id, ?, ?, UTC_TIMESTAMP(6) FROM ${D}.runs WHERE id = ? AND status = 'running'
+                  SELECT id, ?, ?, UTC_TIMESTAMP(6) FROM ${D}.runs WHERE id = ? AND (status = 'running' OR ?)
                   ON DUPLICATE KEY UPDATE \`signal\` = ?, requested_by = ?, requested_at = UTC_TIMESTAMP(6)`,
     stopRequest: `SELECT \`signal\`, requested_by AS \`by\` FROM ${D}.stop_requests WHERE run_id = ?`,
     amendError: `UPDATE ${D}.runs SET error = ? WHERE id = ? AND status <> 'running'`,

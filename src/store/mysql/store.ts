@@ -81,8 +81,8 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     await this.withSchema(() => this.write(this.sql.setChildPid, [childPid, command, id]));
   }
 
-  async requestStop(id: number, stop: StopRequest): Promise<boolean> {
-    const params = [stop.signal, stop.by, id, stop.signal, stop.by];
+  async requestStop(id: number, stop: StopRequest, between = false): Promise<boolean> {
+    const params = [stop.signal, stop.by, id, between, stop.signal, stop.by];
     return (await this.withSchema(() => this.write(this.sql.requestStop, params))).affectedRows > 0;
   }
 
