@@ -26,7 +26,8 @@ The wrapper sends SIG (default TERM) to the group, SIGKILL after the job's
 stop)". A wrapper that is gone while its command lives on (this host only) is
 stood in for: the group is stopped here (SIGKILL after 10s) and the run is
 recorded. NAME stops every running run of the job, and this host's invocations
-between two runs (a retry's delay, a loop's wait), which then start nothing more.
+between two runs (a retry's delay, a loop's wait), which then start nothing
+more.
 
 Exit: 0 stopped (ended), 1 no such job or run, 2 not running (nothing to stop,
 or another host's run with an embedded log), 124 still running after --wait D

@@ -84,7 +84,7 @@ describe('a wrapper killed outright (SIGKILL) while its notifier runs', () => {
     const box = sandbox();
     const notifier = `echo $$ > ${box.path('pid')}.tmp; mv ${box.path('pid')}.tmp ${box.path('pid')}
 while [ ! -e ${box.path('go')} ]; do sleep 0.05; done; echo delivered > ${box.path('n')}; trap '' TERM; sleep 600 & wait`;
-    const run = start(['-n', 'k9', '--notify', notifier, '--notify-timeout', '2s', '--', 'false'], box.env);
+    const run = start(['-n', 'k9', '--notify', notifier, '--notify-timeout', '10s', '--', 'false'], box.env);
     await waitFor(() => lines(box.path('pid')).length === 1, 'the notifier to start');
     const shell = Number(lines(box.path('pid'))[0]);
     pids.push(shell);
