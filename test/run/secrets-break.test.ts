@@ -21,3 +21,32 @@ describe('an env file', () => {
     expect(runs(box.stateDir)).toEqual([]);
   });
 });
+
+describe('--redact on output a pattern backtracks on', () => {
+  // 64 KiB pieces of one long line: a pattern that backtracks took seconds (quadratic: .*=)
+  // or for ever (exponential: (a+)+c) on each, in the event loop: no --timeout could fire.
+  it('masks in linear time: a nested quantifier or a leading .* cannot hang the wrapper', async () => {
+    const box = sandbox();
+    // 1 MiB of 'a' without a newline (16 pieces), then a line to mask.
+    const command = "head -c 1048576 /dev/zero | tr '\\0' a; printf '\\nb=secret1\\n'";
+    const result = await cronguard(['--redact', '(a+)+c', '--redact', '.*=\\w+', '-n', 'r', '-c', command], box.env);
+    expect(result.code).toBe(0);
+    expect(result.stdout.endsWith('\n***\n')).toBe(true);
+    expect(result.stdout.length).toBe(1048576 + 5);
+    expect(runs(box.stateDir)[0]?.status).toBe('succeeded');
+  });
+
+  it('refuses a pattern of the shapes that backtrack exponentially that the linear engine cannot run', async () => {
+    const box = sandbox();
+    const ran = box.path('ran');
+    for (const pattern of ['(a+)+\\1', '(?<=x)(\\w+)*y', '(?:a|ab){2,}(?=c)']) {
+      const result = await cronguard(['--redact', pattern, '--', 'touch', ran], box.env);
+      expect(result.stderr).toMatch(/^cronguard: --redact: '.*' could take exponential time on a long line \(a back-reference, or a repeated group holding a quantifier or '\|', with a lookaround or a repeat count over 16\); rewrite it without that \(see cronguard --help\)\n$/);
+      expect(result.code).toBe(64);
+    }
+    expect(statSync(ran, { throwIfNoEntry: false })).toBeUndefined();
+    // Lookarounds and long counted repeats alone are fine: they cannot blow up.
+    const fine = await cronguard(['--redact', '(?<=token=)\\S+', '--redact', 'ghp_[A-Za-z0-9]{36}', '-n', 'f', '-c', `echo token=abc ghp_${'x'.repeat(36)}`], box.env);
+    expect(fine).toMatchObject({ code: 0, stdout: 'token=*** ***\n' });
+  });
+});
