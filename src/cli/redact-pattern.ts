@@ -21,6 +21,7 @@ function linearEngine(): boolean {
   if (linear === null) {
     setFlagsFromString('--enable-experimental-regexp-engine');
     try {
+      // biome-ignore lint/complexity/useRegexLiterals: /a/l would not parse before the flag is set
       new RegExp('a', 'l');
       linear = true;
     } catch {
