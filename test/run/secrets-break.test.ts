@@ -22,6 +22,21 @@ describe('an env file', () => {
   });
 });
 
+describe('a line longer than the masker\'s 64 KiB piece', () => {
+  it('is never cut inside an env file\'s value, nor a --redact match after a blank: both were passed on whole', async () => {
+    const box = sandbox();
+    const file = box.path('job.env');
+    writeFileSync(file, 'TOKEN=tok-9f8e7d6c5b4a\n', { mode: 0o600 });
+    // One line of 340 KB: the value again and again, then the match again and again, so
+    // that wherever the reads and the 64 KiB mark cut it, a cut falls inside one.
+    const command = `yes "$TOKEN" | head -n 20000 | tr '\\n' Z; yes pw=hunter22 | head -n 20000 | tr '\\n' ' '; echo`;
+    const result = await cronguard(['--env-file', file, '--redact', 'pw=\\w+', '-n', 'long', '-c', command], box.env);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(`${'***Z'.repeat(20000)}${'*** '.repeat(20000)}\n`);
+    for (const row of runs(box.stateDir)) expect(row.output).not.toMatch(/9f8e7d6c|hunter22/);
+  });
+});
+
 describe('--redact on output a pattern backtracks on', () => {
   // 64 KiB pieces of one long line: a pattern that backtracks took seconds (quadratic: .*=)
   // or for ever (exponential: (a+)+c) on each, in the event loop: no --timeout could fire.
