@@ -65,3 +65,17 @@ describe('--redact on output a pattern backtracks on', () => {
     expect(fine).toMatchObject({ code: 0, stdout: 'token=*** ***\n' });
   });
 });
+
+describe('--fail-on-stderr with --env-file', () => {
+  it('takes PS4 from the env file, as the command gets it: its trace lines are not stderr', async () => {
+    const box = sandbox();
+    const file = box.path('job.env');
+    writeFileSync(file, "PS4='>> '\n", { mode: 0o600 });
+    const traced = await cronguard(['--env-file', file, '--fail-on-stderr', '-n', 'x', '--', 'dash', '-xc', 'echo hi'], box.env);
+    expect(traced).toMatchObject({ code: 0, stdout: 'hi\n', stderr: '>> echo hi\n' });
+    // cronguard's own PS4 is the command's no longer: a line of it is stderr like any other.
+    const other = await cronguard(['--env-file', file, '--fail-on-stderr', '-n', 'y', '--', 'sh', '-c', 'echo "+ not a trace" >&2'], { ...box.env, PS4: '+ ' });
+    expect(other.code).toBe(1);
+    expect(runs(box.stateDir).map((r) => r.status)).toEqual(['succeeded', 'failed']);
+  });
+});
