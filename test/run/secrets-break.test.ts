@@ -22,6 +22,19 @@ describe('an env file', () => {
   });
 });
 
+describe('the recorded command', () => {
+  it("masks an env file's value that holds a ', which the command line's quoting writes as '\\''", async () => {
+    const box = sandbox();
+    const file = box.path('job.env');
+    writeFileSync(file, `TOKEN="it'ssecret1"\n`, { mode: 0o600 });
+    await cronguard(['--env-file', file, '-n', 'a', '--', 'echo', "it'ssecret1"], box.env);
+    await cronguard(['--env-file', file, '-n', 'b', '-c', `echo "it'ssecret1"`], box.env);
+    expect(runs(box.stateDir).map((r) => r.command)).toEqual(["echo '***'", `/bin/sh -c 'echo "***"'`]);
+    const history = await cronguard(['history'], box.env);
+    expect(history.stdout).not.toContain('ssecret1');
+  });
+});
+
 describe('a line longer than the masker\'s 64 KiB piece', () => {
   it('is never cut inside an env file\'s value, nor a --redact match after a blank: both were passed on whole', async () => {
     const box = sandbox();
