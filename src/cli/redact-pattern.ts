@@ -13,22 +13,26 @@ import { setFlagsFromString } from 'node:v8';
 // shapes that backtrack exponentially), is refused. The rest ('(?<=token=)\S+',
 // 'ghp_[A-Za-z0-9]{36}') cost at worst the square of a 64 KiB piece of a line.
 
-// Whether this Node.js has the linear engine; its flag is set once, before any pattern is
-// compiled (a pattern's engine is fixed when it is made). Runs without --redact never get here.
+// Whether this Node.js has the linear engine. Its flag is set at boot (boot/flags.ts, for
+// the code cache's sake); set here only when this code runs without that boot (unit tests).
 let linear: boolean | null = null;
 
 function linearEngine(): boolean {
   if (linear === null) {
-    setFlagsFromString('--enable-experimental-regexp-engine');
-    try {
-      // biome-ignore lint/complexity/useRegexLiterals: /a/l would not parse before the flag is set
-      new RegExp('a', 'l');
-      linear = true;
-    } catch {
-      linear = false;
-    }
+    if (!probe()) setFlagsFromString('--enable-experimental-regexp-engine');
+    linear = probe();
   }
   return linear;
+}
+
+function probe(): boolean {
+  try {
+    // biome-ignore lint/complexity/useRegexLiterals: /a/l would not parse before the flag is set
+    new RegExp('a', 'l');
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 // `source` compiled for masking (global), on the linear engine when it can be; null when it
