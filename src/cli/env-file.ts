@@ -41,7 +41,9 @@ export function parseEnvFile(text: string, file: string): Record<string, string>
     const match = /^(?:export\s+)?([^=\s]+)\s*=\s*(.*)$/s.exec(line);
     if (!match) throw new UsageError(`${where}: expected KEY=VALUE`);
     const key = match[1] as string;
-    if (!NAME.test(key)) throw new UsageError(`${where}: '${key.slice(0, 40)}' is not a variable name (letters, digits and _, not starting with a digit)`);
+    // Not quoted either: the last line of a key pasted without quotes (base64 and its '='
+    // padding) reads as KEY=VALUE, and its 'key' is a piece of the secret.
+    if (!NAME.test(key)) throw new UsageError(`${where}: the key is not a variable name (letters, digits and _, not starting with a digit)`);
     const rest = match[2] as string;
     const quote = rest[0];
     let value: string;

@@ -21,7 +21,8 @@ export function outcomeRules(
   }
   return {
     minDurationMs,
-    // The trace prefix is PS4 as the command will see it: cronguard passes its environment on.
+    // The trace prefix is PS4 as the command will see it: cronguard passes its environment on
+    // (a PS4 in --env-file's file takes its place; see run/attempts.ts).
     failOnStderr: options.failOnStderr === true ? Object.freeze({ ps4: env.PS4 ?? '+ ' }) : null,
   };
 }

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
+import { boundedPattern } from './redact-pattern.js';
 import type { Setting } from './settings.js';
 
 // The run's secrecy settings: --env-file, --redact (with the configuration's redact lines)
@@ -28,5 +29,12 @@ function compile({ value, from }: Setting): RegExp {
     throw new UsageError(`${where}: '${value}' is not a valid regular expression (${why})`);
   }
   if (new RegExp(pattern.source).test('')) throw new UsageError(`${where}: '${value}' matches the empty string; give a pattern that matches only what to mask`);
-  return pattern;
+  // Matched in bounded time, or refused: see cli/redact-pattern.ts.
+  const bounded = boundedPattern(value);
+  if (bounded === null) {
+    throw new UsageError(
+      `${where}: '${value}' could take exponential time on a long line (a back-reference, or a repeated group holding a quantifier or '|', with a lookaround or a repeat count over 16); rewrite it without that`,
+    );
+  }
+  return bounded;
 }

@@ -100,8 +100,8 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
     ctx.recorder.serving(requests.map((r) => r.id));
     const showHeld = (ended: ChildResult) => failed(verdictOf(ended)) && !mayRetry(verdictOf(ended));
-    // Imported on demand: a run without --fail-on-stderr loads none of its code.
-    const stderrRule = config.failOnStderr ? new (await import('./stderr-rule.js')).StderrRule(config.failOnStderr.ps4) : null;
+    // Imported on demand (none of its code without --fail-on-stderr); PS4 is the command's, an env file's first.
+    const stderrRule = config.failOnStderr ? new (await import('./stderr-rule.js')).StderrRule(ctx.fileEnv?.PS4 ?? config.failOnStderr.ps4) : null;
     const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, fileEnv: ctx.fileEnv, masker: ctx.masker, live, say, held, showHeld, stderrRule });
     guard.current = child;
     ctx.stopWatch?.begin(child);

@@ -75,7 +75,7 @@ export class Syslog {
   private send(severity: 'info' | 'err', line: string): Promise<string | null> {
     if (this.stalled) return Promise.resolve('an earlier line was not taken; not tried again');
     return new Promise((resolve) => {
-      const args = [`--socket=${this.config.socket}`, '--socket-errors=on', `--tag=${redact(this.tag)}`, `--id=${process.pid}`, `--priority=${FACILITY}.${severity}`];
+      const args = [`--socket=${this.config.socket}`, '--socket-errors=on', `--tag=${syslogTag(this.tag)}`, `--id=${process.pid}`, `--priority=${FACILITY}.${severity}`];
       const child = spawn('logger', args, { stdio: ['pipe', 'ignore', 'pipe'] });
       let said = '';
       let settled = false;
@@ -107,6 +107,12 @@ export class Syslog {
       child.stdin.end(`${redact(line)}\n`);
     });
   }
+}
+
+// The job's name, a ':' in it as '_': rsyslog ends a tag at its first ':' (a job named
+// db:backup was program 'db', its message 'backup[PID]: event=...'); `job=` keeps the name.
+function syslogTag(job: string): string {
+  return redact(job).replaceAll(':', '_');
 }
 
 type Field = readonly [string, string | number | null];

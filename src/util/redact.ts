@@ -56,6 +56,11 @@ export function addMaskedValue(value: string): void {
   latin1Secrets = null;
 }
 
+// The env file's values that are masked, longest first (the masker cuts a long line between them).
+export function maskedValues(): readonly string[] {
+  return userSecrets;
+}
+
 // Whether the user asked for masking: a run without it pays nothing for it.
 export function masking(): boolean {
   return patterns.length > 0 || userSecrets.length > 0;

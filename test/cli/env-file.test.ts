@@ -35,8 +35,8 @@ describe('parseEnvFile (dotenv syntax)', () => {
 
   it.each([
     ['no equals sign', 'JUST_A_WORD\n', 'f:1: expected KEY=VALUE'],
-    ['a bad name', 'A-B=1\n', "f:1: 'A-B' is not a variable name (letters, digits and _, not starting with a digit)"],
-    ['a name starting with a digit', '\n9A=1\n', "f:2: '9A' is not a variable name (letters, digits and _, not starting with a digit)"],
+    ['a bad name', 'A-B=1\n', "f:1: the key is not a variable name (letters, digits and _, not starting with a digit)"],
+    ['a name starting with a digit', '\n9A=1\n', "f:2: the key is not a variable name (letters, digits and _, not starting with a digit)"],
     ['an unclosed double quote', 'A="open\nB=2\n', 'f:1: the value\'s opening " is never closed'],
     ['an unclosed single quote', "A='open\n", "f:1: the value's opening ' is never closed"],
     ['text after the closing quote', 'A=1\nB="x"y\n', `f:2: unexpected text after the closing " (put a comment after ' #')`],

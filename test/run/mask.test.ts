@@ -29,10 +29,27 @@ describe('masking streamed output', () => {
   it('holds at most a line, and masks a longer one in pieces', () => {
     const masker = new LineMasker(16);
     expect(masker.push(Buffer.from('0123456789'))).toBeNull();
-    expect(masker.push(Buffer.from('abcdefghij'))?.toString()).toBe('0123456789abcdefghij');
-    expect(masker.push(Buffer.from(`x\n${'y'.repeat(40)}\nz`))?.toString()).toBe(`x\n${'y'.repeat(40)}\n`);
+    // A piece of 16 is passed on; the rest of the line waits for more.
+    expect(masker.push(Buffer.from('abcdefghij'))?.toString()).toBe('0123456789abcdef');
+    expect(masker.push(Buffer.from(`x\n${'y'.repeat(40)}\nz`))?.toString()).toBe(`ghijx\n${'y'.repeat(40)}\n`);
     expect(masker.end()?.toString()).toBe('z');
     expect(masker.end()).toBeNull();
+  });
+
+  it('never cuts a long line inside a secret: after a blank near the end, else before the value', () => {
+    for (const max of [32, 64, 200]) {
+      for (let at = 0; at < max + 10; at++) {
+        const line = `${'x'.repeat(at)}${SECRET}${'z'.repeat(max)}\n`;
+        const spaced = `${'x'.repeat(at)} card=1234 ${'z'.repeat(max)}\n`;
+        const split = (text: string) => [Buffer.from(text.slice(0, max + 3)), Buffer.from(text.slice(max + 3))];
+        for (const chunks of [[Buffer.from(line)], split(line)]) {
+          expect(through(new LineMasker(max), chunks).toString(), `${max} ${at}`).toBe(`${'x'.repeat(at)}***${'z'.repeat(max)}\n`);
+        }
+        for (const chunks of [[Buffer.from(spaced)], split(spaced)]) {
+          expect(through(new LineMasker(max), chunks).toString(), `${max} ${at}`).toBe(`${'x'.repeat(at)} *** ${'z'.repeat(max)}\n`);
+        }
+      }
+    }
   });
 
   it('passes bytes that are not UTF-8 on unchanged, masking around them', () => {

@@ -165,7 +165,7 @@ describe('a secret kept in the env file', () => {
     // A malformed line is named by its number, never quoted: it may hold a secret.
     const bad: [string, RegExp][] = [
       [`A=1\n${SECRET}\n`, /job\.env:2: expected KEY=VALUE/],
-      [`1TOKEN=${SECRET}\n`, /job\.env:1: '1TOKEN' is not a variable name \(letters, digits and _, not starting with a digit\)/],
+      [`1TOKEN=${SECRET}\n`, /job\.env:1: the key is not a variable name \(letters, digits and _, not starting with a digit\)/],
       [`\n\nTOKEN="${SECRET}\nmore\n`, /job\.env:3: the value's opening " is never closed/],
       [`TOKEN='${SECRET}' trailing\n`, /job\.env:1: unexpected text after the closing ' \(put a comment after ' #'\)/],
     ];

@@ -83,6 +83,17 @@ describe('--syslog', () => {
     ]);
   });
 
+  it("tags a job whose name holds ':' with '_' in its place (rsyslog ends a tag at ':'), the job field keeping the name", async () => {
+    const { file, env } = await syslogged();
+    const result = await cronguard(['-n', 'db:backup@eu+1', '--syslog', '--', 'true'], env);
+    expect(result.code).toBe(0);
+    await waitFor(() => lines(file).length === 2, 'two lines');
+    for (const line of lines(file)) {
+      expect(line).toMatch(/^<78>\w{3} [ \d]\d \d\d:\d\d:\d\d db_backup@eu\+1\[\d+\]: event=/);
+      expect(parse(line).fields.job).toBe('db:backup@eu+1');
+    }
+  });
+
   it('reports a rule failure (--fail-on-stderr) as err with its error, redacted', async () => {
     const { file, env } = await syslogged();
     const script = 'echo "cannot reach postgres://backup:s3cret-pw@db/x, giving up" >&2';
