@@ -13,8 +13,10 @@ import { setFlagsFromString } from 'node:v8';
 // shapes that backtrack exponentially), is refused. The rest ('(?<=token=)\S+',
 // 'ghp_[A-Za-z0-9]{36}') cost at worst the square of a 64 KiB piece of a line.
 
-// Whether this Node.js has the linear engine. Its flag is set at boot (boot/flags.ts, for
-// the code cache's sake); set here only when this code runs without that boot (unit tests).
+// Whether this Node.js has the linear engine, its flag set on first use. Not at boot: any
+// V8 flag changes the hash a code cache is checked against, so Node's own built-in cache
+// and ours were rejected on every run (measured: +7 to 15 ms a plain run). Set here, it costs
+// a --redact run the cache of the files it loads later, and nothing to any other run.
 let linear: boolean | null = null;
 
 function linearEngine(): boolean {

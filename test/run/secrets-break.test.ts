@@ -73,10 +73,11 @@ describe('--redact on output a pattern backtracks on', () => {
       expect(result.code).toBe(64);
     }
     expect(statSync(ran, { throwIfNoEntry: false })).toBeUndefined();
-    // The engine's flag is set at boot: set later, it made V8 reject the code cache of every
-    // file loaded after it.
-    const cached = await cronguard(['-v', '--redact', 'pw=\\w+', '-n', 'c', '--', 'true'], box.env);
+    // The engine's flag is set only by --redact (a V8 flag makes V8 reject code caches made
+    // without it): a run without it keeps the whole cache, one with it still runs.
+    const cached = await cronguard(['-v', '-n', 'c', '--', 'true'], box.env);
     expect(cached.stderr).toMatch(/code cache: \d+ files compiled from it, 0 rejected by V8/);
+    expect((await cronguard(['-v', '--redact', 'pw=\\w+', '-n', 'c', '-c', 'echo pw=x1'], box.env)).stdout).toBe('***\n');
     // Lookarounds and long counted repeats alone are fine: they cannot blow up.
     const fine = await cronguard(['--redact', '(?<=token=)\\S+', '--redact', 'ghp_[A-Za-z0-9]{36}', '-n', 'f', '-c', `echo token=abc ghp_${'x'.repeat(36)}`], box.env);
     expect(fine).toMatchObject({ code: 0, stdout: 'token=*** ***\n' });
