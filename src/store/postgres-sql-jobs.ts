@@ -15,7 +15,7 @@ export function jobStatements(S: string) {
     // A pause or resume of a job and its event, in one statement (its CTE runs whether or not
     // it is read). A resume of a job not paused keeps no event.
     // A job's pause locks the fleet's row first, which waits for the admissions under way
-    // (they hold it FOR SHARE while they read the pauses, migration 0023): a drain after it
+    // (they hold it FOR SHARE while they read the pauses, migration 0021): a drain after it
     // sees the runs they admitted.
     pause: named(`WITH f AS (SELECT 1 FROM ${S}.fleet_pause WHERE id = 1 FOR UPDATE),
                   j AS (INSERT INTO ${S}.jobs (name, disabled, disabled_reason, disabled_at, disabled_by, disabled_until)

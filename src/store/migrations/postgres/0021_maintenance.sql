@@ -25,6 +25,10 @@ CREATE TABLE {{schema}}.pause_events (
 );
 CREATE INDEX pause_events_job ON {{schema}}.pause_events (job, id);
 
+-- admit(p) takes its shared lock on the fleet's row before it reads either pause, and a
+-- job's pause locks that row FOR UPDATE first (postgres-sql-jobs.ts): `disable NAME`, like a
+-- pause of the fleet, then waits for the admissions that read "not paused" and are still
+-- at work, so a --drain after it sees their runs.
 CREATE OR REPLACE FUNCTION {{schema}}.admit(p jsonb) RETURNS jsonb LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   job_name   text        := p->>'job';
@@ -58,16 +62,18 @@ BEGIN
     took_lock := true;
   END IF;
 
-  -- A paused job runs nothing; its requests wait. Its own pause holds until its until_at; the
-  -- fleet's, read under a shared lock on its row, holds for every job, one without a row
-  -- too. A pause (an UPDATE of that row) waits for the admissions under way, so a drain
-  -- after it sees the runs they admitted.
+  -- A paused job runs nothing; its requests wait. The fleet's row is locked (shared) before
+  -- either pause is read, and a pause of the fleet (an UPDATE of that row) or of one job
+  -- (which locks that row FOR UPDATE first) waits for the admissions under way, so a drain
+  -- after it sees the runs they admitted; an admission after it reads it, each statement
+  -- here seeing what was committed when it began. The job's own pause holds until its
+  -- until_at; the fleet's holds for every job, one without a row too.
+  PERFORM 1 FROM {{schema}}.fleet_pause f WHERE f.id = 1 FOR SHARE;
   SELECT disabled_reason AS reason, disabled_at AS since, disabled_by AS by, disabled_until AS until, false AS fleet
   INTO paused FROM {{schema}}.jobs
   WHERE name = job_name AND disabled AND (disabled_until IS NULL OR disabled_until > now());
   held := FOUND;
   IF NOT held THEN
-    PERFORM 1 FROM {{schema}}.fleet_pause f WHERE f.id = 1 FOR SHARE;
     SELECT f.reason, f.paused_at AS since, f.paused_by AS by, f.until_at AS until, true AS fleet
     INTO paused FROM {{schema}}.fleet_pause f WHERE f.id = 1 AND f.paused AND (f.until_at IS NULL OR f.until_at > now());
     held := FOUND;
