@@ -120,6 +120,9 @@ describe('stop, wrapper and signals (sqlite)', () => {
     // flock: the lock lives with the command, so nothing ends it with the wrapper.
     const run = start(['-n', 'orphan', '--', fixture('tree.sh'), pids], box.env);
     await waitFor(() => lines(pids).length === 3, 'the tree to start');
+    // The tree may start before its wrapper recorded the command's pid, which is what stop
+    // finds its group by: killed before that, it is the case left out (nothing to stand in for).
+    await waitFor(async () => (await box.runs())[0]?.child_pid != null, 'the command pid to be recorded');
     run.child.kill('SIGKILL');
     await run.done;
     for (const pid of pidsIn(pids)) expect(isAlive(pid)).toBe(true);
