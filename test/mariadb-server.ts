@@ -3,12 +3,15 @@ import { chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
+import { freePort } from './free-port.js';
 import { waitFor } from './helpers.js';
 
 // A MariaDB server of the test's own (Debian's mariadbd on a data directory made for it), for
 // what the shared server must not suffer: a crash, a restart. Field tests only.
 export interface PrivateMariadb {
   readonly url: string;
+  // The free port it was given (it keeps it across a restart).
+  readonly port: number;
   // Its own directory (the data directory is data/ in it), the mysql user's.
   readonly dir: string;
   // Kills the server at once (SIGKILL, as a crash or an OOM kill), or shuts it down cleanly.
@@ -34,7 +37,8 @@ export const haveMariadbd = (() => {
 
 // `extra`: more of mariadbd's options (TLS files, require_secure_transport); a file they name
 // must be readable by the mysql user.
-export async function privateMariadb(port: number, extra: readonly string[] = []): Promise<PrivateMariadb> {
+export async function privateMariadb(extra: readonly string[] = []): Promise<PrivateMariadb> {
+  const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'cronguard-mariadb-'));
   chownSync(dir, Number(execFileSync('id', ['-u', 'mysql']).toString()), Number(execFileSync('id', ['-g', 'mysql']).toString()));
   // Once more if it fails (seen once on a machine at load 14, reason unknown): its error then says why.
@@ -67,6 +71,7 @@ export async function privateMariadb(port: number, extra: readonly string[] = []
   };
   const handle: PrivateMariadb = {
     url: `mysql://root@127.0.0.1:${port}/mysql`,
+    port,
     dir,
     start: async () => {
       server = spawn('/usr/sbin/mariadbd', ['--no-defaults', `--datadir=${dir}/data`, `--port=${port}`, '--bind-address=127.0.0.1',

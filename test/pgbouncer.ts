@@ -1,14 +1,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { freePort } from './free-port.js';
 
 // A real PgBouncer (Debian's package) in front of the test server, for the field tests of
 // poolers. It refuses to run as root, so it runs as the postgres user, with its files in a
-// directory that user owns. Ports 6433-6439 only: Debian's own pgbouncer service, if the
-// package started it, listens on 6432.
+// directory that user owns, on a free port (never 6432, where Debian's own pgbouncer
+// service listens if the package started it).
 export const PGBOUNCER = '/usr/sbin/pgbouncer';
 export const hasPgbouncer = existsSync(PGBOUNCER);
-const PORTS = [6433, 6434, 6435, 6436, 6437, 6438, 6439];
 
 export interface Pgbouncer {
   // A URL of database `test` through the pooler, as cronguard is given it.
@@ -42,7 +42,11 @@ export async function startPgbouncer(options: PgbouncerOptions): Promise<Pgbounc
   };
   file('users.txt', `"${user}" "${password}"\n`);
   chownSync(dir, uidOf('postgres'), gidOf('postgres'));
-  for (const port of PORTS) {
+  const tried: number[] = [];
+  // A free port can be taken between the look and the pooler's bind: then another.
+  for (let tries = 0; tries < 5; tries++) {
+    const port = await freePort();
+    tried.push(port);
     file(
       'pgbouncer.ini',
       [
@@ -89,7 +93,7 @@ export async function startPgbouncer(options: PgbouncerOptions): Promise<Pgbounc
   }
   const log = readFileSync(join(dir, 'pgbouncer.log'), 'utf8');
   rmSync(dir, { recursive: true, force: true });
-  throw new Error(`pgbouncer did not start on any of ports ${PORTS.join(', ')}:\n${log}`);
+  throw new Error(`pgbouncer did not start on any of ports ${tried.join(', ')}:\n${log}`);
 }
 
 // Waits until the pooler says it listens on `port` (a connection alone could reach another

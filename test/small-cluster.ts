@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import pg from 'pg';
+import { clusterName, freePort } from './free-port.js';
 
 // A throwaway PostgreSQL cluster with few connections (`max_connections`), made with
 // Debian's postgresql-common tools on a name and port of its own, for the tests and the
@@ -31,9 +32,11 @@ function dropCluster(name: string): void {
   if (existsSync(`/etc/postgresql/${VERSION}/${name}`)) sh('pg_dropcluster', ['--stop', VERSION, name]);
 }
 
-// A fresh cluster (any earlier one of that name dropped first), started, with trust
-// authentication and a `test` database.
-export async function makeCluster(name: string, port: number, maxConnections: number): Promise<SmallCluster> {
+// A fresh cluster (any earlier one of that name dropped first), started on a free port, with
+// trust authentication and a `test` database; its name is `base` with this process's id.
+export async function makeCluster(base: string, maxConnections: number): Promise<SmallCluster> {
+  const name = clusterName(base);
+  const port = await freePort();
   dropCluster(name);
   sh('pg_createcluster', [VERSION, name, '-p', String(port), '-o', `max_connections=${maxConnections}`, '-o', 'shared_preload_libraries=pg_stat_statements', '--start', '--', '-A', 'trust']);
   const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });

@@ -2,12 +2,14 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket, connect as tcp } from 'node:net';
 import pg from 'pg';
+import { clusterName, freePort } from './free-port.js';
 import { waitFor } from './helpers.js';
 
 // A real streaming replica for the field tests: a throwaway primary and its standby, made
-// with Debian's postgresql-common tools (see /work/shared/FIELD.md), on ports of their own.
-export const PRIMARY = { name: 'cg_i18_primary', port: 5441 } as const;
-export const STANDBY = { name: 'cg_i18_standby', port: 5442 } as const;
+// with Debian's postgresql-common tools (see /work/shared/FIELD.md), on free ports that
+// makePair() chooses (read `port` after it).
+export const PRIMARY = { name: clusterName('cg_i18_primary'), port: 0 };
+export const STANDBY = { name: clusterName('cg_i18_standby'), port: 0 };
 const VERSION = '15';
 
 export const urlOf = (port: number, query = '') => `postgres://postgres@127.0.0.1:${port}/test${query}`;
@@ -28,6 +30,8 @@ function sh(command: string, args: string[]): void {
 // database, and a standby streaming from it.
 export async function makePair(): Promise<void> {
   dropPair();
+  PRIMARY.port = await freePort();
+  STANDBY.port = await freePort();
   sh('pg_createcluster', [VERSION, PRIMARY.name, '-p', String(PRIMARY.port), '--start', '--', '-A', 'trust']);
   await query(PRIMARY.port, 'CREATE DATABASE test', [], 'postgres');
   sh('pg_createcluster', [VERSION, STANDBY.name, '-p', String(STANDBY.port), '--', '-A', 'trust']);

@@ -166,7 +166,7 @@ function table(rows: [string, Figures][]): string[] {
 async function main(): Promise<void> {
   const missing = clusterToolsMissing();
   if (missing) return console.log(`\nlease bench skipped: ${missing}`);
-  const cluster: SmallCluster = await makeCluster('cg_i20_bench', 5452, 30);
+  const cluster: SmallCluster = await makeCluster('cg_i20_bench', 30);
   let pooler: Pgbouncer | null = null;
   const server = new pg.Client({ connectionString: cluster.url });
   try {
@@ -178,7 +178,7 @@ async function main(): Promise<void> {
     const lease = ['-l', 'lease', '--lease-ttl', '30s'];
     const rows: [string, Figures][] = [];
     rows.push([`${JOBS} jobs, -l lease via PgBouncer (10 server connections), pooler and server on the wrappers' two cores`, await phase('lease-shared', JOBS, (i) => `lease-shared-${i}`, lease, pooler.url, server, schema)]);
-    standApart('cg_i20_bench');
+    standApart(cluster.name);
     rows.push([`${JOBS} jobs, -l lease via PgBouncer (10 server connections)`, await phase('lease-many', JOBS, (i) => `lease-many-${i}`, lease, pooler.url, server, schema)]);
     rows.push([`${JOBS} jobs, -l postgres (direct, max_connections 30)`, await phase('advisory-many', JOBS, (i) => `advisory-many-${i}`, ['-l', 'postgres'], cluster.url, server, schema)]);
     rows.push([`${SAME} invocations of one job, -l lease via PgBouncer`, await phase('lease-one', SAME, () => 'lease-one', lease, pooler.url, server, schema)]);

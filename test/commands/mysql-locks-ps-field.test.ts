@@ -7,11 +7,10 @@ import { haveMariadbd, privateMariadb } from '../mariadb-server.js';
 // `cronguard locks` where performance_schema is on (MySQL 8's default). The shared MariaDB
 // runs with it off, and it is set only at a server's start: this test starts one of its own
 // with it on, and with the metadata-lock instrument MariaDB leaves off (MySQL 8: on).
-const PORT = 3314;
 
 describe.skipIf(!haveMariadbd)(`locks from performance_schema${haveMariadbd ? '' : ' (skipped: no /usr/sbin/mariadbd)'}`, () => {
   it('shows a --no-log run of a job the log never saw, from its connection\'s program name', async () => {
-    const server = await privateMariadb(PORT, ['--performance-schema=ON', '--performance-schema-instrument=wait/lock/metadata/sql/mdl=ON']);
+    const server = await privateMariadb(['--performance-schema=ON', '--performance-schema-instrument=wait/lock/metadata/sql/mdl=ON']);
     const database = `t_${randomBytes(6).toString('hex')}`;
     const box = sandbox();
     const env = { ...box.env, CRONGUARD_DATABASE_URL: server.url, CRONGUARD_SCHEMA: database };

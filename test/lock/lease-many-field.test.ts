@@ -10,7 +10,6 @@ import { clusterToolsMissing, makeCluster, type SmallCluster } from '../small-cl
 // PgBouncer in transaction pooling with 5 server connections, to a server of its own with
 // max_connections = 20 (an advisory lock would need 150). All run and are recorded.
 const JOBS = 150;
-const CLUSTER = { name: 'cg_i20_small', port: 5451 } as const;
 let cluster: SmallCluster | null = null;
 let pooler: Pgbouncer | null = null;
 
@@ -33,7 +32,7 @@ const missing = !hasPgbouncer ? `${PGBOUNCER} is missing` : clusterToolsMissing(
 const title = missing === null ? `-l lease: ${JOBS} jobs at once through PgBouncer, 5 server connections, max_connections = 20` : `-l lease, ${JOBS} jobs: skipped, ${missing}`;
 describe.skipIf(missing !== null)(title, () => {
   beforeAll(async () => {
-    cluster = await makeCluster(CLUSTER.name, CLUSTER.port, 20);
+    cluster = await makeCluster('cg_i20_small', 20);
     pooler = await startPgbouncer({ poolMode: 'transaction', poolSize: 5, target: cluster.url, maxClientConn: 200 });
   }, 300_000);
   afterAll(async () => {

@@ -9,10 +9,10 @@ import { mysqlQuery } from '../mysql-helpers.js';
 // reaches the log exactly once when the server is back.
 describe.skipIf(!haveMariadbd)('a MariaDB server that goes away mid-run', () => {
   it.each([
-    ['crashes (SIGKILL)', 'crash', 3311],
-    ['shuts down cleanly', 'shutdown', 3312],
-  ] as const)('%s: the command stops (75), nothing runs meanwhile (69), the run is recorded once', async (_what, how, port) => {
-    const server = await privateMariadb(port);
+    ['crashes (SIGKILL)', 'crash'],
+    ['shuts down cleanly', 'shutdown'],
+  ] as const)('%s: the command stops (75), nothing runs meanwhile (69), the run is recorded once', async (_what, how) => {
+    const server = await privateMariadb();
     const box = sandbox();
     const env = { ...box.env, CRONGUARD_DATABASE_URL: server.url, CRONGUARD_SCHEMA: 'cg_field' };
     const log = box.path('record');

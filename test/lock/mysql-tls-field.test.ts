@@ -27,10 +27,10 @@ function certificates(name: string): { dir: string; ca: string; wrongCa: string 
 describe.skipIf(!haveMariadbd)('MySQL over TLS, against a MariaDB that requires it', () => {
   it('connects with VERIFY_IDENTITY and the right CA; refuses a wrong CA, a wrong name and TLS turned off (69)', async () => {
     const { dir, ca, wrongCa } = certificates('localhost');
-    const server = await privateMariadb(3313, [`--ssl-ca=${ca}`, `--ssl-cert=${dir}/server.pem`, `--ssl-key=${dir}/server.key`,
+    const server = await privateMariadb([`--ssl-ca=${ca}`, `--ssl-cert=${dir}/server.pem`, `--ssl-key=${dir}/server.key`,
       '--require-secure-transport=ON']);
     const box = sandbox();
-    const at = (host: string, query: string) => ({ ...box.env, CRONGUARD_DATABASE_URL: `mysql://root@${host}:3313/?${query}`, CRONGUARD_SCHEMA: 'cg_tls' });
+    const at = (host: string, query: string) => ({ ...box.env, CRONGUARD_DATABASE_URL: `mysql://root@${host}:${server.port}/?${query}`, CRONGUARD_SCHEMA: 'cg_tls' });
 
     const verified = await cronguard(['-n', 'tls', '--', 'true'], at('localhost', `ssl-mode=VERIFY_IDENTITY&ssl-ca=${ca}`));
     expect(verified).toMatchObject({ code: 0, stdout: '', stderr: '' });

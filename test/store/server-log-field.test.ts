@@ -2,13 +2,14 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clusterName, freePort } from '../free-port.js';
 import { serve } from '../serve/serve-helpers.js';
 import { cronguard, fixture, lines, type Sandbox, sandbox, start, waitFor } from '../helpers.js';
 
 // A private cluster whose log this test reads (its name and port are this test's alone):
 // DBAs alert on ERROR, WARNING and FATAL lines, so a healthy fleet must leave none there.
-const CLUSTER = 'cg_i18_log';
-const PORT = 5443;
+const CLUSTER = clusterName('cg_i18_log');
+let PORT = 0;
 const LOG = `/var/log/postgresql/postgresql-15-${CLUSTER}.log`;
 const hasCluster = spawnSync('which', ['pg_createcluster']).status === 0;
 const url = (user = 'postgres', db = 'test') => `postgres://${user}@127.0.0.1:${PORT}/${db}`;
@@ -32,6 +33,7 @@ let logStart = 0;
 describe.skipIf(!hasCluster)('the server log stays quiet', () => {
   beforeAll(async () => {
     dropCluster();
+    PORT = await freePort();
     execFileSync('pg_createcluster', ['15', CLUSTER, '-p', String(PORT), '--start', '--', '-A', 'trust'], { stdio: 'ignore' });
     // WARNING and up, each with the statement that caused it.
     await admin(["ALTER SYSTEM SET log_min_messages = 'warning'", "ALTER SYSTEM SET log_min_error_statement = 'warning'", 'SELECT pg_reload_conf()', 'CREATE DATABASE test'], 'postgres');
