@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { describe as explain, UnavailableError } from '../errors.js';
+import { redact } from '../util/redact.js';
 import { markedMembers } from '../run/stop-run.js';
 import type { RunRow, RunStore } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
@@ -68,7 +69,7 @@ class Looker {
       }
       return await this.current.listRuns({ status: 'running', limit: SHOWN, ...(name === null ? {} : { jobs: [name] }) });
     } catch (error) {
-      if (this.lost === null) process.stderr.write(`cronguard: lost the run log while draining (${printable(explain(error))}); looking again until --drain ${this.drainFor} runs out\n`);
+      if (this.lost === null) process.stderr.write(`cronguard: lost the run log while draining (${printable(redact(explain(error)))}); looking again until --drain ${this.drainFor} runs out\n`);
       this.lost = error;
       this.current = null;
       return null;
@@ -76,7 +77,7 @@ class Looker {
   }
 
   outOfReach(): UnavailableError {
-    return new UnavailableError(`the run log is out of reach (${printable(explain(this.lost))}); runs may still be active after --drain ${this.drainFor}; the pause holds`);
+    return new UnavailableError(`the run log is out of reach (${printable(redact(explain(this.lost)))}); runs may still be active after --drain ${this.drainFor}; the pause holds`);
   }
 
   // Those it opened; the first is its caller's.

@@ -7,6 +7,7 @@ import { describe } from '../errors.js';
 import { formatDuration } from '../util/duration.js';
 import { withExtraCa } from '../util/extra-ca.js';
 import { printable } from '../util/printable.js';
+import { redact } from '../util/redact.js';
 
 // What a notifier is told: the same fields as environment variables (--notify) and as JSON
 // (--notify-url), all of them redacted already.
@@ -92,7 +93,8 @@ export function runNotifyCommand(command: string, alert: Alert, timeoutMs: numbe
       // Its stderr's last line, read when the warning is made: output may follow the exit.
       exited = () => {
         if (code === 0) return null;
-        const said = printable(stderr.trim().split('\n').at(-1) ?? '').slice(-STDERR_CHARS);
+        // Masked before it is escaped and cut, which would leave a secret unrecognised.
+        const said = printable(redact(stderr.trim().split('\n').at(-1) ?? '')).slice(-STDERR_CHARS);
         return `${signal ? `killed by ${signal}` : `failed with exit ${code}`}${said ? `: ${said}` : ''}`;
       };
       // Its own outcome stands, whatever it left behind holding its stderr.

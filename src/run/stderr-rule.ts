@@ -1,4 +1,5 @@
 import { printable } from '../util/printable.js';
+import { maskSecrets } from '../util/redact.js';
 
 // How much of the first offending line the run log's error keeps.
 const SHOWN_CHARS = 120;
@@ -103,8 +104,10 @@ function matches(buffer: Buffer, at: number, part: Buffer): boolean {
   return true;
 }
 
+// Masked first, then escaped and cut: a secret holding a tab or a quote, or straddling the
+// cut, no longer matches once escaped or cut, and would reach the run log's error in part.
 function shown(line: Buffer): string {
-  const text = printable(line.toString('utf8').replace(/\r$/, ''));
+  const text = printable(maskSecrets(line.toString('utf8').replace(/\r$/, '')));
   if (text === '') return '(an empty line)';
   return text.length > SHOWN_CHARS ? `${text.slice(0, SHOWN_CHARS)}...` : text;
 }

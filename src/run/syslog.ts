@@ -135,7 +135,10 @@ function message(event: string, fields: readonly Field[]): string {
   return pairs.map(([key, value]) => `${key}=${formatValue(String(value))}`).join(' ');
 }
 
-function formatValue(value: string): string {
+// Masked before it is cut and quoted: quoting escapes a '"' or '\\' in a secret, and the
+// escaped form no longer matches the mask the whole line gets after.
+function formatValue(raw: string): string {
+  const value = redact(raw);
   const short = value.length > MAX_VALUE_CHARS ? `${value.slice(0, MAX_VALUE_CHARS)}...` : value;
   if (/^[^\s"=\\\x00-\x1f\x7f-\x9f]+$/.test(short)) return short;
   return JSON.stringify(short).replace(/[\x7f-\x9f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);

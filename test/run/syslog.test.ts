@@ -105,6 +105,17 @@ describe('--syslog', () => {
     expect(lines(file).join('\n')).not.toContain('s3cret');
   });
 
+  it("masks an env file's value before quoting it: a '\"' or '\\\\' in it, escaped first, no longer matched the mask", async () => {
+    const { box, file, env } = await syslogged();
+    const secrets = box.path('job.env');
+    writeFileSync(secrets, 'PW="Qp7\\"Hidden\\\\Value99"\n', { mode: 0o600 });
+    const result = await cronguard(['-n', 'quoted', '--syslog', '--fail-on-stderr', '--env-file', secrets, '-c', 'echo "connect failed: $PW" >&2'], env);
+    expect(result.code).toBe(1);
+    await waitFor(() => lines(file).length === 2, 'two lines');
+    expect(parse(lines(file)[1] as string).fields.error).toBe('wrote to stderr: connect failed: ***');
+    expect(lines(file).join('\n')).not.toMatch(/Qp7|Hidden|Value99/);
+  });
+
   it('sends the end of a killed run with its signal, and of a command that could not start (no start line)', async () => {
     const { file, env } = await syslogged();
     expect((await cronguard(['-n', 'killed', '--syslog', '--', 'sh', '-c', 'kill -TERM $$'], env)).code).toBe(143);
