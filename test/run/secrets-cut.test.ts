@@ -7,10 +7,8 @@ import { STORES, storeBox } from '../stores.js';
 // escaped '"', '\' or tab, or a secret cut in two at the 120th character, no longer matches
 // the mask and went out in part or whole (issue 35, items 1 and 3).
 
-// Each a secret of the env file: with a quote and a backslash, with a tab, and one that the
-// 120-character cut of the stderr line falls inside.
-const QUOTED = 'Qp7"Hidden\\Value99';
-const TABBED = 'Tab\tSecret\tValue77';
+// The env file's secrets: one with a quote and a backslash (Qp7"Hidden\Value99), one with
+// tabs, and one that the 120-character cut of the stderr line falls inside.
 const STRADDLING = 'Zq9SuperSecretStraddle';
 const ENV = `QUOTED="Qp7\\"Hidden\\\\Value99"\nTABBED="Tab\\tSecret\\tValue77"\nSTRADDLING=${STRADDLING}\n`;
 // What no text may hold: each secret, and each of its parts longer than three characters as
