@@ -4,6 +4,7 @@ import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
 import { Settings } from './cli/settings.js';
 import { CronguardError, EXIT, storeError, UsageError } from './errors.js';
 import { runJob } from './run/job.js';
+import { answerDoorbell } from './run/stop-watch.js';
 import { restoreExtraCaCerts } from './util/extra-ca.js';
 import { flushed, messages, ownLine } from './util/io.js';
 import { isRoot } from './util/paths.js';
@@ -42,6 +43,7 @@ async function main(args: readonly string[]): Promise<number> {
   }
   if (first === 'help') return help(args.slice(1));
   if (Object.hasOwn(SUBCOMMANDS, first)) return subcommand(first, args.slice(1));
+  answerDoorbell();
   const parsed = parseRunArgs(first === 'run' ? args.slice(1) : args);
   if (parsed.options.help) {
     process.stdout.write(runHelp());

@@ -46,6 +46,9 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   // retry, for the next run of a loop (one line, exit 128+N). A running command gets it
   // forwarded (the supervisor), and nothing new starts after it.
   const stop = new AbortController();
+  // Kept to the process's end: a signal that comes once the command has ended and its outcome
+  // is recorded cuts short what is left (housekeeping, closing), never the exit code, which
+  // stays the command's; removed, it would kill the wrapper (128+N) after a recorded success.
   const onSignal = (signal: NodeJS.Signals) => stop.abort(signal);
   for (const signal of FORWARDED) process.on(signal, onSignal);
   const interrupted = (when: string) => new Interrupted(config.name, stop.signal.reason as NodeJS.Signals, when);
@@ -90,7 +93,6 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     const code = await runAttempts(ctx, run, admission.requests);
     return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt }, code, scheduledLook(config, null));
   } finally {
-    for (const signal of FORWARDED) process.off(signal, onSignal);
     const ran = admission?.admitted || admission?.held;
     await (admission?.admitted ? admission.lock : admission?.held)?.release();
     if (gate && ran) await housekeep(gate.recorder, config, say);

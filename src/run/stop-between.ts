@@ -39,8 +39,8 @@ export async function isBetweenRuns(store: RunStore, row: RunRow): Promise<boole
 }
 
 // Whether the wrapper that recorded `row` still runs. Only a row that names its wrapper's start
-// tells: an ended row's bare pid is most likely another process's by now, which a SIGUSR2
-// (the doorbell) would kill.
+// tells: an ended row's bare pid is most likely another process's by now, which need not be
+// rung (a wrapper of an earlier version answers SIGUSR2, which kills most programs).
 function living(row: RunRow): boolean {
   return row.wrapper_start !== null && isSameProcess(row.pid, row.wrapper_start);
 }

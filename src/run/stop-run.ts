@@ -80,7 +80,7 @@ function ring(pid: number): void {
 
 // Polls the run's row until it has ended, or the wait is out (the row as last seen). On this
 // host (`order` given), a wrapper that dies meanwhile without recording the end (SIGKILLed;
-// one of a version before stop, which SIGUSR2 ends) is stood in for.
+// one of a version before stop, which ignores the doorbell) is stood in for.
 async function waitForEnd(store: RunStore, row: RunRow, waitMs: number, order: StopOrder | null): Promise<Stopping> {
   const deadline = Date.now() + waitMs;
   let seen = row;

@@ -4,9 +4,24 @@ import type { Supervision } from './supervisor.js';
 
 // The signal `cronguard stop` on this host sends the wrapper to say "read your stop request
 // now". Only a doorbell: the request itself, with the signal and who asked, is in the run's
-// row, so an outside SIGUSR2 with no request behind it changes nothing, and an outside
-// SIGTERM is never mistaken for a stop.
-export const DOORBELL: NodeJS.Signals = 'SIGUSR2';
+// row, so a doorbell with no request behind it changes nothing, and an outside SIGTERM is
+// never mistaken for a stop. SIGURG, whose default action is to be ignored: a doorbell that
+// comes before the wrapper listens, or after Node has let go of its handlers at exit (the
+// event loop ended), or to a pid that is no longer a wrapper's, does nothing. SIGUSR2 (the
+// doorbell of earlier versions) killed a wrapper rung as it exited, after its run was
+// recorded: cron saw 140, not the command's code.
+export const DOORBELL: NodeJS.Signals = 'SIGURG';
+// Answered as the doorbell too, for a `cronguard stop` of an earlier version.
+const OLD_DOORBELL: NodeJS.Signals = 'SIGUSR2';
+
+// The StopWatch of this invocation, once there is one; null before.
+let answering: (() => void) | null = null;
+
+// Answers the doorbells from the start of the run path to the process's end: a ring before
+// the run's StopWatch exists, or after it closed, is heard and does nothing.
+export function answerDoorbell(): void {
+  for (const signal of [DOORBELL, OLD_DOORBELL]) process.on(signal, () => answering?.());
+}
 
 // How often a run with a shared log asks whether another host asked it to stop: one
 // primary-key probe of a table that has rows only for runs someone stopped.
@@ -37,7 +52,7 @@ export class StopWatch {
     // Told once per new request (the invocation starts nothing more).
     private readonly onStop: (request: StopRequest) => void,
   ) {
-    process.on(DOORBELL, this.ring);
+    answering = this.ring;
   }
 
   // The stop request acted on, if any.
@@ -64,8 +79,9 @@ export class StopWatch {
     this.timer = null;
   }
 
-  // The handler stays: a doorbell rung just as the run ended (its stopper read the row while
-  // it was running) must not kill the wrapper, whose exit code is the command's.
+  // The doorbell is still answered (answerDoorbell): one rung just as the run ended (its
+  // stopper read the row while it was running) must not kill the wrapper, whose exit code is
+  // the command's.
   close(): void {
     this.end();
     this.closed = true;
