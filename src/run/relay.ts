@@ -163,9 +163,15 @@ export class Relay {
     // ...never, behind a reader slower than the command, its own last output.
     const survivorsWriting = () =>
       this.bytesRead - exit.bytes > BACKLOG_BYTES || (!exit.held && this.holdUps === exit.holdUps && monotonicMs() - exit.at >= WRITING_ON_MS);
-    while (this.interruptedBy === null && !this.sources.every((s) => s.ended)) {
+    const ended = () => this.sources.every((s) => s.ended);
+    while (this.interruptedBy === null && !ended()) {
       await sleep(POLL_MS);
-      const idle = monotonicMs() - this.lastData;
+      // The pipes may have ended during the sleep (a group killed by --timeout or stop closes
+      // them a moment after its leader's exit): then nobody held them.
+      if (ended()) break;
+      // Silence counts from the command's exit at the earliest: a command that wrote nothing,
+      // or last wrote long before, has not left a process holding its output by that alone.
+      const idle = monotonicMs() - Math.max(this.lastData, exit.at);
       if (this.sources.some((s) => s.blocked) || (idle < IDLE_MS && !survivorsWriting())) continue;
       const members = group.liveMembers();
       if (members !== null) return this.cut(`${members.join(', ') || 'its process group'} kept its output open after the command exited; not waited for`);

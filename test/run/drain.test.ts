@@ -112,6 +112,27 @@ describe('output after the command exits', () => {
     expect(runs(box.stateDir)[0]?.error).toBe('a process outside its group kept its output open after the command exited; not waited for');
   });
 
+  // Issue 35, item 13: the pipes of a group that --timeout or stop killed end a moment after
+  // its leader's exit; a silent command's "idle" counted from its start, so the note came
+  // at the first look, before the pipes were seen to end.
+  it('is never said of a silent command stopped by --timeout or stop: its pipes end with its group', async () => {
+    const box = sandbox();
+    for (let i = 0; i < 6; i++) {
+      const timedOut = await cronguard(['-n', 'silent', '-t', '1s', '--', 'sh', '-c', 'sleep 30; :'], box.env);
+      expect(timedOut.code).toBe(124);
+    }
+    for (let i = 0; i < 3; i++) {
+      const go = box.path(`go-${i}`);
+      const run = start(['-n', 'stopped', '--', 'sh', '-c', `touch ${go}; sleep 30; :`], box.env);
+      await waitFor(() => existsSync(go), 'the command to start');
+      expect((await cronguard(['stop', 'stopped'], box.env)).code).toBe(0);
+      expect((await run.done).code).toBe(143);
+    }
+    const errors = runs(box.stateDir).map((r) => r.error ?? '');
+    expect(errors).toHaveLength(9);
+    for (const error of errors) expect(error).not.toMatch(/kept its output open/);
+  });
+
   it('with stdout and stderr on one slow pipe (as cron has them), the summary line comes after all of the output', async () => {
     const box = sandbox();
     const done = box.path('done');
