@@ -37,6 +37,8 @@ export interface CuttingProxy {
   // 'delay': sends the statement held back on to the server, and all that follows it;
   // 'delay-reply': sends the client the reply held back, and all that follows it.
   pass(): void;
+  // How many statements holding the marker clients have sent through it so far.
+  sent(): number;
 }
 
 // A proxy in front of the test server that stops the first statement whose text holds
@@ -50,6 +52,7 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply' | 'de
   let reach: () => void = () => {};
   const reached = new Promise<void>((resolve) => (reach = resolve));
   let armed = true;
+  let sent = 0;
   const own = new Set<Socket>();
   const cut = () => {
     for (const socket of own) socket.destroy();
@@ -64,6 +67,7 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply' | 'de
     client.on('data', (data) => {
       if (stage === 'stopped') return;
       if (stage === 'delayed') return void delayed.push(data);
+      if (data.toString('latin1').includes(marker)) sent++;
       seen = (seen + data.toString('latin1')).slice(-4096);
       if (armed && stage === 'before' && seen.includes(marker)) {
         armed = false;
@@ -101,7 +105,7 @@ export async function cuttingProxy(marker: string, at: 'request' | 'reply' | 'de
     client.on('end', () => upstream.end());
     upstream.on('end', () => client.end());
   });
-  return { url, reached, cut, pass: () => pass() };
+  return { url, reached, cut, pass: () => pass(), sent: () => sent };
 }
 
 export interface FakeServer {

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { describe, UnavailableError } from '../errors.js';
-import type { RecorderParts } from '../store/shared.js';
+import type { RecorderParts, SharedSession, SharedStore } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 
@@ -14,6 +14,9 @@ export class LogLink {
   private warned = false;
   // Why the log failed, until it is said (see unavailable).
   protected failure: string | null = null;
+  // The sessions of the stores opened after the first, for -v's count of round trips: looks
+  // for a stop request over them are subtracted from the run's statements like any other.
+  readonly reopenedSessions: SharedSession[] = [];
 
   // Why this run cannot start without its log (--scheduled: whether the job is due is the
   // log's to say); null once the admission answered, or when it can.
@@ -58,7 +61,7 @@ export class LogLink {
   // log), or failed for a reason a new connection would not mend (a missing privilege).
   async reconnect(abort: AbortSignal): Promise<boolean> {
     if (!this.parts.reopen || this.writable || this.store?.connectionLost === false) return false;
-    const store = await this.parts.reopen(abort).catch(() => null);
+    const store = await this.reopened(abort).catch(() => null);
     if (!store) return false;
     await this.store?.close().catch(() => {});
     [this.store, this.spooling] = [store, false];
@@ -76,7 +79,7 @@ export class LogLink {
   async renewLostSession(): Promise<void> {
     const old = this.store;
     if (!this.parts.reopen || !this.writable || old?.connectionLost !== true) return;
-    const store = await this.parts.reopen().catch(() => null);
+    const store = await this.reopened().catch(() => null);
     if (!store) return;
     // The run's own statement may have renewed it meanwhile: that one stays.
     if (this.store !== old) return void (await store.close().catch(() => {}));
@@ -138,6 +141,12 @@ export class LogLink {
     this.warned = true;
   }
 
+  private async reopened(abort?: AbortSignal): Promise<SharedStore> {
+    const store = await (this.parts.reopen as (abort?: AbortSignal) => Promise<SharedStore>)(abort);
+    this.reopenedSessions.push(store.session);
+    return store;
+  }
+
   protected async attempt(what: string, op: (store: RunStore) => Promise<void>, retry = false): Promise<void> {
     if (!this.store || this.spooling) return;
     try {
@@ -148,7 +157,7 @@ export class LogLink {
     }
     try {
       await this.store.close().catch(() => {});
-      this.store = await this.parts.reopen();
+      this.store = await this.reopened();
       await op(this.store);
     } catch (error) {
       this.unavailable(what, error);

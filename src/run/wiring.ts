@@ -62,7 +62,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
   // A lock on a session of its own needs it: without it nothing runs (69). The log alone can wait.
   const lockSession = await database.connectLock(abort);
   const log: OpenedLog = config.log === 'shared' ? await sharedLog(config, say, database, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
-  const sessions = () => [lockSession, log.store?.session].filter((s, i, all) => s && all.indexOf(s) === i) as SharedSession[];
+  const sessions = () => [lockSession, log.store?.session, ...log.recorder.reopenedSessions].filter((s, i, all) => s && all.indexOf(s) === i) as SharedSession[];
   const roundTrips = () =>
     sessions().reduce((n, s) => ({ database: n.database, statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), { ...NONE, database: database.name });
   const dbLock = await database.databaseLock(lockSession, log.store, log.recorder.openFailure);

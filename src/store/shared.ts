@@ -28,7 +28,7 @@ export interface RecorderParts {
   readonly spool: Spool | null;
   // Opens a fresh store after the first one failed (e.g. its connection was lost); an aborted
   // `abort` gives up connecting.
-  readonly reopen: ((abort?: AbortSignal) => Promise<RunStore>) | null;
+  readonly reopen: ((abort?: AbortSignal) => Promise<SharedStore>) | null;
   // Why the store could not be opened at all, if it could not.
   readonly openError: unknown;
   readonly where: string;

@@ -17,15 +17,21 @@ describe('stop after the log connection was cut during a look (postgres)', () =>
     // the lock does not go with the session).
     const proxy = await cuttingProxy('stop_requests', 'request');
     const marks = box.path('marks');
-    const run = start(['-n', job, '-l', 'flock', '--', 'sh', '-c', `echo started >> '${marks}'; exec sleep 600`], { ...box.env, CRONGUARD_DATABASE_URL: proxy.url });
+    const run = start(['-v', '-n', job, '-l', 'flock', '--', 'sh', '-c', `echo started >> '${marks}'; exec sleep 600`], { ...box.env, CRONGUARD_DATABASE_URL: proxy.url });
     await waitFor(() => lines(marks).length === 1, 'the command to start');
     await proxy.reached;
     proxy.cut();
+    // Several looks over the fresh session (one every 2 s), each counted as a stop poll.
+    await waitFor(() => proxy.sent() >= 5, 'looks over the fresh session');
     // Bounded so that a stop that is never heard fails the test (124) instead of hanging.
     const stopped = await cronguard(['stop', job, '--wait', '2m'], box.env);
     expect(stopped.stderr).toMatch(/killed: stopped by root@.* \(cronguard stop\)/);
     expect(stopped.code).toBe(0);
-    expect((await run.done).code).toBe(143);
+    const ended = await run.done;
+    expect(ended.code).toBe(143);
+    // -v counts the statements of the fresh session too, the looks over it among them: the
+    // count was negative (issue 35, item 11).
+    expect(ended.stderr).toMatch(new RegExp(`${job}: \\d+ PostgreSQL round trips? \\+ \\d+ stop polls? after connecting`));
     const rows = await pgRuns(box.schema);
     expect(rows.map((r) => r.status)).toEqual(['killed']);
   });
