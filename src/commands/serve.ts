@@ -1,11 +1,12 @@
 import type { Settings } from '../cli/settings.js';
 import { UsageError } from '../errors.js';
+import { parseDuration } from '../util/duration.js';
 import { TokenAuth } from '../serve/auth.js';
 import { parseAllowedHosts } from '../serve/hosts.js';
 import { DEFAULT_LISTEN, isLoopback, parseListen } from '../serve/listen.js';
 import { parseTrustProxy } from '../serve/proxy.js';
 import { buildApp, listen } from '../serve/server.js';
-import { StoreAccess } from '../serve/store-access.js';
+import { ANSWER_MS, StoreAccess } from '../serve/store-access.js';
 import { TokenFile } from '../serve/token-file.js';
 import { messages } from '../util/io.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
@@ -32,6 +33,7 @@ interface Flags {
   readOnly?: boolean;
   trustProxy?: string | true;
   allowedHosts?: string;
+  answerWithin?: string;
   quiet?: boolean;
 }
 
@@ -45,6 +47,7 @@ export async function serve(args: readonly string[], settings: Settings): Promis
     .option('--read-only', 'no Run now, Pause or Resume: every POST is refused, nothing is written')
     .option('--trust-proxy [addresses]', 'take X-Forwarded-* from these proxies (comma-separated; alone: one on this machine)')
     .option('--allowed-hosts <names>', 'host names to answer to besides this machine\'s own (comma-separated)')
+    .option('--answer-within <duration>', `a page says the log cannot be read (503) when it is silent this long (default ${ANSWER_MS / 1000}s)`)
     .option('-q, --quiet', 'no line per request on stderr')
     .addHelpText('after', HELP);
   parse(program, args);
@@ -59,7 +62,9 @@ export async function serve(args: readonly string[], settings: Settings): Promis
   const say = messages(true, 'cronguard serve');
   const tokenFile = flags.tokenFile === undefined ? null : new TokenFile(flags.tokenFile, say.warn);
   const auth = tokenFile === null ? null : new TokenAuth(() => tokenFile.current());
-  const store = new StoreAccess(new StoreChoice(program.opts(), settings), readOnly);
+  const answerMs = flags.answerWithin === undefined ? ANSWER_MS : parseDuration(flags.answerWithin, '--answer-within');
+  if (answerMs < 100) throw new UsageError(`--answer-within ${flags.answerWithin} is shorter than 100ms`);
+  const store = new StoreAccess(new StoreChoice(program.opts(), settings), readOnly, answerMs);
   const stop = new AbortController();
   const app = buildApp({ store, auth, quiet: flags.quiet === true, address, trusted, allowedHosts }, stop.signal);
   const running = await listen(app, address, stop);

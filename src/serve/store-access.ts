@@ -4,9 +4,10 @@ import { mysqlError } from '../store/mysql/errors.js';
 import type { DatabaseConfig, SharedStore } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 
-// How long a page waits for the shared log to answer (a statement, or a new connection)
-// before it says the log cannot be read: a database that stops answering (a cut network)
-// gives a 503 in seconds, and its stuck connection is replaced, not kept.
+// How long a page waits, by default, for the shared log to answer (a statement, or a new
+// connection) before it says the log cannot be read: a database that stops answering (a cut
+// network) gives a 503 in seconds, and its stuck connection is replaced, not kept. A far
+// database, or a machine under heavy load, may need longer (serve --answer-within).
 export const ANSWER_MS = 5000;
 
 // The run log could not answer: the pages say so (503) and the server carries on; the next
@@ -23,6 +24,7 @@ export class StoreAccess {
   constructor(
     private readonly choice: StoreChoice,
     readonly readOnly: boolean,
+    private readonly answerMs = ANSWER_MS,
   ) {}
 
   // Whether the log is shared with other hosts (a stop reaches their runs through it).
@@ -97,18 +99,18 @@ export class StoreAccess {
   }
 
   private open(): Promise<RunStore> {
-    const deadline = AbortSignal.timeout(ANSWER_MS);
+    const deadline = AbortSignal.timeout(this.answerMs);
     this.opening ??= this.choice
       .open(false, this.readOnly, 'cronguard:serve', deadline)
       .then((store) => {
-        if (this.choice.db) (store as SharedStore).answerWithin(ANSWER_MS);
+        if (this.choice.db) (store as SharedStore).answerWithin(this.answerMs);
         this.store = store;
         return store;
       })
       .catch((error: unknown) => {
         if (!deadline.aborted) throw error;
         const server = this.choice.db?.dialect === 'mysql' ? 'MySQL' : 'PostgreSQL';
-        throw new StoreDown(`cannot reach ${server} at ${this.choice.db?.display}: no answer within ${ANSWER_MS / 1000} s`);
+        throw new StoreDown(`cannot reach ${server} at ${this.choice.db?.display}: no answer within ${this.answerMs / 1000} s`);
       })
       .finally(() => {
         this.opening = null;

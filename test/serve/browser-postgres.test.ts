@@ -94,7 +94,7 @@ describe.skipIf(!chromiumPresent)(title, () => {
     await cronguard(['-n', job, '--', 'true'], box.env);
     const db = await proxy();
     try {
-      const server = await serve(['-q'], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
+      const server = await serve(['-q', '--answer-within', '5s'], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
       const page = await open(`${server.url}/`);
       const status = page.locator('#live-status');
       await expect.poll(() => page.locator(`tr[data-job="${job}"]`).count()).toBe(1);

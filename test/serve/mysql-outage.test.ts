@@ -20,7 +20,7 @@ describe('serve on a MySQL log that fails', () => {
     const job = box.job('frozen');
     await cronguard(['-n', job, '--', 'true'], box.env);
     const db = await mysqlProxy();
-    const server = await serve([], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
+    const server = await serve(['--answer-within', '5s'], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
     expect(await (await server.get('/')).text()).toContain(`data-job="${job}"`);
     db.freeze();
     for (const path of ['/', `/jobs/${job}`, '/api/jobs']) {

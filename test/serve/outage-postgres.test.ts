@@ -12,7 +12,7 @@ describe('serve: the run log becomes unreachable', () => {
     await cronguard(['-n', job, '--', 'true'], box.env);
     const db = await proxy();
     try {
-      const server = await serve([], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
+      const server = await serve(['--answer-within', '5s'], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
       expect(await (await server.get('/')).text()).toContain(`data-job="${job}"`);
       await db.stop();
       const down = await server.get('/');
@@ -65,7 +65,7 @@ describe('serve: the run log stops answering', () => {
     await cronguard(['-n', job, '--', 'true'], box.env);
     const db = await proxy();
     try {
-      const server = await serve([], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
+      const server = await serve(['--answer-within', '5s'], { ...box.env, CRONGUARD_DATABASE_URL: db.url });
       expect(await (await server.get('/')).text()).toContain(`data-job="${job}"`);
       db.freeze();
       // The first page waits out the deadline on the stuck connection, the next one on a new

@@ -20,8 +20,12 @@ afterEach(async () => {
   for (const served of running.splice(0)) await served.stop();
 });
 
+// The server waits up to a minute for the log's answers: the default 5 s, made for a database
+// that stopped answering, is not a bound a busy test machine always keeps (load 20-40 gave a
+// page the 503 of an outage). The outage tests give --answer-within themselves.
 export async function serve(args: readonly string[], env: NodeJS.ProcessEnv): Promise<Served> {
-  const started = start(['serve', '--listen', '127.0.0.1:0', ...args], env);
+  const answer = args.includes('--answer-within') ? [] : ['--answer-within', '60s'];
+  const started = start(['serve', '--listen', '127.0.0.1:0', ...answer, ...args], env);
   const output = collected(started);
   let exited = false;
   void started.done.then(() => (exited = true));
