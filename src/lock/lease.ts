@@ -10,12 +10,13 @@ import type { Lock } from './backend.js';
 // clock, and has its command gone well before that expiry can come:
 //   renew every third of the ttl; none succeeded for lossMs: lost, the command gets its
 //   kill signal, and SIGKILL graceMs later. The watchdog (cronguard stopped or killed) acts
-//   within watchdogLimitMs + 2 s of the last renewal's reply, at most 0.9 of the ttl, and
+//   within watchdogLimitMs + 2 s of the sending of the last renewal that succeeded, at most
+//   0.9 of the ttl, and
 //   no sooner than cronguard's own SIGKILL, so that a live cronguard always stops its
 //   command itself, with its signal first.
 const RENEW = 1 / 3;
-// After a renewal that failed, or whose answer came too late to beat the watchdog, the
-// next try comes this much of the ttl later (sooner when less is left before the loss).
+// After a renewal that failed, the next try comes this much of the ttl later (sooner when
+// less is left before the loss).
 const RETRY = 1 / 15;
 // A renewal still unanswered after half the time left before the loss (but not under this)
 // gets another beside it, over a connection of its own; the first keeps waiting, and its
@@ -27,7 +28,7 @@ const MIN_TRY_MS = 1000;
 const ASK_MS = 5000;
 
 // How long the command's watchdog lets a lease go without a renewal: it kills the command
-// between limit + 1 and limit + 2 s after the last renewal's reply (see Watchdog).
+// between limit + 1 and limit + 2 s after the last successful renewal was sent (see Watchdog).
 export function watchdogLimitMs(ttlMs: number): number {
   return Math.max(1000, Math.floor((ttlMs * 0.9 - 2000) / 1000) * 1000);
 }
@@ -124,16 +125,10 @@ export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Reco
     if (sent <= lastSent) return;
     lastSent = sent;
     armLoss();
-    // The watchdog counts from the beat, when the reply came; the lease's expiry counts
-    // from the renewal's start. A slow reply would move the watchdog's limit past the
-    // expiry: no beat then (the watchdog keeps counting from the last one that fits), and
-    // the next renewal soon, for a beat before the watchdog's limit. Not at once: replies
-    // are slow because the machine or the pooler is overloaded, and every holder renewing
-    // without pause would keep it so (measured: 500 holders on two cores never recovered).
-    if (monotonicMs() + watchdogLimitMs(ttlMs) + 2000 > sent + ttlMs) {
-      schedule(ttlMs * RETRY);
-      return;
-    }
+    // Every renewal that holds the lease feeds the watchdog, however late its reply: the beat
+    // carries how long ago the renewal was sent (heartbeat.sinceMs), and the watchdog counts
+    // from then, as the lease's expiry does. A late reply that fed it nothing left a valid
+    // lease's command to the watchdog's SIGKILL.
     for (const beat of beats) beat();
     schedule(sent + ttlMs * RENEW - monotonicMs());
   }

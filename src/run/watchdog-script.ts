@@ -6,14 +6,16 @@
 // Otherwise it reads the group, then waits: a `done` line means cronguard finished normally;
 // end of input without it means cronguard died (SIGKILL, the OOM killer) and its pipe closed,
 // and then the whole group is killed. With a limit, a timer beside it kills the group too when
-// no `beat` line came for $1 hundredths: cronguard is stopped and its lease running out. The
-// timer reads the time since boot (/proc/uptime, in hundredths, by a builtin) rather than
-// counting rounds of sleep: on a busy machine each takes longer than asked, and counted
-// rounds let the command outlive the lease. It sleeps until the limit would be reached (a
-// beat moves the limit only later), not a second at a time: a `sleep` a second for each of
-// hundreds of leased jobs is CPU taken from their renewals. A beat is a WINCH (ignored until
-// the trap is set), which ends the timer's wait at once; the timer ends when the watchdog
-// does, its sleep with it.
+// no `beat` line came for $1 hundredths: cronguard is stopped and its lease running out. A
+// beat line carries how many hundredths ago the proof it reports was sent (`beat N`): the
+// limit counts from then, as the lease's expiry does, not from the line's arrival (a reply
+// that came late still proves the lease). The timer reads the time since boot (/proc/uptime,
+// in hundredths, by a builtin) rather than counting rounds of sleep: on a busy machine each
+// takes longer than asked, and counted rounds let the command outlive the lease. It sleeps
+// until the limit would be reached, not a second at a time: a `sleep` a second for each of
+// hundreds of leased jobs is CPU taken from their renewals. A beat starts the timer again
+// from its new start (a fork per renewal, a third of the ttl apart); the timer ends when the
+// watchdog does, its sleep with it.
 //
 // cronguard writes the group right after the command's spawn, and may die or be stopped
 // before it can: the command runs then, the group unknown. So the timer starts before the
@@ -38,28 +40,28 @@ end() { if [ -n "$group" ]; then kill -s KILL -- "-$group" 2>/dev/null; else sca
 tick() {
   [ "$limit" -gt 0 ] || return 0
   [ -n "$timer" ] && kill "$timer" 2>/dev/null
-  (trap 'now; last=$now' WINCH; trap 'kill $s 2>/dev/null; exit' TERM
+  (trap 'kill $s 2>/dev/null; exit' TERM
    while kill -0 $$ 2>/dev/null; do
      now; left=$((last + limit - now)); [ "$left" -le 0 ] && { end; exit; }
      sleep $(((left + 99) / 100)) & s=$!; wait $s; kill $s 2>/dev/null
    done) &
   timer=$!
 }
-beat() { now; last=$now; kill -s WINCH "$timer" 2>/dev/null; }
+beat() { now; at=$((now - \${1:-0})); [ "$at" -gt "$last" ] && { last=$at; tick; }; }
 quit() { [ -n "$timer" ] && kill "$timer" 2>/dev/null; exit 0; }
 now; last=$((now - $2))
 tick
 while [ -z "$group" ]; do
-  read -r group || { scan; sleep 1; scan; quit; }
+  read -r group ago || { scan; sleep 1; scan; quit; }
   case $group in
     done) quit;;
-    beat) beat; group=;;
+    beat) beat "$ago"; group=;;
     *) tick;;
   esac
 done
-while read -r word; do
+while read -r word ago; do
   case $word in
-    beat) beat;;
+    beat) beat "$ago";;
     done) quit;;
   esac
 done

@@ -25,7 +25,9 @@ export class Watchdog {
 
   private constructor(private readonly heartbeat: Heartbeat | null) {
     this.child = this.adoptSpare() ?? this.launch();
-    this.stopBeats = heartbeat?.onBeat(() => this.child.stdin?.write('beat\n')) ?? (() => {});
+    // A beat says how long ago the proof it reports was sent: the watchdog counts from then,
+    // as the lease's expiry (or the lock's proof) does, not from when the reply came.
+    this.stopBeats = heartbeat?.onBeat(() => this.child.stdin?.write(`beat ${Math.ceil(heartbeat.sinceMs() / 10)}\n`)) ?? (() => {});
     this.check = setInterval(() => this.replaceIfStopped(), CHECK_MS);
     this.check.unref();
   }
