@@ -202,6 +202,18 @@ export class Session implements MysqlSession {
     return this.proof.onBeat(beat);
   }
 
+  longestSilenceMs(): number {
+    return this.proof.longestSilenceMs();
+  }
+
+  resetSilence(): void {
+    this.proof.resetSilence();
+  }
+
+  giveUpLock(reason: string): void {
+    this.loseLock(reason);
+  }
+
   // A heartbeat's question, straight on the connection (not counted as the run's statement).
   private readonly ask = async <R>(sql: string, params: readonly unknown[]): Promise<R[]> =>
     (await this.connection.query(sql, params as unknown[]))[0] as R[];

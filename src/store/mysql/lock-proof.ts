@@ -11,6 +11,8 @@ export class LockProof {
   private probe: MysqlLockProbe | null = null;
   // When (monotonicMs) the last question that came back proving the lock was sent.
   private lastProof = monotonicMs();
+  // The longest gap between two proofs since resetSilence.
+  private longestGap = 0;
   private readonly beats = new Set<() => void>();
 
   get held(): boolean {
@@ -21,6 +23,7 @@ export class LockProof {
   hold(probe: MysqlLockProbe): void {
     this.probe = probe;
     this.lastProof = monotonicMs();
+    this.longestGap = 0;
   }
 
   // Asks the server (with `ask`, or a plain round trip while no lock is held); null when the
@@ -29,6 +32,7 @@ export class LockProof {
     const sentAt = monotonicMs();
     const gone = this.probe ? await this.probe(ask) : await ask('SELECT 1', []).then(() => null);
     if (gone) return gone;
+    this.longestGap = Math.max(this.longestGap, sentAt - this.lastProof);
     this.lastProof = sentAt;
     for (const beat of this.beats) beat();
     return null;
@@ -36,6 +40,14 @@ export class LockProof {
 
   sinceMs(): number {
     return monotonicMs() - this.lastProof;
+  }
+
+  longestSilenceMs(): number {
+    return Math.max(this.longestGap, this.sinceMs());
+  }
+
+  resetSilence(): void {
+    this.longestGap = 0;
   }
 
   onBeat(beat: () => void): () => void {

@@ -49,9 +49,17 @@ function heldLock(session: MysqlSession, name: string, say?: Messages): { held: 
     commandDiesWithWrapper: true,
     onLost: (handler) => session.watch(handler),
     // The heartbeat tells, in its own time (MysqlSession.watch); after a long silence (a
-    // stopped cronguard) the server is asked before a command starts.
+    // stopped cronguard) the server is asked before a command starts. At the command's end, a
+    // silence as long as the watchdog's limit while it ran means the watchdog may have ended
+    // it, the lock unproven: the run is lost (75), whatever the command's own end says.
     verify: async (moment) => {
-      if (moment === 'start' && session.sinceBeatMs() > STALE_MS) await session.confirmLock();
+      if (moment === 'start') {
+        if (session.sinceBeatMs() > STALE_MS) await session.confirmLock();
+        session.resetSilence();
+        return;
+      }
+      const silent = session.longestSilenceMs();
+      if (silent >= WATCHDOG_MS) session.giveUpLock(`not proven held for ${(silent / 1000).toFixed(1)}s (cronguard was stopped or starved); its watchdog ends the command after ${WATCHDOG_MS / 1000}s`);
     },
     heartbeat: { limitMs: WATCHDOG_MS, sinceMs: () => session.sinceBeatMs(), onBeat: (beat) => session.onBeat(beat) },
     release: async () => {

@@ -46,6 +46,12 @@ export interface MysqlSession extends SharedSession {
   // from now on (returns what stops it): the command's watchdog counts on them (lock.ts).
   sinceBeatMs(): number;
   onBeat(beat: () => void): () => void;
+  // The longest time between two proofs of the lock (the last one and now included) since
+  // `resetSilence`: a wrapper stopped or starved that long had its command ended by the watchdog.
+  longestSilenceMs(): number;
+  resetSilence(): void;
+  // The lock counts as lost from now on (its holders hear, as from the heartbeat).
+  giveUpLock(reason: string): void;
   // Asks the server now whether the lock is still held; a loss goes to watch's handlers.
   confirmLock(): Promise<void>;
   // From now on, a statement left unanswered this long (the server silent meanwhile) ends
