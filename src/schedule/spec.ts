@@ -3,13 +3,14 @@ import { Cron } from 'croner';
 import { UsageError } from '../errors.js';
 import { parseDuration } from '../util/duration.js';
 import { printable } from '../util/printable.js';
+import { CronFires, GapFires } from './gaps.js';
 
 // A job's stored schedule (`cronguard schedule`): a period, or a 5-field cron expression
 // read in a time zone (the host's when none is given). `text` is its canonical spelling,
 // the one the run log stores and every reader shows.
 export type Schedule =
   | { readonly kind: 'every'; readonly everyMs: number; readonly text: string }
-  | { readonly kind: 'cron'; readonly expr: string; readonly tz: string | null; readonly text: string; readonly cron: Cron };
+  | { readonly kind: 'cron'; readonly expr: string; readonly tz: string | null; readonly text: string; readonly cron: CronFires };
 
 // cron's own shorthands, as Vixie cron spells them out.
 const MACROS: Record<string, string> = {
@@ -94,7 +95,7 @@ export function cronSchedule(expression: string, tz: string | null, label = 'sch
   if (fields.length !== 5) throw bad(`has ${fields.length} field${fields.length === 1 ? '' : 's'}`);
   const problem = fields.map((f, i) => fieldProblem(f, FIELDS[i] as (typeof FIELDS)[number])).find((p) => p !== null);
   if (problem) throw bad(problem);
-  let cron: Cron;
+  let cron: CronFires;
   try {
     // Vixie cron's rule: day of month OR day of week when both are restricted; AND when either
     // starts with `*` (so `*/2` and `mon` is Mondays on odd days, as crontab(5) has it).
@@ -102,7 +103,10 @@ export function cronSchedule(expression: string, tz: string | null, label = 'sch
     // Across DST changes, as Vixie cron: a job at a fixed time (no * or / in its minute and
     // hour) runs once when its time comes twice, and at the change when its time is skipped;
     // the others run at every local time that comes, twice or not at all.
-    cron = new Cron(expr, { mode: '5-part', paused: true, domAndDow, fixedTimeRule: 'no-wildcard', timezone: tz ?? hostZone() });
+    // croner keeps the last rule only for a gap that ends on the job's day; GapFires adds those
+    // that end past midnight.
+    const options = { mode: '5-part', paused: true, domAndDow, fixedTimeRule: 'no-wildcard', timezone: tz ?? hostZone() } as const;
+    cron = new CronFires(new Cron(expr, options), GapFires.applies(fields) ? new GapFires(tz ?? hostZone(), fields, options) : null);
   } catch (error) {
     throw bad(`is not valid: ${String((error as Error).message).replace(/^CronPattern: /, '')}`);
   }

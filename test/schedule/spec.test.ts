@@ -158,3 +158,23 @@ describe('when a scheduled job is due', () => {
     expect(scheduleDue(and, at('2026-12-02T12:00:00Z'), at('2026-12-03T12:00:00Z')).at).toEqual(new Date('2026-12-07T00:00:00Z'));
   });
 });
+
+describe('a fixed time in a spring-forward gap that ends at midnight', () => {
+  // America/Nuuk, 2026-03-28: 22:59 jumps to Sunday 00:00 (01:00 UTC). A job at 23:30 runs
+  // when the gap ends, as in any other gap (issue 35, item 15): croner skipped the night.
+  const at = Date.parse('2026-03-29T01:00:00Z');
+  it('fires when the gap ends, and then as usual', () => {
+    const schedule = parseSchedule('TZ=America/Nuuk 30 23 * * *');
+    if (schedule.kind !== 'cron') throw new Error('a cron schedule');
+    expect(schedule.cron.nextRun(new Date('2026-03-28T12:00:00Z'))?.toISOString()).toBe('2026-03-29T01:00:00.000Z');
+    expect(schedule.cron.nextRun(new Date(at))?.toISOString()).toBe('2026-03-30T00:30:00.000Z');
+    expect(schedule.cron.previousRuns(2, new Date(at + 1000)).map((d) => d.toISOString())).toEqual(['2026-03-29T01:00:00.000Z', '2026-03-28T01:30:00.000Z']);
+    expect(scheduleDue(schedule, Date.parse('2026-03-28T01:30:00Z'), at + 1000).due).toBe(true);
+  });
+
+  it('not on a day the job does not run: a Friday-only job skips nothing on that Saturday', () => {
+    const schedule = parseSchedule('TZ=America/Nuuk 30 23 * * 5');
+    if (schedule.kind !== 'cron') throw new Error('a cron schedule');
+    expect(schedule.cron.nextRun(new Date('2026-03-28T12:00:00Z'))?.toISOString()).toBe('2026-04-04T00:30:00.000Z');
+  });
+});
