@@ -89,7 +89,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
       await gate.recorder.finish(notStarted(stop.signal.reason, stopWatch.request?.by ?? null), true);
       throw interrupted('before the command started; nothing ran');
     }
-    if (replacing.length > 0) await (await import('./replace.js')).replaced(gate.recorder, replacing);
+    if (replacing.length > 0) await (await import('./replace.js')).replaced(gate.recorder, replacing, run.host);
     const code = await runAttempts(ctx, run, admission.requests);
     return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt }, code, scheduledLook(config, null));
   } finally {

@@ -1,7 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import { constants, hostname } from 'node:os';
 import type { NotifyConfig } from '../cli/notify.js';
 import { EXIT } from '../errors.js';
-import type { RunOutcome } from '../store/types.js';
+import type { AlertClaim, RunOutcome, RunRow } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { redact } from '../util/redact.js';
 import type { LogLink } from './log-link.js';
@@ -14,6 +15,12 @@ import { tail } from './ping.js';
 
 // The output tail a notifier gets, as much as a chat message or a mail can show.
 const TAIL_BYTES = 10 * 1024;
+// A claim to deliver outlives the notifiers' bound by this much: past it, an invocation that
+// died delivering (SIGKILL) no longer holds the next outcome's alert back.
+const CLAIM_MARGIN_MS = 10_000;
+// Changes one invocation delivers for others that ended while it was delivering, at most:
+// the next outcome of a job that flaps that fast says the rest.
+const FOLLOW_UPS = 3;
 
 export class Notifier {
   constructor(
@@ -23,22 +30,39 @@ export class Notifier {
   ) {}
 
   // An invocation's final outcome (a failed attempt that a retry makes good never comes
-  // here): notifies when the job's alert state in the log moved from ok to failing or back.
-  // When the log cannot answer (--no-log, or records go to the spool), a failure notifies
-  // all the same, since a duplicate alert beats a missed one, and a success does not: it
-  // cannot tell a recovery from one more good run. Never throws, never changes the outcome.
+  // here): notifies when the job's latest outcome differs from what was last delivered (ok,
+  // or failing), one invocation of a fleet delivering at a time: the log holds the state
+  // wanted, the state delivered, and who is delivering (see RunStore.wantAlert). An outcome
+  // that comes while another invocation delivers is said by that one once it is done, so
+  // the last alert delivered is the job's latest state, and a recovery goes out only after
+  // its failure did. An alert no notifier delivered leaves the state as it was delivered:
+  // the next outcome tries again, on whichever host. When the log cannot answer (--no-log,
+  // or records go to the spool), a failure notifies all the same, since a duplicate alert
+  // beats a missed one, and a success does not: it cannot tell a recovery from one more good
+  // run. Never throws, never changes the outcome.
   async ended(log: LogLink, runId: number | null, outcome: RunOutcome): Promise<void> {
     const failing = outcome.status !== 'succeeded';
-    const moved = await log.consult('record the alert state', (store) => store.markAlert(this.job, failing));
-    if (moved === false || (moved === null && !failing)) return;
-    const alert = this.alertOf(failing ? 'failed' : 'recovered', runId, outcome);
-    this.say.verbose(`${this.job}: notifying '${alert.event}'${moved === null ? ' (the run log cannot say whether it was said before)' : ''}`);
-    const delivered = await this.send(alert);
-    // An alert no notifier delivered (the webhook down when the incident began) gives the
-    // state back, so that the next outcome alike tries again, on whichever host: else the
-    // whole incident, however long, would go unheard. A compare-and-set again: if another
-    // host moved the state meanwhile, it said what there was to say.
-    if (moved && !delivered) await log.consult('give the alert state back', (store) => store.markAlert(this.job, !failing));
+    const token = randomBytes(8).toString('hex');
+    const forMs = this.config.timeoutMs + CLAIM_MARGIN_MS;
+    const asked = await log.consult('record the alert state', async (store) => ({ claim: await store.wantAlert(this.job, failing, runId, token, forMs) }));
+    if (asked === null) {
+      if (!failing) return;
+      this.say.verbose(`${this.job}: notifying 'failed' (the run log cannot say whether it was said before)`);
+      await this.send(this.alertOf(runId, outcome));
+      return;
+    }
+    let claim = asked.claim;
+    for (let said = 0; claim !== null; said++) {
+      const wanted: AlertClaim = claim;
+      if (said > FOLLOW_UPS) {
+        await log.consult('free the alert state', (store) => store.alertSent(this.job, token, null, forMs));
+        return;
+      }
+      const alert = wanted.runId === runId && wanted.failing === failing ? this.alertOf(runId, outcome) : await this.alertOfRun(log, wanted);
+      this.say.verbose(`${this.job}: notifying '${alert.event}'${alert.run_id === runId ? '' : ` (run ${alert.run_id}, which ended while an alert was being delivered)`}`);
+      const delivered = await this.send(alert);
+      claim = (await log.consult('record the alert delivered', (store) => store.alertSent(this.job, token, delivered ? wanted.failing : null, forMs))) ?? null;
+    }
   }
 
   // Both notifiers side by side; whether either delivered. A signal to cronguard meanwhile
@@ -62,25 +86,40 @@ export class Notifier {
     }
   }
 
-  // Every text that leaves cronguard passes through redact(), the output tail included (the
-  // whole output first: a secret the tail's start cut in two would no longer match).
-  private alertOf(event: Alert['event'], runId: number | null, outcome: RunOutcome): Alert {
-    const output = tail(redact(outcome.output ?? outcome.error ?? ''), TAIL_BYTES).toString('utf8');
+  // This invocation's own outcome. Every text that leaves cronguard passes through redact(),
+  // the output tail included (the whole output first: a secret the tail's start cut in two
+  // would no longer match).
+  private alertOf(runId: number | null, outcome: RunOutcome): Alert {
+    return this.alert(outcome.status, runId, exitCodeOf(outcome), hostname(), outcome.output ?? outcome.error);
+  }
+
+  // Another invocation's outcome (of this host or another), as the log recorded it.
+  private async alertOfRun(log: LogLink, claim: AlertClaim): Promise<Alert> {
+    const row = claim.runId === null ? null : await log.consult('read the run to notify of', (store) => store.getRun(claim.runId as number));
+    if (!row) return this.alert(claim.failing ? 'failed' : 'succeeded', claim.runId, null, '', null);
+    return this.alert(row.status, row.id, exitCodeOf(outcomeOf(row)), row.host, row.output ?? row.error);
+  }
+
+  private alert(status: string, runId: number | null, exitCode: number | null, host: string, output: string | null): Alert {
     return {
-      event,
+      event: status === 'succeeded' ? 'recovered' : 'failed',
       job: redact(this.job),
       run_id: runId,
-      exit_code: exitCodeOf(outcome),
-      host: redact(hostname()),
-      status: outcome.status,
-      output,
+      exit_code: exitCode,
+      host: redact(host),
+      status,
+      output: tail(redact(output ?? ''), TAIL_BYTES).toString('utf8'),
     };
   }
 }
 
+function outcomeOf(row: RunRow): Pick<RunOutcome, 'status' | 'exitCode' | 'signal'> {
+  return { status: row.status as RunOutcome['status'], exitCode: row.exit_code, signal: row.signal };
+}
+
 // The code cronguard exits with for this outcome (see judge): a timeout is 124, a lost
 // lock 75, a signal 128+N, a rule's failure of an exit 0 is 1; null when the command never ran to give one.
-function exitCodeOf(outcome: RunOutcome): number | null {
+function exitCodeOf(outcome: Pick<RunOutcome, 'status' | 'exitCode' | 'signal'>): number | null {
   if (outcome.status === 'timed_out') return EXIT.timeout;
   if (outcome.status === 'lock_lost') return EXIT.lockLost;
   const signo = outcome.signal === null ? undefined : (constants.signals as Record<string, number>)[outcome.signal];

@@ -42,12 +42,14 @@ export async function replaceRunning(recorder: RunRecorder, config: RunConfig, r
   return ended;
 }
 
-// The runs this one replaced now say by which run ("replaced by run N; " before how they ended).
-export async function replaced(recorder: RunRecorder, runs: readonly RunRow[]): Promise<void> {
+// The runs this one replaced now say by which run, and on which host ("replaced by run N on
+// HOST; " before how they ended): two --replace invocations racing both ask the old run to
+// stop, and the request it read may be the one whose run then did not start.
+export async function replaced(recorder: RunRecorder, runs: readonly RunRow[], host: string): Promise<void> {
   const id = recorder.runId;
   if (id === null) return;
   for (const row of runs) {
-    await recorder.consult('name the replacing run', (store) => store.amendError(row.id, `replaced by run ${id}; ${row.error ?? row.status}`));
+    await recorder.consult('name the replacing run', (store) => store.amendError(row.id, `replaced by run ${id} on ${host}; ${row.error ?? row.status}`));
   }
 }
 

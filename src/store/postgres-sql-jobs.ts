@@ -6,12 +6,19 @@ import { named } from './postgres-sql.js';
 // every reader shows. S is the quoted schema.
 export function jobStatements(S: string) {
   return {
-    // The alert state's compare-and-set (markAlert): a row comes back only when it moved. A
-    // host that finds it moved by another (the conflict's WHERE reads the latest row) gets none.
-    alertFailing: named(`INSERT INTO ${S}.jobs (name, alerted_at) VALUES (:job, now())
-                         ON CONFLICT (name) DO UPDATE SET alerted_at = excluded.alerted_at WHERE ${S}.jobs.alerted_at IS NULL
-                         RETURNING 1 AS moved`),
-    alertRecovered: named(`UPDATE ${S}.jobs SET alerted_at = NULL WHERE name = :job AND alerted_at IS NOT NULL RETURNING 1 AS moved`),
+    // The alert state (wantAlert, alertSent; migration 0023): the outcome wanted; the claim of
+    // a delivery, taken only while none is under way and the wanted state is not the one
+    // delivered (a row comes back when taken); the delivered state, set and the claim freed
+    // by its holder alone.
+    alertWanted: named(`INSERT INTO ${S}.jobs (name, alert_failing, alert_run) VALUES (:job, :failing, :run)
+                        ON CONFLICT (name) DO UPDATE SET alert_failing = excluded.alert_failing, alert_run = excluded.alert_run`),
+    alertClaim: named(`UPDATE ${S}.jobs SET alert_claim = :token, alert_claimed_until = now() + make_interval(secs => :for_ms / 1000.0)
+                       WHERE name = :job AND (alert_claim IS NULL OR alert_claimed_until < now())
+                         AND alert_failing IS NOT NULL AND alert_failing <> (alerted_at IS NOT NULL)
+                       RETURNING alert_failing AS failing, alert_run AS run_id`),
+    alertDelivered: named(`UPDATE ${S}.jobs SET alerted_at = CASE WHEN :failing THEN coalesce(alerted_at, now()) END, alert_claim = NULL
+                           WHERE name = :job AND alert_claim = :token`),
+    alertFreed: named(`UPDATE ${S}.jobs SET alert_claim = NULL WHERE name = :job AND alert_claim = :token`),
     // A pause or resume of a job and its event, in one statement (its CTE runs whether or not
     // it is read). A resume of a job not paused keeps no event.
     // A job's pause locks the fleet's row first, which waits for the admissions under way

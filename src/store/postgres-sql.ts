@@ -67,7 +67,7 @@ export function statements(S: string) {
                         ON CONFLICT (run_id) DO UPDATE SET signal = excluded.signal, requested_by = excluded.requested_by, requested_at = now()
                         RETURNING run_id`),
     stopRequest: named(`SELECT signal, requested_by AS by FROM ${S}.stop_requests WHERE run_id = :id`),
-    amendError: named(`UPDATE ${S}.runs SET error = :error WHERE id = :id AND status <> 'running'`),
+    amendError: named(`UPDATE ${S}.runs SET error = :error WHERE id = :id AND status <> 'running' AND (error IS NULL OR error NOT LIKE 'replaced by run %')`),
     // A run's outcome (finish(), migration 0013). With :unlock, the advisory lock goes in the
     // same round trip, once the row is updated: whoever takes the lock next waits for this
     // row, and finds it finished. Only on the server backend that took it (:backend): any

@@ -8,7 +8,7 @@ import type { Paused } from './jobs.js';
 import type { LockedAdmission, SharedStore } from './shared.js';
 import { type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toPaused, toRequestRow } from './postgres-rows.js';
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
-import { type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome, type LockRelease, type LockRequest, type RunningRow, type StopRequest } from './types.js';
+import { type AlertClaim, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome, type LockRelease, type LockRequest, type RunningRow, type StopRequest } from './types.js';
 import type { Admission, AdmitOptions, Holder } from './admission.js';
 
 export type { AdvisoryLock } from './postgres-rows.js';
@@ -135,8 +135,25 @@ export class PostgresStore extends PostgresReads implements SharedStore {
     await this.run(this.sql.releaseLease, { key: key.toString(), epoch: epoch.toString() });
   }
 
-  async markAlert(job: string, failing: boolean): Promise<boolean> {
-    return (await this.withSchema(() => this.run(failing ? this.sql.alertFailing : this.sql.alertRecovered, { job }))).length > 0;
+  async wantAlert(job: string, failing: boolean, runId: number | null, token: string, forMs: number): Promise<AlertClaim | null> {
+    await this.withSchema(() => this.run(this.sql.alertWanted, { job, failing, run: runId }));
+    return this.claimAlert(job, token, forMs);
+  }
+
+  // Two statements, not one transaction: the claim is a compare-and-set of its own, and
+  // another invocation's outcome or claim between them changes only who says what next.
+  async alertSent(job: string, token: string, delivered: boolean | null, forMs: number): Promise<AlertClaim | null> {
+    if (delivered === null) {
+      await this.run(this.sql.alertFreed, { job, token });
+      return null;
+    }
+    await this.run(this.sql.alertDelivered, { job, token, failing: delivered });
+    return this.claimAlert(job, token, forMs);
+  }
+
+  private async claimAlert(job: string, token: string, forMs: number): Promise<AlertClaim | null> {
+    const [row] = await this.run<{ failing: boolean; run_id: string | null }>(this.sql.alertClaim, { job, token, for_ms: forMs });
+    return row ? { failing: row.failing, runId: row.run_id === null ? null : Number(row.run_id) } : null;
   }
 
   async returnRequests(runId: number, u: Unserved): Promise<void> {

@@ -46,10 +46,18 @@ export const SQL = {
   scheduleOf: `SELECT schedule, unscheduled_said_at AS said FROM jobs WHERE name = ?`,
   // A run of --scheduled said that the job has no schedule (job, when): once a day.
   saidUnscheduled: `INSERT INTO jobs (name, unscheduled_said_at) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET unscheduled_said_at = excluded.unscheduled_said_at`,
-  // The alert state's compare-and-set (markAlert): a change counts 1 only when it moved.
-  alertFailing: `INSERT INTO jobs (name, alerted_at) VALUES (@job, @now) ON CONFLICT (name) DO UPDATE SET alerted_at = excluded.alerted_at
-                 WHERE jobs.alerted_at IS NULL`,
-  alertRecovered: `UPDATE jobs SET alerted_at = NULL WHERE name = @job AND alerted_at IS NOT NULL`,
+  // The alert state (wantAlert, alertSent; migration 0014): the outcome wanted; the claim of
+  // a delivery, taken only while none is under way and the wanted state is not the one
+  // delivered; the delivered state, set and the claim freed by its holder alone.
+  alertWanted: `INSERT INTO jobs (name, alert_failing, alert_run) VALUES (@job, @failing, @run)
+                ON CONFLICT (name) DO UPDATE SET alert_failing = excluded.alert_failing, alert_run = excluded.alert_run`,
+  alertClaim: `UPDATE jobs SET alert_claim = @token, alert_claimed_until = @until
+               WHERE name = @job AND (alert_claim IS NULL OR alert_claimed_until < @now)
+                 AND alert_failing IS NOT NULL AND alert_failing <> (alerted_at IS NOT NULL)
+               RETURNING alert_failing AS failing, alert_run AS run_id`,
+  alertDelivered: `UPDATE jobs SET alerted_at = CASE WHEN @failing THEN coalesce(alerted_at, @now) END, alert_claim = NULL
+                   WHERE name = @job AND alert_claim = @token`,
+  alertFreed: `UPDATE jobs SET alert_claim = NULL WHERE name = @job AND alert_claim = @token`,
   pendingOverlaps: `SELECT pending_overlaps AS n FROM jobs WHERE name = ?`,
   resetOverlaps: `UPDATE jobs SET pending_overlaps = 0 WHERE name = ?`,
   insertRun: `INSERT INTO runs (status, overlaps, request_id, ${RUN_COLUMNS}) VALUES ('running', @overlaps, @request_id, ${RUN_VALUES})`,
@@ -62,7 +70,7 @@ export const SQL = {
                 SELECT id, @signal, @by, @at FROM runs WHERE id = @id AND (status = 'running' OR @between = 1)
                 ON CONFLICT (run_id) DO UPDATE SET signal = excluded.signal, requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
   stopRequest: `SELECT signal, requested_by AS by FROM stop_requests WHERE run_id = ?`,
-  amendError: `UPDATE runs SET error = ? WHERE id = ? AND status <> 'running'`,
+  amendError: `UPDATE runs SET error = ? WHERE id = ? AND status <> 'running' AND (error IS NULL OR error NOT LIKE 'replaced by run %')`,
   finishRun: `UPDATE runs SET status = @status, finished_at = @finished_at, duration_ms = @duration_ms, exit_code = @exit_code,
                 signal = @signal, output = @output, output_truncated = @output_truncated, error = @error
               WHERE id = @id`,

@@ -15,7 +15,7 @@ import { outcomeParams, type RequestRecord, type Row, runParams, toRequestRow, t
 import { patiently, patientStore, SYNC_WAIT_MS } from './sqlite-busy.js';
 import { migrateSqlite } from './sqlite-migrations.js';
 import { listRunsSql, SQL } from './sqlite-sql.js';
-import { type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome, type RunRow, type RunStore, type RunTail, type StopRequest, type UnsettledRun } from './types.js';
+import { type AlertClaim, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome, type RunRow, type RunStore, type RunTail, type StopRequest, type UnsettledRun } from './types.js';
 import type { Admission, AdmitOptions, Holder } from './admission.js';
 
 // The addon by its file: better-sqlite3's own lookup (`bindings`) probes a dozen paths per start.
@@ -93,8 +93,30 @@ export class SqliteStore implements RunStore {
     return false;
   }
 
-  async markAlert(job: string, failing: boolean): Promise<boolean> {
-    return this.db.prepare(failing ? SQL.alertFailing : SQL.alertRecovered).run({ job, now: new Date().toISOString() }).changes === 1;
+  async wantAlert(job: string, failing: boolean, runId: number | null, token: string, forMs: number): Promise<AlertClaim | null> {
+    const { db } = this;
+    return db.transaction(() => {
+      db.prepare(SQL.alertWanted).run({ job, failing: failing ? 1 : 0, run: runId });
+      return this.claimAlert(job, token, forMs);
+    }).immediate();
+  }
+
+  async alertSent(job: string, token: string, delivered: boolean | null, forMs: number): Promise<AlertClaim | null> {
+    const { db } = this;
+    return db.transaction(() => {
+      if (delivered === null) {
+        db.prepare(SQL.alertFreed).run({ job, token });
+        return null;
+      }
+      db.prepare(SQL.alertDelivered).run({ job, token, failing: delivered ? 1 : 0, now: new Date().toISOString() });
+      return this.claimAlert(job, token, forMs);
+    }).immediate();
+  }
+
+  private claimAlert(job: string, token: string, forMs: number): AlertClaim | null {
+    const now = Date.now();
+    const row = this.db.prepare(SQL.alertClaim).get({ job, token, now: new Date(now).toISOString(), until: new Date(now + forMs).toISOString() }) as { failing: number; run_id: number | null } | undefined;
+    return row ? { failing: row.failing === 1, runId: row.run_id } : null;
   }
 
   async returnRequests(runId: number, u: Unserved): Promise<void> {

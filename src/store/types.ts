@@ -142,6 +142,12 @@ export type LockRelease = { readonly kind: 'advisory'; readonly key: bigint } | 
 // What an admission statement is asked to take with the run (see PostgresStore.lockAndAdmit).
 export type LockRequest = { readonly kind: 'advisory'; readonly key: bigint } | { readonly kind: 'named'; readonly name: string } | { readonly kind: 'lease'; readonly key: bigint; readonly ttlMs: number };
 
+// A change of a job's alert state to deliver now: to failing or back, told of run `runId`.
+export interface AlertClaim {
+  readonly failing: boolean;
+  readonly runId: number | null;
+}
+
 // A request to stop a running run (cronguard stop, --replace): the signal for its command's
 // process group, and who asked ("alice@web1 (cronguard stop)"), read by the run's wrapper.
 export interface StopRequest {
@@ -161,17 +167,23 @@ export interface RunStore {
   // `unlock`: a lock the store holds (see LockRelease) to release in the same round trip;
   // returns whether it was released (never, by a store without such locks).
   finishRun(id: number, outcome: RunOutcome, final: boolean, unlock?: LockRelease | null): Promise<boolean>;
-  // An invocation's final outcome, for its notifiers (--notify): moves the job's alert state
-  // to failing (`failing`) or back, by compare-and-set; true when this call moved it, so one
-  // invocation of a whole fleet notifies of each change.
-  markAlert(job: string, failing: boolean): Promise<boolean>;
+  // An invocation's final outcome (run `runId`), for its notifiers (--notify): notes it as the
+  // job's wanted alert state, then claims, for `token` and at most `forMs`, the delivery of a
+  // change from the state last delivered. Null when there is nothing to say, or another
+  // invocation is delivering one (it says this outcome's once it is done: alertSent).
+  wantAlert(job: string, failing: boolean, runId: number | null, token: string, forMs: number): Promise<AlertClaim | null>;
+  // The delivery `token` claimed ended: `delivered`, the state it said (null: none delivered,
+  // and the next outcome tries again). Frees the claim, and claims again what the latest
+  // outcome wants when that is still not what was delivered (another came meanwhile).
+  alertSent(job: string, token: string, delivered: boolean | null, forMs: number): Promise<AlertClaim | null>;
   // Asks a running run's wrapper to stop it (a later request replaces an earlier one);
   // false when the run is not `running` (any more). `between`: the run has ended but its
   // wrapper lives on, between a retry's attempts or a loop's runs (see stop-between.ts).
   requestStop(runId: number, stop: StopRequest, between?: boolean): Promise<boolean>;
   // The stop asked of a run, or null: its wrapper's question while the command runs.
   stopRequest(runId: number): Promise<StopRequest | null>;
-  // Rewrites a finished run's `error` (a run replaced by another names its successor).
+  // Rewrites a finished run's `error` (a run replaced by another names its successor), once:
+  // a second --replace that ran after the first finds the run named by the first.
   amendError(runId: number, error: string): Promise<void>;
   // Gives back claimed requests the run will not serve (see Unserved).
   returnRequests(runId: number, unserved: Unserved): Promise<void>;

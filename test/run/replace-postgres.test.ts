@@ -25,7 +25,7 @@ describe.each(STORES)('--replace (%s)', (kind) => {
     const [first, second] = await box.runs();
     expect(second).toMatchObject({ status: 'succeeded', exit_code: 0 });
     expect(first).toMatchObject({ status: 'killed', signal: 'SIGTERM' });
-    expect(first?.error).toMatch(new RegExp(`^replaced by run ${second?.id}; stopped by root@${hostname()} \\(cronguard --replace, pid \\d+\\): killed by SIGTERM`));
+    expect(first?.error).toMatch(new RegExp(`^replaced by run ${second?.id} on ${hostname()}; stopped by root@${hostname()} \\(cronguard --replace, pid \\d+\\): killed by SIGTERM`));
   });
 
   it('with nothing running, runs as usual; with --no-log it is refused', async () => {
@@ -57,7 +57,7 @@ describe.each(['postgres', 'mysql'] as const)('--replace through the shared log 
     const [first, second] = await box.runs();
     expect(first).toMatchObject({ host: 'web2', status: 'killed' });
     expect(second).toMatchObject({ host: hostname(), status: 'succeeded' });
-    expect(first?.error).toMatch(new RegExp(`^replaced by run ${second?.id}; stopped by root@${hostname()} \\(cronguard --replace, pid \\d+\\)`));
+    expect(first?.error).toMatch(new RegExp(`^replaced by run ${second?.id} on ${hostname()}; stopped by root@${hostname()} \\(cronguard --replace, pid \\d+\\)`));
   });
 });
 
@@ -88,3 +88,24 @@ describe('--replace and the fleet rule (postgres)', () => {
     await old.done;
   });
 });
+
+// Two --replace invocations on two hosts race to replace one run: both ask it to stop, one
+// runs at once, the other after it (waiting for the lock). The replaced run names the run
+// that replaced it, and its host, once: the first replacer's (issue 35, item 14).
+describe.each(['postgres', 'mysql'] as const)('two --replace racing (%s)', (kind) => {
+  it('the replaced run names the run, and the host, that replaced it', async () => {
+    const box = storeBox(kind);
+    const job = box.job('race');
+    const pids = box.path('pids');
+    const old = start(['-n', job, '--', fixture('tree.sh'), pids], box.env, asHost('web1'));
+    await waitFor(() => lines(pids).length === 3, 'the old tree to start');
+    const racing = ['web2', 'web3'].map((host) => start(['-n', job, '--replace', '--every-tick', '-w', '1m', '--', 'true'], box.env, asHost(host)));
+    for (const done of await Promise.all(racing.map((r) => r.done))) expect(done).toMatchObject({ code: 0, stderr: '' });
+    expect((await old.done).code).toBe(143);
+    const [first, ...next] = await box.runs();
+    const replacer = next.sort((a, b) => Date.parse(String(a.started_at)) - Date.parse(String(b.started_at)))[0];
+    expect(first).toMatchObject({ host: 'web1', status: 'killed' });
+    expect(first?.error).toMatch(new RegExp(`^replaced by run ${replacer?.id} on ${replacer?.host}; stopped by root@web[23] `));
+  });
+});
+

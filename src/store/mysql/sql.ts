@@ -114,10 +114,19 @@ export function runSql(D: string) {
     // Due requests, oldest first (lock name, job); SKIP LOCKED: a claimer never waits for another's.
     dueRequests: `SELECT id, args FROM ${D}.requests WHERE job = ${UNDER_LOCK} AND status = 'pending' AND not_before <= UTC_TIMESTAMP(6)
                   ORDER BY id FOR UPDATE SKIP LOCKED`,
-    // The alert state's compare-and-set (markAlert), once the job's row exists (lockJob): one
-    // row changed only when it moved (found rows are those the WHERE matched).
-    alertFailing: `UPDATE ${D}.jobs SET alerted_at = UTC_TIMESTAMP(6) WHERE name = ? AND alerted_at IS NULL`,
-    alertRecovered: `UPDATE ${D}.jobs SET alerted_at = NULL WHERE name = ? AND alerted_at IS NOT NULL`,
+    // The alert state (wantAlert, alertSent; migration 0008), once the job's row exists
+    // (lockJob): the outcome wanted (failing, run, job); the claim of a delivery (token, ms,
+    // job), taken (one row changed) only while none is under way and the wanted state is not
+    // the one delivered, then read (job, token); the delivered state (failing, job, token), set
+    // and the claim freed by its holder alone.
+    alertWanted: `UPDATE ${D}.jobs SET alert_failing = ?, alert_run = ? WHERE name = ?`,
+    alertClaim: `UPDATE ${D}.jobs SET alert_claim = ?, alert_claimed_until = UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND
+                 WHERE name = ? AND (alert_claim IS NULL OR alert_claimed_until < UTC_TIMESTAMP(6))
+                   AND alert_failing IS NOT NULL AND alert_failing <> (alerted_at IS NOT NULL)`,
+    alertClaimed: `SELECT alert_failing AS failing, alert_run AS run_id FROM ${D}.jobs WHERE name = ? AND alert_claim = ?`,
+    alertDelivered: `UPDATE ${D}.jobs SET alerted_at = CASE WHEN ? THEN coalesce(alerted_at, UTC_TIMESTAMP(6)) END, alert_claim = NULL
+                     WHERE name = ? AND alert_claim = ?`,
+    alertFreed: `UPDATE ${D}.jobs SET alert_claim = NULL WHERE name = ? AND alert_claim = ?`,
     // A run of --scheduled said that the job has no schedule (when, job): once a day.
     saidUnscheduled: `UPDATE ${D}.jobs SET unscheduled_said_at = ? WHERE name = ?`,
     // The latest run by id, not max(started_at): one index probe however long the log.
@@ -153,7 +162,7 @@ export function runSql(D: string) {
                   SELECT id, ?, ?, UTC_TIMESTAMP(6) FROM ${D}.runs WHERE id = ? AND (status = 'running' OR ?)
                   ON DUPLICATE KEY UPDATE \`signal\` = ?, requested_by = ?, requested_at = UTC_TIMESTAMP(6)`,
     stopRequest: `SELECT \`signal\`, requested_by AS \`by\` FROM ${D}.stop_requests WHERE run_id = ?`,
-    amendError: `UPDATE ${D}.runs SET error = ? WHERE id = ? AND status <> 'running'`,
+    amendError: `UPDATE ${D}.runs SET error = ? WHERE id = ? AND status <> 'running' AND (error IS NULL OR error NOT LIKE 'replaced by run %')`,
     // The outcome's first statement: the run and its job's parked skips, both locked, so a
     // skip parked meanwhile waits and is read as committed (PostgreSQL 0016): what is read
     // is what is zeroed. `claims`: whether requests wait for its end.

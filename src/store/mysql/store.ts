@@ -4,7 +4,7 @@ import { setPauseIn } from './pause.js';
 import { type Cancellation, type NewRequest, requestStatusOf, type Unserved } from '../requests.js';
 import type { LockedAdmission, ServerLock, SharedStore } from '../shared.js';
 import type { SpooledRun } from '../spool.js';
-import type { LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome, StopRequest } from '../types.js';
+import type { AlertClaim, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome, StopRequest } from '../types.js';
 import { type Admission, type AdmitOptions, type Holder, keepsLock } from '../admission.js';
 import { type AdmissionLock, type Admitted, admitIn } from './admit.js';
 import { heldMysqlLocks } from './held-locks.js';
@@ -140,13 +140,31 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     for (const [statement, params] of this.recounts(job, from, to)) await t.execute(statement, params);
   }
 
-  async markAlert(job: string, failing: boolean): Promise<boolean> {
+  async wantAlert(job: string, failing: boolean, runId: number | null, token: string, forMs: number): Promise<AlertClaim | null> {
     const { sql } = this;
-    return this.withSchema(async () => {
+    await this.withSchema(async () => {
       // A job whose first invocation could not start its command (127) has no row yet.
-      if (failing) await this.write(sql.lockJob, [job]);
-      return (await this.write(failing ? sql.alertFailing : sql.alertRecovered, [job])).affectedRows === 1;
+      await this.write(sql.lockJob, [job]);
+      await this.write(sql.alertWanted, [failing ? 1 : 0, runId, job]);
     });
+    return this.claimAlert(job, token, forMs);
+  }
+
+  // Statements of their own, not one transaction: the claim is a compare-and-set of its own,
+  // and another invocation's outcome or claim between them changes only who says what next.
+  async alertSent(job: string, token: string, delivered: boolean | null, forMs: number): Promise<AlertClaim | null> {
+    if (delivered === null) {
+      await this.write(this.sql.alertFreed, [job, token]);
+      return null;
+    }
+    await this.write(this.sql.alertDelivered, [delivered ? 1 : 0, job, token]);
+    return this.claimAlert(job, token, forMs);
+  }
+
+  private async claimAlert(job: string, token: string, forMs: number): Promise<AlertClaim | null> {
+    if ((await this.write(this.sql.alertClaim, [token, forMs, job])).affectedRows !== 1) return null;
+    const [row] = await this.session.query<{ failing: number; run_id: number | string | null }>(this.sql.alertClaimed, [job, token]);
+    return row ? { failing: Number(row.failing) === 1, runId: row.run_id === null ? null : Number(row.run_id) } : null;
   }
 
   async returnRequests(runId: number, u: Unserved): Promise<void> {
