@@ -1,5 +1,6 @@
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError, UsageError } from '../errors.js';
+import { jobSchedule } from '../schedule/job.js';
 import { cronSchedule, everySchedule, parseSchedule, type Schedule, validZone } from '../schedule/spec.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
@@ -31,7 +32,12 @@ export async function schedule(args: readonly string[], settings: Settings): Pro
     if (wanted === undefined) {
       // Written by hand, it may hold anything its shape allows: never a control character raw.
       process.stdout.write(`${printable(job?.schedule ?? 'none')}\n`);
-      return 0;
+      // One that cannot be read (an UPDATE by hand) is not in force: a script reading it, or
+      // a web form showing it, learns so by the exit code, and why on stderr.
+      const problem = job ? jobSchedule(job, Date.now())?.problem : null;
+      if (!problem) return 0;
+      process.stderr.write(`cronguard schedule: ${printable(name)}'s stored schedule cannot be read (${printable(problem)}): --scheduled does not run it; set it again with --every or --cron\n`);
+      return 1;
     }
     if (wanted === null) {
       // A mistyped name must not read as done.

@@ -4,7 +4,7 @@ import { blockedSince, finalRuns, type JobStatus, type Paused, PAUSE_EVENTS_SHOW
 import { type LeasedJobStatus, leaseText, withLeases } from '../store/leases.js';
 import { NotFoundError } from '../errors.js';
 import type { RunStore } from '../store/types.js';
-import { type JobSchedule, jobSchedule } from '../schedule/job.js';
+import { type JobSchedule, jobSchedule, withScheduleProblem } from '../schedule/job.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { age, ago, clip, duration, percent, printable, sparkline, tableTime, terminalWidth, zoneName } from './format.js';
@@ -26,7 +26,8 @@ export async function status(args: readonly string[], settings: Settings): Promi
   const c = colours();
   // One job's object carries its pauses and resumes (and the fleet's) too.
   if (program.opts<{ json?: boolean }>().json) {
-    const shown = name === undefined ? jobs : jobs.map((j) => ({ ...j, pause_events: events }));
+    const read = withScheduleProblem(jobs, Date.now());
+    const shown = name === undefined ? read : read.map((j) => ({ ...j, pause_events: events }));
     process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`);
     return 0;
   }

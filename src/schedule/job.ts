@@ -43,3 +43,9 @@ export function withScheduleDue(j: JobStatus, now: number): JobStatus {
   const due = jobSchedule(j, now)?.due;
   return due ? { ...j, next_due_at: due.at.toISOString() } : j;
 }
+
+// Each job with `schedule_problem`: why its stored schedule cannot be read, null when it can
+// (or it has none), for `status --json` and the API, where a web form shows it.
+export function withScheduleProblem<J extends JobStatus>(jobs: readonly J[], now: number): (J & { schedule_problem: string | null })[] {
+  return jobs.map((j) => ({ ...j, schedule_problem: jobSchedule(j, now)?.problem ?? null }));
+}

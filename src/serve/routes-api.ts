@@ -1,5 +1,6 @@
 import type { Hono } from 'hono';
 import { exposition } from '../metrics/exposition.js';
+import { withScheduleProblem } from '../schedule/job.js';
 import { withLeases } from '../store/leases.js';
 import { argsProblem } from '../store/requests.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
@@ -10,8 +11,8 @@ const MAX_LIMIT = 1000;
 // The JSON API, in the shapes of the CLI's --json (status, history, requests), and the
 // Prometheus exposition of `cronguard metrics`.
 export function apiRoutes(app: Hono, ctx: ServeContext): void {
-  // The shape of `cronguard status --json`, leases included.
-  app.get('/api/jobs', async (c) => c.json(await ctx.store.read(async (s) => withLeases(s, await s.jobStatus(null)), [])));
+  // The shape of `cronguard status --json`, leases and schedule problems included.
+  app.get('/api/jobs', async (c) => c.json(await ctx.store.read(async (s) => withScheduleProblem(await withLeases(s, await s.jobStatus(null)), Date.now()), [])));
 
   app.get('/api/jobs/:name/runs', async (c) => {
     const name = nameOf(c);

@@ -16,6 +16,7 @@ describe.each(STORES)('cronguard schedule (%s)', (kind) => {
     expect(await cronguard(['schedule', job, '--every', '15m'], box.env)).toMatchObject({ code: 0, stderr: `cronguard: ${job} scheduled: every 15m\n` });
     const [status] = JSON.parse((await cronguard(['status', '--json', job], box.env)).stdout) as { schedule: string }[];
     expect(status?.schedule).toBe('every 15m');
+    expect(status).toMatchObject({ schedule_problem: null });
     // Never run: due since now.
     expect((await cronguard(['status', job], box.env)).stdout).toMatch(/\n {2}schedule {5}every 15m \(due since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(/);
     expect(await cronguard(['schedule', job, '--cron', 'TZ=UTC @daily'], box.env)).toMatchObject({ code: 0 });
@@ -41,10 +42,20 @@ describe.each(STORES)('cronguard schedule (%s)', (kind) => {
     const job = box.job('hand');
     await cronguard(['migrate'], box.env);
     await box.setSchedule(job, '61 * * * *');
-    expect((await cronguard(['status', job], box.env)).stdout).toContain(`  schedule     61 * * * * (cannot be read: schedule: '61 * * * *' is not valid: minute 61 is outside 0-59`);
+    const why = "schedule: '61 * * * *' is not valid: minute 61 is outside 0-59";
+    expect((await cronguard(['status', job], box.env)).stdout).toContain(`  schedule     61 * * * * (cannot be read: ${why}`);
+    // status --json carries why, for a web form to show (issue 36, item 13).
+    const [shown] = JSON.parse((await cronguard(['status', '--json', job], box.env)).stdout) as { schedule_problem: string | null }[];
+    expect(shown?.schedule_problem).toMatch(new RegExp(`^${why.replace(/[*()]/g, '\\$&')}`));
+    // `schedule NAME` shows it and says why it is not in force: exit 1, one line.
+    const said = await cronguard(['schedule', job], box.env);
+    expect(said).toMatchObject({ code: 1, stdout: '61 * * * *\n' });
+    expect(said.stderr).toMatch(new RegExp(`^cronguard schedule: ${job}'s stored schedule cannot be read \\(${why.replace(/[*()]/g, '\\$&')}[^\\n]*\\): --scheduled does not run it; set it again with --every or --cron\\n$`));
     // The zone passes the shape check with any character: shown escaped, on one line.
     await box.setSchedule(job, 'TZ=\x1b[2J 0 0 * * *');
-    expect(await cronguard(['schedule', job], box.env)).toMatchObject({ code: 0, stdout: 'TZ=\\x1b[2J 0 0 * * *\n' });
+    const escaped = await cronguard(['schedule', job], box.env);
+    expect(escaped).toMatchObject({ code: 1, stdout: 'TZ=\\x1b[2J 0 0 * * *\n' });
+    expect(escaped.stderr).not.toContain('\x1b');
   });
 
   it('refuses a schedule of the wrong shape by SQL', async () => {
