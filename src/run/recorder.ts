@@ -51,6 +51,7 @@ export class RunRecorder extends LogLink {
       const admission = await store.admit(run, options);
       if (admission.admitted) {
         this.id = admission.runId;
+        if (admission.startedAt) this.run = { ...run, startedAt: admission.startedAt };
         verdict = { admitted: true, requests: admission.requests };
       } else verdict = admission;
     });

@@ -101,7 +101,7 @@ function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log: Opene
           if (held && keepsLock(admission, options)) return { ...admission, held };
           return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;
         }
-        log.recorder.adopt(stamped, admission.runId);
+        log.recorder.adopt(admission.startedAt ? { ...stamped, startedAt: admission.startedAt } : stamped, admission.runId);
         return { admitted: true, lock: held as Lock, requests: admission.requests };
       } catch (error) {
         // A refusal of cronguard's own (a server connection shared by a pooler): nothing ran.

@@ -83,6 +83,9 @@ export function runSql(D: string) {
     // IGNORE would hold a shared lock first, and two admissions upgrading theirs deadlock).
     // Everything the admission reads after it sees what the previous one committed.
     lockJob: `INSERT INTO ${D}.jobs (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`,
+    // The moment the run got its lock, on the server's clock (its started_at), asked right
+    // after GET_LOCK in the same packet; to the millisecond, as the run keeps it.
+    lockedAt: 'SELECT UTC_TIMESTAMP(3) AS now',
     // The job's row, locked (lock name, job; see UNDER_LOCK). Missing on a job's first run:
     // the admission then makes it with lockJob and reads again.
     // Its own pause holds while disabled_until is NULL or to come.
@@ -179,7 +182,7 @@ export function runSql(D: string) {
     moveRequests: `UPDATE ${D}.requests SET run_id = ?, attempts = attempts + 1 WHERE run_id = ? AND status = 'running'`,
     // A spooled record: the row its run key names (locked), a new one, or the same run's
     // row brought up to date.
-    keyRow: `SELECT id, job, host, pid, started_at, status FROM ${D}.runs WHERE run_key = ? FOR UPDATE`,
+    keyRow: `SELECT id, job, host, pid, invoked_at, status FROM ${D}.runs WHERE run_key = ? FOR UPDATE`,
     importRun: `INSERT INTO ${D}.runs (${RUN_COLUMNS}, child_pid, ${OUTCOME_COLUMNS}) VALUES (${RUN_MARKS}, ?, ${marks(8)})`,
     importOutcome: `UPDATE ${D}.runs SET child_pid = COALESCE(?, child_pid), status = ?, finished_at = ?, duration_ms = ?, exit_code = ?,
                       \`signal\` = ?, output = ?, output_truncated = ?, error = ?
@@ -206,7 +209,8 @@ export function runSql(D: string) {
     retakeLease: `UPDATE ${D}.leases SET job = ?, host = ?, pid = ?, run_id = NULL, epoch = LAST_INSERT_ID(), ttl_ms = ?,
                     acquired_at = UTC_TIMESTAMP(6), renewed_at = UTC_TIMESTAMP(6), expires_at = UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND
                   WHERE lock_key = ? AND expires_at <= UTC_TIMESTAMP(6)`,
-    takenEpoch: 'SELECT CAST(LAST_INSERT_ID() AS CHAR) AS epoch',
+    // With the moment it was taken (the run's started_at, as lockedAt).
+    takenEpoch: 'SELECT CAST(LAST_INSERT_ID() AS CHAR) AS epoch, UTC_TIMESTAMP(3) AS now',
     // The run admitted under it (run, key, epoch).
     leaseRun: `UPDATE ${D}.leases SET run_id = ? WHERE lock_key = ? AND epoch = ?`,
     // A renewal (ttl in ms, key, epoch): only by its holder (the epoch it took) and only while
