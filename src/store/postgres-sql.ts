@@ -48,6 +48,8 @@ export function statements(S: string) {
                          ${BACKEND_START} AS backend_start, (${SYSTEM_IDENTIFIER}) AS system_identifier
                   FROM ${S}.admit(:p::jsonb, true) AS a`),
     systemIdentifier: named(SYSTEM_IDENTIFIER),
+    // Whether the log holds this run (the spool's witness, see Spool): one index probe.
+    holdsRun: named(`SELECT 1 FROM ${S}.runs WHERE run_key = :run_key`),
     // Of those, the runs whose wrapper is gone.
     settleClaims: named(`SELECT ${S}.settle_claims_of(:ids::bigint[])`),
     // A delivered record's claims (see claimsOf): those its command was never given go back to

@@ -103,6 +103,10 @@ export class PostgresStore extends PostgresReads implements SharedStore {
     return this.identity;
   }
 
+  async holdsRun(runKey: string): Promise<boolean> {
+    return (await this.withSchema(() => this.run(this.sql.holdsRun, { run_key: runKey }))).length > 0;
+  }
+
   private identified(identity: string | null): void {
     if (identity === null || identity === this.identity) return;
     this.identity = identity;

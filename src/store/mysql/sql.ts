@@ -183,6 +183,8 @@ export function runSql(D: string) {
     // A spooled record: the row its run key names (locked), a new one, or the same run's
     // row brought up to date.
     keyRow: `SELECT id, job, host, pid, invoked_at, status FROM ${D}.runs WHERE run_key = ? FOR UPDATE`,
+    // Whether the log holds this run (the spool's witness, see Spool).
+    holdsRun: `SELECT 1 AS held FROM ${D}.runs WHERE run_key = ?`,
     importRun: `INSERT INTO ${D}.runs (${RUN_COLUMNS}, child_pid, ${OUTCOME_COLUMNS}) VALUES (${RUN_MARKS}, ?, ${marks(8)})`,
     importOutcome: `UPDATE ${D}.runs SET child_pid = COALESCE(?, child_pid), status = ?, finished_at = ?, duration_ms = ?, exit_code = ?,
                       \`signal\` = ?, output = ?, output_truncated = ?, error = ?
