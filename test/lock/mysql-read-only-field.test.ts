@@ -6,7 +6,8 @@ import { mysqlQuery } from '../mysql-helpers.js';
 
 // A server that became read-only (a replica, read_only = ON) under a fleet's URL (issue 35,
 // item 4, MySQL's side): the admission's write is refused (1290), and GET_LOCK taken alone
-// there would let the job run beside the primary's run. The run is refused: 69, one line.
+// there (after that, or with no run log) would let the job run beside the primary's run. The
+// run is refused: 69, one line.
 describe.skipIf(!haveMariadbd)('a MariaDB server gone read-only', () => {
   it('refuses the run (69, one line), never takes the lock alone', async () => {
     const server = await privateMariadb();
@@ -25,5 +26,11 @@ describe.skipIf(!haveMariadbd)('a MariaDB server gone read-only', () => {
     );
     expect(existsSync(box.path('ran'))).toBe(false);
     expect(spooled(box.stateDir)).toEqual([]);
+
+    // The lock taken alone, with no run log to refuse it.
+    const alone = await cronguard(['--no-log', '-n', 'nightly', '--', 'touch', box.path('ran')], env);
+    expect(alone).toMatchObject({ code: 69, stdout: '' });
+    expect(alone.stderr).toMatch(/^cronguard: MySQL at cron@127\.0\.0\.1:\d+\/cg_field is read-only \(read_only is ON\): a replica; nothing ran\. Point the URL at the primary\n$/);
+    expect(existsSync(box.path('ran'))).toBe(false);
   });
 });

@@ -114,6 +114,11 @@ export function readOnlyRun(error: unknown, where: string): CronguardError | nul
   return new UnavailableError(`MySQL at ${where} is read-only (${e.sqlMessage ?? e.message}): a replica; nothing ran. Point the URL at the primary`);
 }
 
+// The lock taken alone (no run log) on a server that runs read_only: a replica. One line, 69.
+export function readOnlyServer(where: string): CronguardError {
+  return new UnavailableError(`MySQL at ${where} is read-only (read_only is ON): a replica; nothing ran. Point the URL at the primary`);
+}
+
 // Why the connection failed under a statement, in the words of its other ends: the driver
 // rejects a statement on a socket that just closed with "Can't add new command when connection
 // is in closed state", which says nothing to an operator.

@@ -35,7 +35,8 @@ const CUT = `CONCAT('run ', r.id, ' ended without its last attempt: its wrapper 
 // 1 taken now, 0 held by another session, 2 this session holds it already (GET_LOCK would
 // nest, and one RELEASE_LOCK not free it). released: 1 when it was this session's.
 export const LOCK_SQL = {
-  take: 'SELECT CASE WHEN IS_USED_LOCK(?) = CONNECTION_ID() THEN 2 ELSE GET_LOCK(?, 0) END AS got',
+  // Not on a read-only server (a replica: got NULL, read_only 1), where it fences nothing.
+  take: 'SELECT CASE WHEN @@global.read_only THEN NULL WHEN IS_USED_LOCK(?) = CONNECTION_ID() THEN 2 ELSE GET_LOCK(?, 0) END AS got, @@global.read_only AS read_only',
   release: 'DO RELEASE_LOCK(?)',
   released: 'SELECT RELEASE_LOCK(?) AS released',
   // The same, in the admission's first packet: the answer is kept in a session variable,
