@@ -95,9 +95,10 @@ async function reach(
     let state: ServerState;
     try {
       state = await stateOf(session, abort, serverState);
-      // Turned away only on the server's own word: a reported standby may be a pooler's
-      // memory of a server promoted since (its primary would be refused for ever).
-      if (state.reported && !(accepts(attrs, state) && !(primary && state.standby))) state = await stateOf(session, abort, askedState);
+      // Turned away (or a run refused) only on the server's own word: a reported standby may
+      // be a pooler's memory of a server promoted since, which would be refused for ever.
+      const keeps = accepts(attrs, state) && !(primary && state.standby);
+      if (state.reported && !keeps) state = await stateOf(session, abort, askedState);
     } catch (error) {
       await session.close();
       if (abort?.aborted) return fail(error);
