@@ -14,6 +14,12 @@ export interface MysqlProxy {
   // Silent for good, and when the client gives up on its connection, the server's side stays
   // open and silent (the server never hears that the client went away).
   partition(): void;
+  // From the first packet of a client holding `text` on, what clients send waits in the proxy
+  // (as a pooler that paused holds statements) until resume() passes it on, in order.
+  holdFrom(text: string): void;
+  // Whether such a packet came and waits.
+  holding(): boolean;
+  resume(): void;
 }
 
 const servers: Server[] = [];
@@ -28,6 +34,8 @@ export async function mysqlProxy(): Promise<MysqlProxy> {
   const target = new URL(mysqlUrl());
   let frozen = false;
   let parted = false;
+  let holdText: string | null = null;
+  const held: (() => void)[] = [];
   const server = createServer((client) => {
     const upstream = connect(Number(target.port || 3306), target.hostname);
     for (const socket of [client, upstream]) {
@@ -35,7 +43,11 @@ export async function mysqlProxy(): Promise<MysqlProxy> {
       socket.on('error', () => {});
       socket.on('close', () => sockets.delete(socket));
     }
-    client.on('data', (chunk) => frozen || upstream.write(chunk));
+    client.on('data', (chunk) => {
+      if (frozen) return;
+      if (holdText !== null && (held.length > 0 || chunk.includes(holdText))) held.push(() => upstream.write(chunk));
+      else upstream.write(chunk);
+    });
     upstream.on('data', (chunk) => frozen || client.write(chunk));
     client.on('close', () => parted || upstream.destroy());
     upstream.on('close', () => client.destroy());
@@ -58,6 +70,14 @@ export async function mysqlProxy(): Promise<MysqlProxy> {
     partition: () => {
       frozen = true;
       parted = true;
+    },
+    holdFrom: (text) => {
+      holdText = text;
+    },
+    holding: () => held.length > 0,
+    resume: () => {
+      holdText = null;
+      for (const pass of held.splice(0)) pass();
     },
   };
 }

@@ -59,9 +59,9 @@ export async function holdingClient(): Promise<pg.Client> {
   return client;
 }
 
-// A TCP proxy in front of the test server that a test can stop (connections refused, as
-// with a stopped server), start again, or freeze (packets silently dropped, as with a cut
-// network).
+// A TCP proxy in front of the test server (or the server of URL `to`) that a test can stop
+// (connections refused, as with a stopped server), start again, or freeze (packets silently
+// dropped, as with a cut network).
 export interface PgProxy {
   readonly url: string;
   stop(): Promise<void>;
@@ -72,8 +72,8 @@ export interface PgProxy {
   close(): Promise<void>;
 }
 
-export async function proxy(): Promise<PgProxy> {
-  const target = new URL(databaseUrl());
+export async function proxy(to = databaseUrl()): Promise<PgProxy> {
+  const target = new URL(to);
   const sockets = new Set<Socket>();
   let frozen = false;
   let server: Server | null = null;
@@ -106,7 +106,7 @@ export async function proxy(): Promise<PgProxy> {
       server = null;
     });
   await listen();
-  const url = new URL(databaseUrl());
+  const url = new URL(to);
   url.port = String(port);
   return { url: url.toString(), stop, start: listen, freeze: () => (frozen = true), thaw: () => (frozen = false), close: stop };
 }

@@ -13,6 +13,8 @@ export const hasPgbouncer = existsSync(PGBOUNCER);
 export interface Pgbouncer {
   // A URL of database `test` through the pooler, as cronguard is given it.
   readonly url: string;
+  // Its admin console (database `pgbouncer`: PAUSE, RESUME, SHOW CLIENTS), for adminUser.
+  readonly adminUrl: string;
   readonly log: () => string;
   stop(): Promise<void>;
 }
@@ -27,6 +29,8 @@ export interface PgbouncerOptions {
   readonly target?: string;
   // PgBouncer's default: 100 clients at once.
   readonly maxClientConn?: number;
+  // The user of the target allowed the admin console (PgBouncer's admin_users); none by default.
+  readonly adminUser?: boolean;
 }
 
 export async function startPgbouncer(options: PgbouncerOptions): Promise<Pgbouncer> {
@@ -61,6 +65,7 @@ export async function startPgbouncer(options: PgbouncerOptions): Promise<Pgbounc
         `pool_mode = ${options.poolMode}`,
         `default_pool_size = ${options.poolSize ?? 2}`,
         ...(options.maxClientConn ? [`max_client_conn = ${options.maxClientConn}`] : []),
+        ...(options.adminUser ? [`admin_users = ${user}`] : []),
         `logfile = ${dir}/pgbouncer.log`,
         `pidfile = ${dir}/pgbouncer.pid`,
         ...(options.ignoreStartupParameters ? [`ignore_startup_parameters = ${options.ignoreStartupParameters}`] : []),
@@ -73,6 +78,7 @@ export async function startPgbouncer(options: PgbouncerOptions): Promise<Pgbounc
       const log = () => readFileSync(join(dir, 'pgbouncer.log'), 'utf8');
       return {
         url: `postgres://${encodeURIComponent(user)}@127.0.0.1:${port}/test`,
+        adminUrl: `postgres://${encodeURIComponent(user)}@127.0.0.1:${port}/pgbouncer`,
         log,
         // SIGTERM to the pooler itself (its pidfile): an immediate shutdown, whatever its
         // clients still do; runuser, its parent, then exits with it.

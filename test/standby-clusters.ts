@@ -35,21 +35,42 @@ export async function makePair(): Promise<void> {
   sh('pg_createcluster', [VERSION, PRIMARY.name, '-p', String(PRIMARY.port), '--start', '--', '-A', 'trust']);
   await query(PRIMARY.port, 'CREATE DATABASE test', [], 'postgres');
   sh('pg_createcluster', [VERSION, STANDBY.name, '-p', String(STANDBY.port), '--', '-A', 'trust']);
-  // The postgres user cannot recreate the data directory (its parent is root's): empty it.
-  const data = `/var/lib/postgresql/${VERSION}/${STANDBY.name}`;
-  for (const entry of readdirSync(data)) rmSync(`${data}/${entry}`, { recursive: true, force: true });
+  const data = emptied(STANDBY.name);
   sh('runuser', ['-u', 'postgres', '--', 'pg_basebackup', '-h', '127.0.0.1', '-p', String(PRIMARY.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '-c', 'fast']);
   sh('pg_ctlcluster', [VERSION, STANDBY.name, 'start']);
+  await streaming(STANDBY.port, 'the standby to stream from the primary');
+}
+
+async function streaming(port: number, what: string): Promise<void> {
   await waitFor(async () => {
-    const [row] = await query<{ ok: boolean }>(STANDBY.port, `SELECT pg_is_in_recovery() AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming') AS ok`).catch(() => []);
+    const [row] = await query<{ ok: boolean }>(port, `SELECT pg_is_in_recovery() AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming') AS ok`).catch(() => []);
     return row?.ok === true;
-  }, 'the standby to stream from the primary');
+  }, what);
 }
 
 export function dropPair(): void {
   for (const { name } of [STANDBY, PRIMARY]) {
     if (existsSync(`/etc/postgresql/${VERSION}/${name}`)) sh('pg_dropcluster', ['--stop', VERSION, name]);
   }
+}
+
+// The data directory of a cluster, emptied for a base backup: the postgres user cannot
+// recreate it (its parent is root's).
+function emptied(name: string): string {
+  const data = `/var/lib/postgresql/${VERSION}/${name}`;
+  for (const entry of readdirSync(data)) rmSync(`${data}/${entry}`, { recursive: true, force: true });
+  return data;
+}
+
+// A switchover that demotes the old primary in place, once the standby was promoted: the
+// primary stops, becomes a fresh base backup of the promoted standby (what pg_rewind spares
+// a large database) and starts again, on its port, as that server's standby.
+export async function demotePrimary(): Promise<void> {
+  sh('pg_ctlcluster', [VERSION, PRIMARY.name, 'stop', '-m', 'fast']);
+  const data = emptied(PRIMARY.name);
+  sh('runuser', ['-u', 'postgres', '--', 'pg_basebackup', '-h', '127.0.0.1', '-p', String(STANDBY.port), '-U', 'postgres', '-D', data, '-R', '-X', 'stream', '-c', 'fast']);
+  sh('pg_ctlcluster', [VERSION, PRIMARY.name, 'start']);
+  await streaming(PRIMARY.port, 'the old primary to stream from the promoted standby');
 }
 
 export function stopPrimary(): void {

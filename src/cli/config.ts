@@ -52,9 +52,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   const db = resolveDatabase(setting('database_url', 'db'), setting('schema', 'schema'), ctx.env);
   const lock = parseLock(str('lock') ?? (db ? db.dialect : 'flock'), db);
   if (db?.dialect === 'postgres' && (inDatabase(lock) || !options.noLog)) refuseStandbyOnly(db);
-  if (str('lockKey') !== undefined && (lock !== 'postgres' && lock !== 'lease')) {
-    throw new UsageError(`--lock-key applies to the postgres and lease lock backends only${lock === 'mysql' ? ' (the mysql lock is named after the job: give -n)' : ''}`);
-  }
+  if (str('lockKey') !== undefined && lock !== 'postgres') throw new UsageError(lockKeyRefusal(lock));
   const leaseTtlMs = parseLeaseTtl(str('leaseTtl'), lock);
   if (lock === 'lease' && options.noLog) throw new UsageError('-l lease keeps its lease in the run log; it cannot go with --no-log');
   const onLockLoss = str('onLockLoss') ?? 'terminate';
@@ -174,6 +172,16 @@ export function quote(arg: string): string {
 
 // A run takes its lock and writes its record on the primary: target_session_attrs that
 // asks for a standby can never serve it (reading subcommands may use such a URL).
+// --lock-key names an advisory lock, which only the postgres lock takes. A lease is a row of
+// its schema's run log: an application's pg_advisory_lock(N), or a job of another schema
+// given the same key, would not keep it out, so it refuses the key rather than promise that.
+function lockKeyRefusal(lock: string): string {
+  if (lock === 'lease') {
+    return "--lock-key shares a PostgreSQL advisory lock, which -l lease does not take (a lease is a row of its schema's run log, unseen by pg_advisory_lock and by other schemas): use -l postgres --lock-key N, or leave --lock-key out";
+  }
+  return `--lock-key applies to the postgres lock backend only${lock === 'mysql' ? ' (the mysql lock is named after the job: give -n)' : ''}`;
+}
+
 function refuseStandbyOnly(db: DbConfig): void {
   const attrs = db.targetSessionAttrs;
   if (attrs === 'read-only' || attrs === 'standby' || attrs === 'prefer-standby') {

@@ -20,7 +20,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'leaseTtl', long: 'lease-ttl', value: 'DURATION', help: 'lease: how long a lease lives unrenewed, renewed every third of it (default 30s, 5s to 24d)' },
   { key: 'lockFile', long: 'lock-file', value: 'PATH', help: 'flock: lock exactly this file (shared with util-linux flock PATH)' },
   { key: 'lockDir', long: 'lock-dir', value: 'DIR', help: 'where lock files live ($CRONGUARD_LOCK_DIR)' },
-  { key: 'lockKey', long: 'lock-key', value: 'N', help: 'postgres, lease: use this signed 64-bit key instead of the hashed name' },
+  { key: 'lockKey', long: 'lock-key', value: 'N', help: 'postgres: share this signed 64-bit advisory lock key (jobs, an application) instead of the hashed name' },
   { key: 'db', long: 'db', value: 'URL', help: 'the database for the lock and run log ($CRONGUARD_DATABASE_URL): a PostgreSQL URL (hosts may be a list) or libpq keyword=value pairs, PG* variables filling in what it leaves out; or mysql://USER[:PASS]@HOST[:PORT][/DB] (also mariadb://)' },
   { key: 'schema', long: 'schema', value: 'NAME', help: 'the run log\'s PostgreSQL schema, or MySQL database ($CRONGUARD_SCHEMA, default cronguard)' },
   { key: 'onLockLoss', long: 'on-lock-loss', value: 'ACTION', help: 'postgres, mysql, lease: terminate (default) or continue the command if the lock is lost' },

@@ -1,5 +1,6 @@
 import { UnavailableError, UsageError } from '../errors.js';
 import { DEFAULT_SCHEMA, pgError } from '../pg/config.js';
+import { standbyRefusal } from '../pg/server-state.js';
 import type { PgSession } from '../pg/session.js';
 import { type Messages, sleep } from '../util/io.js';
 import { sha256 } from '../util/sha256.js';
@@ -28,9 +29,11 @@ export const BACKEND_START = '(SELECT backend_start::text FROM pg_stat_get_activ
 
 // The lock, unless this server backend already holds it: a session lock is re-entrant, and a
 // backend that holds it without this session having taken it is shared with another client
-// (a pooler in transaction mode), which must not be taken for "ours" (got is null then).
-const TRY = `SELECT CASE WHEN ${advisoryHeld('$1::bigint', 'pg_backend_pid()')} THEN NULL ELSE pg_try_advisory_lock($1::bigint) END AS got,
-                    pg_backend_pid() AS backend, ${BACKEND_START} AS backend_start`;
+// (a pooler in transaction mode), which must not be taken for "ours" (got is null then). Nor
+// on a standby (got is null, standby true), where a lock fences nothing: a pooler may pass
+// one off as the primary it knew (see server-state.ts).
+const TRY = `SELECT CASE WHEN pg_is_in_recovery() OR ${advisoryHeld('$1::bigint', 'pg_backend_pid()')} THEN NULL ELSE pg_try_advisory_lock($1::bigint) END AS got,
+                    pg_is_in_recovery() AS standby, pg_backend_pid() AS backend, ${BACKEND_START} AS backend_start`;
 // Unlocks only on the backend that took the lock ($2): anywhere else the key may be another
 // client's. From another backend, a backend that holds the lock idle for the pooler is ended
 // instead, which frees it: left alone it would hold the lock until the pooler closes it. That
@@ -97,12 +100,14 @@ export function postgresBackend(session: PgSession, key: bigint, say?: Messages)
     },
   };
   const tryOnce = async (): Promise<Lock | null> => {
-    let row: { got: boolean | null; backend: number; backend_start: string | null } | undefined;
+    type Tried = { got: boolean | null; standby: boolean; backend: number; backend_start: string | null };
+    let row: Tried | undefined;
     try {
-      [row] = await session.query<{ got: boolean | null; backend: number; backend_start: string | null }>(TRY, [key.toString()]);
+      [row] = await session.query<Tried>(TRY, [key.toString()]);
     } catch (error) {
       throw pgError(error, session.db.display);
     }
+    if (row?.standby) throw standbyRefusal(session.db.display);
     if (row?.got === null) throw sharedBackend(session.db.display);
     if (row?.got !== true) return null;
     heldOn(session, key, row.backend, row.backend_start);

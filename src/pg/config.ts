@@ -186,6 +186,16 @@ export function isPrivilegeError(error: unknown): boolean {
   return code === '42501' || (typeof code === 'string' && code.startsWith('28'));
 }
 
+// A run's admission that the server refused as read-only (SQLSTATE 25006): a standby that it,
+// or a pooler in front of it still reporting the primary it knew, said was a primary at login.
+// One line, 69; nothing ran.
+export function readOnlyRun(error: unknown, where: string): CronguardError | null {
+  if ((error as { code?: unknown })?.code !== '25006') return null;
+  return new UnavailableError(
+    `PostgreSQL at ${where} is read-only (${(error as Error).message}): a standby, though it or a pooler in front of it reported a primary; nothing ran. Point the URL at the primary`,
+  );
+}
+
 // Maps a failure to reach or use PostgreSQL onto the contract's exit codes: refused logins
 // and missing privileges are 77, everything that makes the server unreachable 69.
 export function pgError(error: unknown, where: string): CronguardError {

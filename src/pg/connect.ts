@@ -5,7 +5,7 @@ import { pgpassWarnings } from './client-config.js';
 import { atServer, type DbConfig, pgError, type Server } from './config.js';
 
 export { BUSY_RETRY_MS } from './config.js';
-import { accepts, describeState, type ServerState, serverState } from './server-state.js';
+import { accepts, askedState, describeState, type ServerState, serverState, standbyRefusal } from './server-state.js';
 import { PgSession } from './session.js';
 import { noFreeSlot } from './slots.js';
 
@@ -94,7 +94,11 @@ async function reach(
     if (attrs === 'any' && !primary) return { session };
     let state: ServerState;
     try {
-      state = await stateOf(session, abort);
+      state = await stateOf(session, abort, serverState);
+      // Turned away (or a run refused) only on the server's own word: a reported standby may
+      // be a pooler's memory of a server promoted since, which would be refused for ever.
+      const keeps = accepts(attrs, state) && !(primary && state.standby);
+      if (state.reported && !keeps) state = await stateOf(session, abort, askedState);
     } catch (error) {
       await session.close();
       if (abort?.aborted) return fail(error);
@@ -112,10 +116,10 @@ async function reach(
   return fallback ?? passed;
 }
 
-// Asking the server what it is (before PostgreSQL 14) ends with `abort`, as connecting does:
-// a pooler with no server behind it would hold the answer for good.
-async function stateOf(session: PgSession, abort: AbortSignal | undefined): Promise<ServerState> {
-  if (!abort) return serverState(session);
+// Asking the server what it is ends with `abort`, as connecting does: a pooler with no server
+// behind it would hold the answer for good.
+async function stateOf(session: PgSession, abort: AbortSignal | undefined, how: (session: PgSession) => Promise<ServerState>): Promise<ServerState> {
+  if (!abort) return how(session);
   let onAbort = () => {};
   const aborted = new Promise<never>((_, reject) => {
     onAbort = () => reject(abort.reason);
@@ -123,19 +127,15 @@ async function stateOf(session: PgSession, abort: AbortSignal | undefined): Prom
   });
   try {
     abort.throwIfAborted();
-    return await Promise.race([serverState(session), aborted]);
+    return await Promise.race([how(session), aborted]);
   } finally {
     abort.removeEventListener('abort', onAbort);
   }
 }
 
-// A run's locks and records belong on the primary: an advisory lock taken on a standby
-// exists only there, beside the primary's run of the same job.
 async function refuseStandby(session: PgSession): Promise<never> {
   await session.close();
-  throw new UnavailableError(
-    `PostgreSQL at ${session.db.display} is a read-only standby (in recovery): point the URL at the primary, or list the hosts with target_session_attrs=read-write`,
-  );
+  throw standbyRefusal(session.db.display);
 }
 
 // One line for a list that gave no session: the last error that kept a server out of

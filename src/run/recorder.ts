@@ -32,6 +32,7 @@ export class RunRecorder extends LogLink {
   adopt(run: NewRun, id: number | null): void {
     this.needed = null;
     this.begin(run, id);
+    if (id !== null) this.parts.spool?.witnessed(run.runKey);
   }
 
   private begin(run: NewRun, id: number | null): void {
@@ -51,6 +52,8 @@ export class RunRecorder extends LogLink {
       const admission = await store.admit(run, options);
       if (admission.admitted) {
         this.id = admission.runId;
+        if (admission.startedAt) this.run = { ...run, startedAt: admission.startedAt };
+        this.parts.spool?.witnessed(run.runKey);
         verdict = { admitted: true, requests: admission.requests };
       } else verdict = admission;
     });

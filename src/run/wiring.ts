@@ -72,7 +72,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
 
 // One statement takes the lock, applies the fleet rule and records the run. If the log
 // fails inside it (no privilege, a timeout), a lock that can be taken alone is, and the
-// record spooled.
+// record spooled; never on a server that refused it as read-only.
 function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log: OpenedLog, run: NewRun, config: RunConfig, options: GateOptions, say: Messages, roundTrips: () => RoundTrips): Gate {
   const fallback = dbLock.alone?.backend ?? { description: dbLock.description, acquire: async () => null };
   const gate = localGate(fallback, log.recorder, run, config, options, say, roundTrips);
@@ -101,11 +101,15 @@ function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log: Opene
           if (held && keepsLock(admission, options)) return { ...admission, held };
           return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;
         }
-        log.recorder.adopt(stamped, admission.runId);
+        log.recorder.adopt(admission.startedAt ? { ...stamped, startedAt: admission.startedAt } : stamped, admission.runId);
         return { admitted: true, lock: held as Lock, requests: admission.requests };
       } catch (error) {
         // A refusal of cronguard's own (a server connection shared by a pooler): nothing ran.
         if (error instanceof CronguardError) throw error;
+        // A read-only server is a standby or a replica (one a pooler still passes off as the
+        // primary): a lock taken there alone would run the job beside the primary's run.
+        const readOnly = database.readOnly(error);
+        if (readOnly) throw readOnly;
         // Only an error the server sent is the log's; anything else is the connection, and
         // without it there is no lock (69), though the statement may have committed.
         if (combined.connectionLost || !database.isServerError(error) || !dbLock.alone) {

@@ -29,7 +29,14 @@ const WAITING: ReadonlySet<Refusal> = new Set(['idle', 'interval', 'schedule', '
 
 // The answer to "may this invocation run?": a run id and the requests it serves, or why not.
 export type Admission =
-  | { readonly admitted: true; readonly runId: number; readonly requests: readonly ClaimedRequest[] }
+  | {
+      readonly admitted: true;
+      readonly runId: number;
+      readonly requests: readonly ClaimedRequest[];
+      // When it got its lock, as the log recorded it on its server's clock; absent when the
+      // log recorded the time the run was given (the embedded log, a schema not yet upgraded).
+      readonly startedAt?: Date;
+    }
   | {
       readonly admitted: false;
       readonly reason: Refusal;

@@ -1,5 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
-import { BUSY_RETRY_MS, type Connection, type DbConfig, isPrivilegeError, isServerError, pgError } from '../pg/config.js';
+import { BUSY_RETRY_MS, type Connection, type DbConfig, isPrivilegeError, isServerError, pgError, readOnlyRun } from '../pg/config.js';
 import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import type { Messages } from '../util/io.js';
@@ -67,6 +67,7 @@ export function postgresDatabase(config: RunConfig, say: Messages): SharedDataba
     },
     error: (error) => pgError(error, db.display),
     isServerError,
+    readOnly: (error) => readOnlyRun(error, db.display),
   };
 }
 

@@ -6,7 +6,7 @@ import { named } from './postgres-sql.js';
 // every reader shows. S is the quoted schema.
 export function jobStatements(S: string) {
   return {
-    // The alert state (wantAlert, alertSent; migration 0023): the outcome wanted; the claim of
+    // The alert state (wantAlert, alertSent; migration 0024): the outcome wanted; the claim of
     // a delivery, taken only while none is under way and the wanted state is not the one
     // delivered (a row comes back when taken); the delivered state, set and the claim freed
     // by its holder alone.

@@ -39,14 +39,17 @@ export function statements(S: string) {
     // The admission of one run (migration 0005): one round trip, under the postgres lock
     // (when :p has a key) or a local one, after the claims of runs that ended are settled
     // (0011; `orphaned`: this host's such runs the lock does not prove ended), guarded for
-    // poolers (0013: `reentered`, `backend`, `holding`), taking a lease (0014: `epoch`). It also names the server
+    // poolers (0013: `reentered`, `backend`, `holding`), taking a lease (0014: `epoch`), stamping
+    // the start when the lock is taken, on the server's clock (0023: `started_at`). It also names the server
     // (pg_control_system(), executable by PUBLIC): the spool's key after a failover (see
     // Spool), at no round trip of its own.
     admit: named(`SELECT a->'r' AS r, a->'orphaned' AS orphaned, (a->>'backend')::integer AS backend, coalesce((a->>'holding')::boolean, false) AS holding,
-                         a->>'epoch' AS epoch,
+                         a->>'epoch' AS epoch, (a->>'started_at')::timestamptz AS started_at,
                          ${BACKEND_START} AS backend_start, (${SYSTEM_IDENTIFIER}) AS system_identifier
                   FROM ${S}.admit(:p::jsonb, true) AS a`),
     systemIdentifier: named(SYSTEM_IDENTIFIER),
+    // Whether the log holds this run (the spool's witness, see Spool): one index probe.
+    holdsRun: named(`SELECT 1 FROM ${S}.runs WHERE run_key = :run_key`),
     // Of those, the runs whose wrapper is gone.
     settleClaims: named(`SELECT ${S}.settle_claims_of(:ids::bigint[])`),
     // A delivered record's claims (see claimsOf): those its command was never given go back to
@@ -121,8 +124,9 @@ export function statements(S: string) {
                     ON CONFLICT (name) DO UPDATE SET blocked_by = :by, blocked_at = now()`),
     // A run written while the log was out of reach, or one that never started: one row per
     // run key, however often it is delivered, and whether or not its start got through. A key
-    // that names another run's row (not the same job, host, pid and start) changes nothing,
-    // and neither does an `abandoned` guessed from an old record of a run that did finish.
+    // that names another run's row (not the same job, host, pid and invocation; not the start,
+    // which the server stamps) changes nothing, and neither does an `abandoned` guessed from an
+    // old record of a run that did finish.
     importRun: named(`INSERT INTO ${S}.runs AS r (${RUN_COLUMNS}, child_pid, status, finished_at, duration_ms, exit_code, signal,
                         output, output_truncated, error)
                       VALUES (${RUN_VALUES}, :child_pid, :status, :finished_at, :duration_ms, :exit_code, :signal, :output,
@@ -132,11 +136,11 @@ export function statements(S: string) {
                         exit_code = excluded.exit_code, signal = excluded.signal, output = excluded.output,
                         output_truncated = excluded.output_truncated, error = excluded.error
                       WHERE r.job = excluded.job AND r.host = excluded.host AND r.pid = excluded.pid
-                        AND r.started_at = excluded.started_at
+                        AND r.invoked_at = excluded.invoked_at
                         AND (excluded.status <> 'abandoned' OR r.status IN ('running', 'abandoned'))
                       RETURNING id`),
     // The row a run key names, and whether it is this run's (importRun changed nothing).
-    keyOwner: named(`SELECT id, (job = :job AND host = :host AND pid = :pid AND started_at = :started_at) AS same
+    keyOwner: named(`SELECT id, (job = :job AND host = :host AND pid = :pid AND invoked_at = :invoked_at) AS same
                      FROM ${S}.runs WHERE run_key = :run_key`),
     // Advisory locks held right now by cronguard sessions in this database (pg_locks shows
     // the whole server's, and an advisory key is only a lock within its database); a bigint

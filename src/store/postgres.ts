@@ -55,7 +55,16 @@ export class PostgresStore extends PostgresReads implements SharedStore {
       keep_lock: options.keepLock,
       ...(options.scheduled === null ? {} : { scheduled: true, zone: options.scheduled.zone, early: options.scheduled.early }),
     };
-    type Row = { r: AdmitResult; orphaned: RunningRow[]; backend: number; backend_start: string | null; holding: boolean; epoch: string | null; system_identifier: string };
+    type Row = {
+      r: AdmitResult;
+      orphaned: RunningRow[];
+      backend: number;
+      backend_start: string | null;
+      holding: boolean;
+      epoch: string | null;
+      started_at: Date | null;
+      system_identifier: string;
+    };
     let sentAt = 0;
     const [row] = await this.withSchema(() => {
       sentAt = monotonicMs();
@@ -63,6 +72,8 @@ export class PostgresStore extends PostgresReads implements SharedStore {
     });
     const r = row?.r as AdmitResult;
     this.identified(row?.system_identifier ?? null);
+    // The server's clock when the lock was taken (a schema before migration 0023: the run's own).
+    const startedAt = row?.started_at ?? run.startedAt;
     if (r.reason === 'reentered') throw sharedBackend(this.session.db.display);
     const epoch = row?.epoch == null ? null : BigInt(row.epoch);
     const locked = { backend: row?.backend ?? 0, backendStart: row?.backend_start ?? null, holding: row?.holding === true, epoch, sentAt };
@@ -75,10 +86,11 @@ export class PostgresStore extends PostgresReads implements SharedStore {
     const orphaned = (row?.orphaned ?? []).filter(options.isGone).map((o) => String(o.id));
     if (orphaned.length > 0) await this.run(this.sql.settleClaims, { ids: orphaned });
     if (!r.admitted) {
-      const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ? toPaused(r.disabled as unknown as Record<string, unknown>, r.disabled.fleet === true) : undefined, ...scheduleRefusal(r, options.scheduled, run.startedAt.getTime()) } as const;
+      const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ? toPaused(r.disabled as unknown as Record<string, unknown>, r.disabled.fleet === true) : undefined, ...scheduleRefusal(r, options.scheduled, startedAt.getTime()) } as const;
       return { ...locked, admission: refused };
     }
-    return { ...locked, admission: { admitted: true, runId: Number(r.id), requests: r.requests.map((q) => claimedRequest(Number(q.id), q.args)) } };
+    const requests = r.requests.map((q) => claimedRequest(Number(q.id), q.args));
+    return { ...locked, admission: { admitted: true, runId: Number(r.id), requests, ...(row?.started_at ? { startedAt: row.started_at } : {}) } };
   }
 
   // The server's system identifier (see Spool), asked only when not known yet: the admission
@@ -89,6 +101,10 @@ export class PostgresStore extends PostgresReads implements SharedStore {
       this.identified(row?.system_identifier ?? null);
     }
     return this.identity;
+  }
+
+  async holdsRun(runKey: string): Promise<boolean> {
+    return (await this.withSchema(() => this.run(this.sql.holdsRun, { run_key: runKey }))).length > 0;
   }
 
   private identified(identity: string | null): void {

@@ -114,6 +114,9 @@ export interface SharedDatabase {
   error(error: unknown): CronguardError;
   // The server answered with an error (the log's); anything else is the connection.
   isServerError(error: unknown): boolean;
+  // The run's refusal when `error` says the server is read-only (a standby, a replica), else
+  // null: a lock taken there alone would fence nothing.
+  readOnly(error: unknown): CronguardError | null;
 }
 
 // The fleet's database as configured: its `dialect` tells which (no consumer needs instanceof).

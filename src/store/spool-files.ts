@@ -43,11 +43,19 @@ export function waiting(dir: string): boolean {
 // Moves every finished (or orphaned) record of one directory (spooled under `key`) into the
 // store. A record is claimed by renaming it to a name that says who delivers it, so two
 // invocations delivering at once never both take it, and one whose deliverer died before it
-// was done is taken again. A record that can never be delivered (unreadable, or refused by
+// was done is taken again. `vouch`, when given, says whether a record belongs in this store
+// (see Spool); one it refuses waits. A record that can never be delivered (unreadable, or refused by
 // the database for what it holds) is set aside for the operator with one warning; when the
 // store itself fails, the record waits for the next delivery (`complete` false), and the run
 // goes on to find out for itself.
-export async function deliverDir(dir: string, key: string, store: RunStore, host: string, say: Messages): Promise<{ delivered: number; complete: boolean }> {
+export async function deliverDir(
+  dir: string,
+  key: string,
+  store: RunStore,
+  host: string,
+  say: Messages,
+  vouch: ((record: SpooledRun) => Promise<boolean>) | null = null,
+): Promise<{ delivered: number; complete: boolean }> {
   let names: string[];
   try {
     checked(dir, false);
@@ -78,6 +86,10 @@ export async function deliverDir(dir: string, key: string, store: RunStore, host
       continue;
     }
     try {
+      if (vouch && !(await vouch(record))) {
+        putBack(claimed, original);
+        continue;
+      }
       await store.importRun(record);
     } catch (error) {
       if (isRecordError(error)) {

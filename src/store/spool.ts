@@ -13,6 +13,11 @@ export { RunKeyTaken };
 export interface SpooledRun {
   // The database and schema it belongs to (see Spool).
   target?: string;
+  // The URL's key (hosts, database, schema) it was made through, and the run key of a run the
+  // log it belongs to holds (its own, once its start was recorded; else the last one this host
+  // recorded through that URL; null: none known): see Spool. Absent from older records.
+  from?: string;
+  witness?: string | null;
   id: number | null;
   run: Omit<NewRun, 'startedAt' | 'invokedAt' | 'tick'> & { startedAt: string; invokedAt: string; tick: string | null };
   childPid: number | null;
@@ -71,15 +76,31 @@ export function rekeyed(record: SpooledRun): string {
 // A session delivers its URL's directory, the one of the server it reached (the key of
 // older versions, host:port/database/schema) and, when `id-` directories wait, its server's.
 // It also delivers the directories of other URLs whose server it is: the identity of the
-// server each URL last reached is remembered (in `known/`, under the URL directory's name), since what a failover strands is exactly what
-// was spooled under the old URL while its server was out of reach, before the URL was
-// pointed at the promoted standby.
+// server each URL last reached is remembered (in `known/`, under the URL directory's name),
+// since what a failover strands is exactly what was spooled under the old URL while its
+// server was out of reach, before the URL was pointed at the promoted standby.
+//
+// An identity is no proof on its own: a physical copy of the server (staging restored from a
+// base backup and promoted on its own) has the same system identifier, and so has its
+// database's OID; its timeline moves on promotion as a failed-over standby's does; a row the
+// schema got at creation is copied with it. What a copy made before a run lacks is that run.
+// So a record reaching a server other than through its own URL is delivered only when the
+// server holds its witness (see SpooledRun): a promoted standby holds what its primary
+// recorded; a copy made before the run, or another server that happens to share the identity
+// (two MariaDBs of one host, both server_id 1), does not, and the record waits for its own.
+// Where the last run the witness names never reached the standby (replication lagged at the
+// failover), the record waits for its URL.
 export class Spool {
   private readonly root: string;
   // Keys whose directories this spool delivers; the first is the URL's.
   private readonly keys: string[];
+  // Those of them this session reaches by name (its URL, the server it reached): their
+  // records are delivered without a witness.
+  private readonly own: Set<string>;
   private writeKey: string;
   private identity: string | null = null;
+  // What known/ says of this spool's URL (see remember); undefined until read.
+  private known: Known | null | undefined;
 
   // `target`: the URL's hosts, database and schema; `scope`: database and schema alone.
   constructor(
@@ -89,6 +110,7 @@ export class Spool {
   ) {
     this.root = ownSubdir(stateDir, 'spool');
     this.keys = [target];
+    this.own = new Set([target]);
     this.writeKey = target;
   }
 
@@ -100,6 +122,7 @@ export class Spool {
   // A session reached this server (host:port/database/schema): its directory is delivered too.
   reached(key: string): void {
     if (!this.keys.includes(key)) this.keys.push(key);
+    this.own.add(key);
   }
 
   // The server's system identifier: records go under it from now on, and wait there for
@@ -109,27 +132,54 @@ export class Spool {
     if (!this.keys.includes(key)) this.keys.push(key);
     this.writeKey = key;
     this.identity = systemIdentifier;
-    this.remember(this.keys[0] as string, systemIdentifier);
+    const known = this.knownOfUrl();
+    this.remember({ identity: systemIdentifier, witness: known?.identity === systemIdentifier ? (known.witness ?? null) : null });
   }
 
-  // That the URL `key` reached the server `systemIdentifier`, unless already known: one small
-  // read per run, a write only when the URL's server changes.
-  private remember(key: string, systemIdentifier: string): void {
+  // A run was recorded through this URL (its run key): the witness of the records this URL's
+  // runs spool until the next one is (see SpooledRun).
+  witnessed(runKey: string): void {
+    if (this.identity !== null) this.remember({ identity: this.identity, witness: runKey });
+  }
+
+  // known/'s entry for this spool's URL.
+  private knownOfUrl(): Known | null {
+    if (this.known === undefined) this.known = this.readKnown(basename(this.dirOf(this.keys[0] as string)));
+    return this.known;
+  }
+
+  private readKnown(name: string): Known | null {
+    try {
+      return JSON.parse(this.read(join(this.root, 'known', name)) ?? 'null') as Known | null;
+    } catch {
+      // Unreadable: as if unknown.
+      return null;
+    }
+  }
+
+  // Which server this spool's URL reached, and the last run recorded there through it, unless
+  // already known: one small read per run, a write when either changes.
+  private remember(what: { identity: string; witness: string | null }): void {
+    const key = this.keys[0] as string;
+    const before = this.knownOfUrl();
+    if (before?.key === key && before.identity === what.identity && (before.witness ?? null) === what.witness) return;
+    this.known = { key, ...what };
     const dir = join(this.root, 'known');
     const file = join(dir, basename(this.dirOf(key)));
-    const known = JSON.stringify({ key, identity: systemIdentifier });
-    if (this.read(file) === known) return;
+    const known = JSON.stringify(this.known);
     try {
       // Made as write() makes its directories.
       checked(dir, true, preparePrivateDirectory(this.stateDir, 'state directory') !== null);
-      rmSync(`${file}.tmp`, { force: true });
-      const fd = openRegular(`${file}.tmp`, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', `${file}.tmp`, 0o600);
+      // Of this process: every run of the URL writes it.
+      const temp = `${file}.${process.pid}.tmp`;
+      rmSync(temp, { force: true });
+      const fd = openRegular(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', temp, 0o600);
       try {
         writeSync(fd, known);
       } finally {
         closeSync(fd);
       }
-      renameSync(`${file}.tmp`, file);
+      renameSync(temp, file);
     } catch {
       // Unremembered: only a later failover's records would wait for their URL.
     }
@@ -153,12 +203,8 @@ export class Spool {
     const keys: string[] = [];
     for (const name of names) {
       if (name.startsWith('id-') || this.keys.some((key) => this.dirOf(key) === join(this.root, name)) || !waiting(join(this.root, name))) continue;
-      let known: { key?: string; identity?: string } | null = null;
-      try {
-        known = JSON.parse(this.read(join(this.root, 'known', name)) ?? 'null');
-      } catch {
-        // Unreadable: that URL's records wait for it.
-      }
+      // Unreadable: that URL's records wait for it.
+      const known = this.readKnown(name);
       if (known?.identity === identity && known.key?.endsWith(`/${this.scope}`) && !this.keys.includes(known.key)) keys.push(known.key);
     }
     return keys;
@@ -185,7 +231,8 @@ export class Spool {
     rmSync(temp, { force: true });
     const fd = openRegular(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', temp, 0o600);
     try {
-      const bytes = Buffer.from(JSON.stringify({ ...record, target: this.writeKey }));
+      const witness = record.id !== null ? record.run.runKey : (this.knownOfUrl()?.witness ?? null);
+      const bytes = Buffer.from(JSON.stringify({ ...record, target: this.writeKey, from: this.keys[0], witness }));
       for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done);
       fsyncSync(fd);
     } catch (error) {
@@ -214,16 +261,40 @@ export class Spool {
       if (identity !== null) this.identify(identity);
     }
     if (this.identity !== null) for (const key of this.formerUrls(names, this.identity)) this.keys.push(key);
+    const vouch = this.voucher(store, say);
     let delivered = 0;
     for (const key of this.keys) {
       const dir = this.dirOf(key);
       if (!names.includes(basename(dir))) continue;
-      const done = await deliverDir(dir, key, store, host, say);
+      const done = await deliverDir(dir, key, store, host, say, this.own.has(key) ? null : vouch);
       delivered += done.delivered;
       if (!done.complete) break;
     }
     return delivered;
   }
+
+  // Whether a record that reached this server by its identity alone belongs here (see Spool):
+  // made through this session's URL, or its witness is in the log (asked once per witness).
+  // Records of older versions, which name no witness, are delivered as they were.
+  private voucher(store: RunStore, say: Messages): (record: SpooledRun) => Promise<boolean> {
+    const asked = new Map<string, Promise<boolean>>();
+    return async (record) => {
+      if (record.from === this.keys[0] || record.witness === undefined || !store.holdsRun) return true;
+      const { witness } = record;
+      if (witness !== null && !asked.has(witness)) asked.set(witness, (store.holdsRun as (runKey: string) => Promise<boolean>).call(store, witness));
+      if (witness !== null && (await (asked.get(witness) as Promise<boolean>))) return true;
+      say.verbose(`spooled run record ${record.run.runKey} waits for its own server: this one, though it has the same identity, has no trace of ${witness === null ? 'any run of its URL' : `run ${witness}`} (a copy made before it?)`);
+      return false;
+    };
+  }
+}
+
+// What known/ holds for a URL: the server it last reached and the last run recorded there
+// through it (absent from entries of older versions).
+interface Known {
+  readonly key?: string;
+  readonly identity?: string;
+  readonly witness?: string | null;
 }
 
 // A short, stable directory name for a database and schema (FNV-1a, 32 bits): no crypto on

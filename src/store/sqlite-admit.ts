@@ -15,7 +15,7 @@ export function toHolder(row: HolderRow): Holder {
 }
 
 // Whether one invocation may run, under a local lock already held, decided in one
-// IMMEDIATE transaction: claims left by runs that ended (see settleOrphans), a paused job
+// IMMEDIATE transaction (started_at: once it has the file): claims left by runs that ended (see settleOrphans), a paused job
 // (or fleet),
 // due requests to claim, the minimum interval and --on-request; if it may, its `running`
 // row. The same rules, in the same order, as the PostgreSQL admit() function (migrations
@@ -23,12 +23,15 @@ export function toHolder(row: HolderRow): Holder {
 // belongs to one host, and the rule is about runs of other hosts.
 export function admitIn(
   db: BetterSqlite3.Database,
-  run: NewRun,
+  given: NewRun,
   options: AdmitOptions,
   params: (run: NewRun) => Record<string, unknown>,
 ): Admission {
   const admit = db.transaction((): Admission => {
-    const now = new Date().toISOString();
+    // The run starts now that the log is its own: another writer may have held the file
+    // for seconds (see sqlite-busy.ts), the run's lock held all the while.
+    const run = { ...given, startedAt: new Date() };
+    const now = run.startedAt.toISOString();
     settleOrphans(db, run, options.isGone, now);
     // The job's own pause or the fleet's (a job without a row too), at this moment.
     const paused = pauseAt(db, run.job, now);
@@ -50,7 +53,7 @@ export function admitIn(
     const runId = Number(db.prepare(SQL.insertRun).run(row).lastInsertRowid);
     db.prepare(SQL.register).run({ job: run.job, command: run.command, host: run.host, min_interval_ms: options.minIntervalMs, started_at: run.startedAt.toISOString() });
     for (const request of requests) db.prepare(SQL.claimRequest).run({ now, run_id: runId, id: request.id });
-    return { admitted: true, runId, requests };
+    return { admitted: true, runId, requests, startedAt: run.startedAt };
   });
   return admit.immediate();
 }

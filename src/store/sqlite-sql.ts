@@ -94,7 +94,7 @@ export const SQL = {
   overlapPending: `INSERT INTO jobs (name, pending_overlaps) VALUES (?, 1)
                    ON CONFLICT (name) DO UPDATE SET pending_overlaps = pending_overlaps + 1`,
   // One row per run key, however often a record is written; a key that names another run's
-  // row (not the same job, host, pid and start) changes nothing, and neither does an
+  // row (not the same job, host, pid and invocation) changes nothing, and neither does an
   // `abandoned` guessed from an old record of a run that did finish.
   importRun: `INSERT INTO runs (${RUN_COLUMNS}, child_pid, ${OUTCOME})
               VALUES (${RUN_VALUES}, @child_pid, @status, @finished_at, @duration_ms, @exit_code, @signal, @output,
@@ -103,11 +103,11 @@ export const SQL = {
                 finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, exit_code = excluded.exit_code,
                 signal = excluded.signal, output = excluded.output, output_truncated = excluded.output_truncated,
                 error = excluded.error
-              WHERE job = excluded.job AND host = excluded.host AND pid = excluded.pid AND started_at = excluded.started_at
+              WHERE job = excluded.job AND host = excluded.host AND pid = excluded.pid AND invoked_at = excluded.invoked_at
                 AND (excluded.status <> 'abandoned' OR status IN ('running', 'abandoned'))
               RETURNING id`,
   // The row a run key names, and whether it is this run's (importRun changed nothing).
-  keyOwner: `SELECT id, (job = @job AND host = @host AND pid = @pid AND started_at = @started_at) AS same FROM runs
+  keyOwner: `SELECT id, (job = @job AND host = @host AND pid = @pid AND invoked_at = @invoked_at) AS same FROM runs
              WHERE run_key = @run_key`,
   getRun: `SELECT * FROM runs WHERE id = ?`,
   runTail: `SELECT ${LIST_COLUMNS}, substr(output, -@chars) AS output, coalesce(length(output) > @chars, 0) AS output_cut

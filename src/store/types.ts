@@ -201,6 +201,9 @@ export interface RunStore {
   importRun(record: SpooledRun): Promise<number>;
   // The server's identity (PostgreSQL: its system identifier), for the spool; null if unknown.
   serverIdentity?(): Promise<string | null>;
+  // Whether the log holds the run of this run key: the spool's proof that a server of that
+  // identity is the one a record was made for (see Spool).
+  holdsRun?(runKey: string): Promise<boolean>;
   listRuns(filter: RunFilter): Promise<RunRow[]>;
   getRun(id: number): Promise<RunRow | null>;
   // The run with only the last `chars` characters of its output, cut in SQL.

@@ -14,7 +14,7 @@ describe('MySQL configuration: bad input', () => {
     ['-l postgres with a MySQL URL', ['--db', url, '-l', 'postgres'], /lock backend postgres needs a PostgreSQL database; with a MySQL URL use -l mysql/],
     ['-l mysql with a PostgreSQL URL', ['--db', 'postgres://u@127.0.0.1:5432/d', '-l', 'mysql'], /lock backend mysql needs a mysql:\/\/ or mariadb:\/\/ URL/],
     ['-l mysql without a database', ['-l', 'mysql'], /lock backend mysql needs a database: give --db URL/],
-    ['--lock-key with the mysql lock', ['--db', url, '--lock-key', '42'], /--lock-key applies to the postgres and lease lock backends only \(the mysql lock is named after the job/],
+    ['--lock-key with the mysql lock', ['--db', url, '--lock-key', '42'], /--lock-key applies to the postgres lock backend only \(the mysql lock is named after the job/],
     ['--lease-ttl under 5s with MySQL', ['--db', url, '-l', 'lease', '--lease-ttl', '4s'], /--lease-ttl: '4s' is shorter than the minimum, 5s/],
     ['--lease-ttl over 24d with MySQL', ['--db', url, '-l', 'lease', '--lease-ttl', '25d'], /--lease-ttl: '25d' is longer than the maximum, 24d/],
     ['--lease-ttl with the mysql lock', ['--db', url, '--lease-ttl', '10s'], /--lease-ttl applies to the lease lock backend only/],

@@ -126,7 +126,7 @@ describe('resolveRunConfig', () => {
     [['-l', 'postgres', 'true'], /needs a database/],
     [['-l', 'none', '--lock-file', '/tmp/x', 'true'], /--lock-file applies to the flock backend/],
     [['--lock-file', '', 'true'], /--lock-file needs a path/],
-    [['--lock-key', '1', 'true'], /--lock-key applies to the postgres and lease lock backends only/],
+    [['--lock-key', '1', 'true'], /--lock-key applies to the postgres lock backend only/],
     [['--kill-signal', 'NOPE', 'true'], /unknown signal 'NOPE'/],
     [['--capture', 'lots', 'true'], /--capture: 'lots'/],
     [['--capture', '65M', 'true'], /--capture: '65M'/],

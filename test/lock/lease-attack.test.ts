@@ -1,4 +1,4 @@
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { migrationKey } from '../../src/lock/postgres.js';
 import { besides, cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
@@ -202,22 +202,38 @@ describe('-l lease attacked: a schema made by the first run', () => {
   });
 });
 
-describe('-l lease attacked: schemas', () => {
-  it('the same job (and the same --lock-key) in two schemas: two leases, both run at once', async () => {
+describe('-l lease attacked: schemas and --lock-key', () => {
+  it('the same job in two schemas: two leases, both run at once', async () => {
     const one = pgSandbox();
     const two = pgSandbox();
     const job = one.job('shared');
     const barrier = one.path('barrier');
-    for (const extra of [[], ['--lock-key', '7']]) {
-      const logs = [one.path(`a${extra.length}`), one.path(`b${extra.length}`)];
-      const first = start(['-l', 'lease', ...extra, '-n', job, '--every-tick', '--', fixture('hold.sh'), logs[0] as string, barrier], one.env);
-      await waitFor(() => lines(logs[0] as string).length > 0, 'the first schema\'s command to start');
-      const second = start(['-l', 'lease', ...extra, '-n', job, '--every-tick', '--', fixture('hold.sh'), logs[1] as string, barrier], two.env);
-      await waitFor(() => lines(logs[1] as string).length > 0, 'the second schema\'s command to start, beside the first');
-      release(barrier);
-      expect((await Promise.all([first.done, second.done])).map((r) => [r.code, r.stderr])).toEqual([[0, ''], [0, '']]);
-      rmSync(barrier);
+    const logs = [one.path('a'), one.path('b')];
+    const first = start(['-l', 'lease', '-n', job, '--every-tick', '--', fixture('hold.sh'), logs[0] as string, barrier], one.env);
+    await waitFor(() => lines(logs[0] as string).length > 0, 'the first schema\'s command to start');
+    const second = start(['-l', 'lease', '-n', job, '--every-tick', '--', fixture('hold.sh'), logs[1] as string, barrier], two.env);
+    await waitFor(() => lines(logs[1] as string).length > 0, 'the second schema\'s command to start, beside the first');
+    release(barrier);
+    expect((await Promise.all([first.done, second.done])).map((r) => [r.code, r.stderr])).toEqual([[0, ''], [0, '']]);
+    for (const box of [one, two]) expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded']);
+  });
+
+  // A lease is a row of its schema: neither another schema's job given the key nor an
+  // application holding pg_advisory_lock(N) would keep it out, as --lock-key promises.
+  it('--lock-key with -l lease is refused: 64, one line, nothing run or recorded', async () => {
+    const box = pgSandbox();
+    const app = await holdingClient();
+    try {
+      await app.query('SELECT pg_advisory_lock(7)');
+      const result = await cronguard(['-l', 'lease', '--lock-key', '7', '-n', box.job('keyed'), '--', 'touch', box.path('ran')], box.env);
+      expect(result).toMatchObject({ code: 64, stdout: '' });
+      expect(result.stderr).toBe(
+        "cronguard: --lock-key shares a PostgreSQL advisory lock, which -l lease does not take (a lease is a row of its schema's run log, unseen by pg_advisory_lock and by other schemas): use -l postgres --lock-key N, or leave --lock-key out (see cronguard --help)\n",
+      );
+    } finally {
+      await app.end();
     }
-    for (const box of [one, two]) expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
+    expect(existsSync(box.path('ran'))).toBe(false);
+    expect(await pgRuns(box.schema)).toEqual([]);
   });
 });

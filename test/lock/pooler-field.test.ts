@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { advisoryKey } from '../../src/lock/postgres.js';
 import { cronguard, type Finished, fixture, isAlive, lines, release, type Started, start, startMany, waitFor } from '../helpers.js';
@@ -172,5 +173,41 @@ describe.skipIf(!hasPgbouncer)(title, () => {
     // The spooled outcome is delivered by the next run.
     expect((await cronguard(['-n', job, '--', 'true'], env)).code).toBe(0);
     expect((await pgRuns(box.schema)).map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
+  });
+  // A pooler that holds the admission (PgBouncer's PAUSE, a failover's switch) for a while: the
+  // run is recorded as started when it got its lock, on the server's clock, not when it sent
+  // the admission; else it seems to overlap the run before (issue 35, item 10).
+  it('an admission held by PAUSE is recorded as started once it got its lock, for every lock kind', async () => {
+    const pooler = await startPgbouncer({ poolMode: 'transaction', adminUser: true });
+    const admin = new pg.Client({ connectionString: pooler.adminUrl });
+    await admin.connect();
+    try {
+      for (const lock of ['lease', 'postgres', 'flock']) {
+        const box = pgSandbox();
+        const job = box.job(`paused-${lock}`);
+        const env = through(box, pooler);
+        // The schema made and known to this host: the admission is the run's first statement.
+        expect(await cronguard(['-l', lock, '-n', job, '--', 'true'], env)).toMatchObject({ code: 0, stderr: '' });
+        await admin.query('PAUSE test');
+        const began = box.path('began');
+        const run = start(['-l', lock, '-n', job, '--', 'sh', '-c', `date +%s%3N > ${began}`], env);
+        await waitFor(async () => {
+          const { rows } = await admin.query<{ application_name: string; state: string }>('SHOW CLIENTS');
+          return rows.some((c) => c.application_name === `cronguard:${job}` && c.state === 'waiting');
+        }, 'the admission to wait in the paused pool');
+        const resumed = Date.now();
+        await admin.query('RESUME test');
+        expect(await run.done, lock).toMatchObject({ code: 0, stderr: '' });
+        const [, row] = await pgRuns(box.schema);
+        // The server's clock is this machine's: it got its lock after the pool resumed, and
+        // before its command began.
+        const startedAt = new Date(row?.started_at as string).getTime();
+        expect(startedAt, lock).toBeGreaterThanOrEqual(resumed);
+        expect(startedAt, lock).toBeLessThanOrEqual(Number(lines(began)[0]));
+      }
+    } finally {
+      await admin.end();
+      await pooler.stop();
+    }
   });
 });

@@ -99,15 +99,21 @@ describe('mysql run log: runs', () => {
     const name = job('cols');
     const tick = new Date(Math.floor(Date.now() / 60_000) * 60_000);
     const run = newRun(name, { tick, lockBackend: 'mysql', lockKey: 'cg:abc' });
+    const before = Date.now();
     const id = await admitted(store, run);
+    const after = Date.now();
     await store.setChildPid(id, 999, 'echo hi there');
     const finishedAt = new Date(run.startedAt.getTime() + 1500);
     const output = 'out ✓ 😀\0end\n';
     expect(await store.finishRun(id, outcome({ status: 'failed', exitCode: 3, finishedAt, output, outputTruncated: true, error: 'boom' }), true)).toBe(false);
     const row = await store.getRun(id);
+    // When the admission took its lock, on the server's clock (this machine's).
+    const startedAt = Date.parse(row?.started_at as string);
+    expect(startedAt).toBeGreaterThanOrEqual(before - 1);
+    expect(startedAt).toBeLessThanOrEqual(after);
     expect(row).toEqual({
       id, job: name, status: 'failed', trigger: 'cron', attempt: 1, host: 'host-a', pid: 4242, child_pid: 999, username: 'alice',
-      command: 'echo hi there', started_at: run.startedAt.toISOString(), finished_at: finishedAt.toISOString(), duration_ms: 1500,
+      command: 'echo hi there', started_at: new Date(startedAt).toISOString(), finished_at: finishedAt.toISOString(), duration_ms: 1500,
       exit_code: 3, signal: null, output, output_truncated: true, overlaps: 0, request_id: null, error: 'boom', tick: tick.toISOString(),
       lock_backend: 'mysql', lock_key: 'cg:abc', run_key: run.runKey, invoked_at: run.invokedAt.toISOString(), wrapper_start: 'boot:1',
     });

@@ -30,7 +30,8 @@ describe('mysql run log: spooled records, retention, tasks', () => {
     const claim = await store.admit(newRun(name), { ...RULES, batch: true });
     if (!claim.admitted) throw new Error('refused');
     const base = record(name, 5000);
-    const delivered: SpooledRun = { ...base, run: { ...base.run, runKey: (await store.getRun(claim.runId))?.run_key as string, startedAt: (await store.getRun(claim.runId))?.started_at as string }, served: [request], final: true };
+    const row = await store.getRun(claim.runId);
+    const delivered: SpooledRun = { ...base, run: { ...base.run, runKey: row?.run_key as string, startedAt: row?.started_at as string, invokedAt: row?.invoked_at as string }, served: [request], final: true };
     const first = await store.importRun(delivered);
     expect(first).toBe(claim.runId);
     expect(await store.importRun(delivered)).toBe(first);

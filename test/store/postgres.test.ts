@@ -110,7 +110,7 @@ describe('database unavailable', () => {
     ['a URL of no database cronguard knows', ['--db', 'redis://x@y/z'], 64, /--db: expected a URL starting with postgres:\/\/, postgresql:\/\/, mysql:\/\/ or mariadb:\/\//],
     ['an invalid schema', ['--db', 'postgres://x@127.0.0.1/y', '--schema', 'bad-name'], 64, /--schema: 'bad-name' is not a plain identifier/],
     ['a bad --lock-key', ['--db', 'postgres://x@127.0.0.1/y', '--lock-key', '99999999999999999999'], 64, /not a signed 64-bit integer/],
-    ['--lock-key without the postgres lock', ['--lock-key', '5'], 64, /--lock-key applies to the postgres and lease lock backends only/],
+    ['--lock-key without the postgres lock', ['--lock-key', '5'], 64, /--lock-key applies to the postgres lock backend only/],
     ['a bad --on-lock-loss', ['--db', 'postgres://x@127.0.0.1/y', '--on-lock-loss', 'panic'], 64, /--on-lock-loss: 'panic'/],
   ])('rejects %s with 64', async (_what, args, code, message) => {
     const box = sandbox();

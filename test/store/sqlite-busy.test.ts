@@ -11,7 +11,7 @@ const Database = createRequire(import.meta.url)('better-sqlite3') as typeof Bett
 // Another writer holds the embedded log (stopped or stalled mid-write): a run waits for it
 // without stopping its own process, whose lockfile lease goes on being refreshed meanwhile.
 describe('the embedded log locked by another writer', () => {
-  it('is waited for with the wrapper still alive: its lease refreshed, nothing run until the log is free, then run and recorded once', async () => {
+  it('is waited for with the wrapper still alive: its lease refreshed, nothing run until the log is free, then run and recorded once, as started then', async () => {
     const box = sandbox();
     expect((await cronguard(['-l', 'lockfile', '-n', 'wait', '--', 'true'], box.env)).code).toBe(0);
     const db = new Database(join(box.stateDir, 'cronguard.db'));
@@ -27,12 +27,15 @@ describe('the embedded log locked by another writer', () => {
       // Its admission waits for the log; its lease is refreshed all the same, once a second.
       await waitFor(() => lstatSync(lease).mtimeMs > taken, 'the lease to be refreshed while the log is locked');
       expect(existsSync(box.path('ran'))).toBe(false);
+      const freedAt = Date.now();
       db.prepare('ROLLBACK').run();
       released = true;
       const result = await holder.done;
       expect(result).toMatchObject({ code: 0, stderr: '' });
       expect(existsSync(box.path('ran'))).toBe(true);
       expect(runs(box.stateDir).map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
+      // It started once it had the log, not when it began to wait for it (issue 35, item 10).
+      expect(Date.parse(runs(box.stateDir)[1]?.started_at as string)).toBeGreaterThanOrEqual(freedAt);
     } finally {
       if (!released) db.prepare('ROLLBACK').run();
       db.close();

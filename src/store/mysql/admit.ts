@@ -60,19 +60,21 @@ interface Found {
 // here; its writes, COMMIT and a RELEASE_LOCK in the next. Rarer cases take one more (a job's
 // first run, runs to settle, a tick another host holds). Deadlocks and lock wait timeouts
 // run it all again (MysqlSession.batchedTransaction).
-export function admitIn(session: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions, lock: AdmissionLock | null = null): Promise<Admitted> {
+export function admitIn(session: MysqlSession, sql: RunSql, given: NewRun, options: AdmitOptions, lock: AdmissionLock | null = null): Promise<Admitted> {
   return session.batchedTransaction(async (): Promise<Admitted> => {
     const take: Statement[] = lock === null ? [] : lock.asked ? [[LOCK_SQL.got, []]] : [[LOCK_SQL.takeInto, [lock.name, lock.name]], [LOCK_SQL.got, []]];
     if (lock) lock.asked = true;
-    const first = await session.batch([...take, ['BEGIN', []], ...reads(sql, run, options, lock?.name ?? null)]);
+    const first = await session.batch([...take, [sql.lockedAt, []], ['BEGIN', []], ...reads(sql, given, options, lock?.name ?? null)]);
     const answer = (first[take.length - 1]?.rows[0] as { got: number | string | null } | undefined)?.got;
+    // It starts when it got its lock (a local one: before this packet), on the server's clock.
+    const run = { ...given, startedAt: (first[take.length]?.rows[0] as { now: Date } | undefined)?.now ?? given.startedAt };
     const got = lock === null || answer === null || answer === undefined ? null : Number(answer);
     if (lock !== null && got !== 1 && got !== 2) {
       // Another session's name: nothing was locked (UNDER_LOCK); the run holding it is asked for the skip.
       const [, holder] = await session.batch([['ROLLBACK', []], [sql.runningHolder, [run.job]]]);
       return { got, admission: null, holder: holder?.rows[0] as HolderRow | undefined };
     }
-    let found = foundIn(first.slice(take.length + 1), options);
+    let found = foundIn(first.slice(take.length + 2), options);
     // A job's first run: its row is made, which takes its lock at once (see sql.lockJob), in
     // a transaction begun again, so that what it reads is read after that (the first one's
     // snapshot was taken before).
@@ -91,7 +93,7 @@ export function admitIn(session: MysqlSession, sql: RunSql, run: NewRun, options
     if (lock && got === 1 && refused && !keepsLock(refused, options)) writes.push([LOCK_SQL.release, [lock.name]]);
     const answers = await session.batch(writes);
     if (!plan) return { got, admission: refused as Refused };
-    return { got, admission: { admitted: true, runId: (answers[inserted] as Answer).insertId, requests: plan.requests } };
+    return { got, admission: { admitted: true, runId: (answers[inserted] as Answer).insertId, requests: plan.requests, startedAt: run.startedAt } };
   });
 }
 
@@ -107,7 +109,7 @@ export async function admitLocked(t: MysqlSession, sql: RunSql, run: NewRun, opt
   }
   const inserted = writes.length;
   const answers = await t.batch([...writes, ...runWrites(sql, run, options, decided)]);
-  return { admitted: true, runId: (answers[inserted] as Answer).insertId, requests: decided.requests };
+  return { admitted: true, runId: (answers[inserted] as Answer).insertId, requests: decided.requests, startedAt: run.startedAt };
 }
 
 // The run's row, its claims (of the run just inserted: LAST_INSERT_ID()) and its job's row.

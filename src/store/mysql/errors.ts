@@ -10,8 +10,9 @@ export const ER = {
   // MAX_USER_CONNECTIONS (1226, shared hosting's usual limit): a fleet connecting at the top
   // of the minute; retried while a run may wait, as PostgreSQL's 53300.
   busy: [1040, 1203, 1226],
-  // The server runs read_only (a replica) or the transaction is read-only (MariaDB 1792).
-  readOnly: [1290, 1792],
+  // The server runs read_only or super_read_only (a replica: 1290; MariaDB's read-only mode:
+  // 1836) or the transaction is read-only (1792).
+  readOnly: [1290, 1792, 1836],
   // The transaction was rolled back and may simply be tried again.
   deadlock: 1213,
   lockWaitTimeout: 1205,
@@ -103,6 +104,19 @@ export function mysqlError(error: unknown, where: string): CronguardError {
     return new UnavailableError(`MySQL at ${where} does not offer TLS, which the URL's ssl-mode asks for: enable TLS on the server, or use ssl-mode=preferred`);
   }
   return new UnavailableError(`MySQL at ${where}: ${message}`);
+}
+
+// A run's admission that the server refused as read-only (see ER.readOnly): a replica, where a
+// lock taken alone would fence nothing. One line, 69; nothing ran.
+export function readOnlyRun(error: unknown, where: string): CronguardError | null {
+  if (!(ER.readOnly as readonly number[]).includes(serverErrno(error) ?? 0)) return null;
+  const e = error as DriverError;
+  return new UnavailableError(`MySQL at ${where} is read-only (${e.sqlMessage ?? e.message}): a replica; nothing ran. Point the URL at the primary`);
+}
+
+// The lock taken alone (no run log) on a server that runs read_only: a replica. One line, 69.
+export function readOnlyServer(where: string): CronguardError {
+  return new UnavailableError(`MySQL at ${where} is read-only (read_only is ON): a replica; nothing ran. Point the URL at the primary`);
 }
 
 // Why the connection failed under a statement, in the words of its other ends: the driver

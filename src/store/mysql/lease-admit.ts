@@ -32,12 +32,13 @@ export interface LeaseAdmission {
 export function admitLeased(session: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions, lease: LeaseAsk): Promise<LeaseAdmission> {
   return session.transaction(async (t): Promise<LeaseAdmission> => {
     await t.query(sql.lockJob, [run.job]);
-    const epoch = await takeLease(t, sql, run, lease);
-    if (epoch === null) return { admission: { admitted: false, reason: 'locked', holder: await skip(t, sql, run.job, lease.countSkip) }, epoch: null };
+    const taken = await takeLease(t, sql, run, lease);
+    if (taken === null) return { admission: { admitted: false, reason: 'locked', holder: await skip(t, sql, run.job, lease.countSkip) }, epoch: null };
+    const { epoch } = taken;
     // Holding the lease proves that the runs under it before ended, on any host (their
     // holders stopped their commands before it could expire): admitLocked abandons the
-    // rows they left running (FLEET_LOCKS).
-    const admission = await admitLocked(t, sql, run, options);
+    // rows they left running (FLEET_LOCKS). The run starts when it took the lease.
+    const admission = await admitLocked(t, sql, { ...run, startedAt: taken.at }, options);
     const key = lease.key.toString();
     if (admission.admitted) {
       await t.execute(sql.leaseRun, [admission.runId, key, epoch.toString()]);
@@ -49,13 +50,13 @@ export function admitLeased(session: MysqlSession, sql: RunSql, run: NewRun, opt
   });
 }
 
-// The lease if it is free (no row, or an expired one) under a new epoch; null when it is
-// held. A held one is refused on a read that locks nothing. A taker draws its epoch first:
+// The lease if it is free (no row, or an expired one) under a new epoch, and when it was
+// taken (the server's clock); null when it is held. A held one is refused on a read that locks nothing. A taker draws its epoch first:
 // the counter's row lock lines takers up, so that no two hold gap locks on the leases'
 // index at once (two locking reads of missing keys in one gap, each then inserting, would
 // deadlock; measured: 12 jobs started at once). The row (or its gap) then stays locked to
 // the end of the transaction.
-async function takeLease(t: MysqlSession, sql: RunSql, run: NewRun, lease: LeaseAsk): Promise<bigint | null> {
+async function takeLease(t: MysqlSession, sql: RunSql, run: NewRun, lease: LeaseAsk): Promise<{ epoch: bigint; at: Date } | null> {
   const key = lease.key.toString();
   const live = (rows: { live: number }[]) => rows.length > 0 && Number(rows[0]?.live) === 1;
   if (live(await t.query<{ live: number }>(sql.leaseLive, [key]))) return null;
@@ -74,8 +75,8 @@ async function takeLease(t: MysqlSession, sql: RunSql, run: NewRun, lease: Lease
       throw error;
     }
   }
-  const [taken] = await t.query<{ epoch: string }>(sql.takenEpoch);
-  return BigInt(taken?.epoch as string);
+  const [taken] = await t.query<{ epoch: string; now: Date }>(sql.takenEpoch);
+  return { epoch: BigInt(taken?.epoch as string), at: taken?.now as Date };
 }
 
 // A refusal for the lease counts as a skip of the run that holds it (or is parked on the

@@ -3,7 +3,7 @@ import { retryUntil } from '../../lock/backend.js';
 import type { DatabaseLock } from '../../lock/database.js';
 import type { Messages } from '../../util/io.js';
 import type { LockRelease, LockRequest } from '../types.js';
-import { mysqlError } from './errors.js';
+import { mysqlError, readOnlyServer } from './errors.js';
 import { LOCK_SQL } from './sql.js';
 import type { MysqlSession } from './session.js';
 
@@ -82,12 +82,13 @@ export function mysqlLock(session: MysqlSession, name: string, say?: Messages): 
   const description = `mysql lock ${name} on ${session.config.display}`;
   const { held, releasedElsewhere } = heldLock(session, name, say);
   const tryOnce = async (): Promise<Lock | null> => {
-    let row: { got: number | null } | undefined;
+    let row: { got: number | null; read_only: number } | undefined;
     try {
-      [row] = await session.query<{ got: number | null }>(TRY, [name, name]);
+      [row] = await session.query<{ got: number | null; read_only: number }>(TRY, [name, name]);
     } catch (error) {
       throw mysqlError(error, session.config.display);
     }
+    if (Number(row?.read_only) === 1) throw readOnlyServer(session.config.display);
     if (row?.got !== 1 && row?.got !== 2) return null;
     heldOn(session, name);
     return held;

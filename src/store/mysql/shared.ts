@@ -4,7 +4,7 @@ import type { SchemaMemory, SharedDatabase, SharedLog, SharedStore } from '../sh
 import { Spool } from '../spool.js';
 import type { MysqlConfig } from './config.js';
 import { connectMysqlServer, type MysqlConnectOptions } from './connect.js';
-import { isPrivilegeError, isServerError, mysqlError } from './errors.js';
+import { isPrivilegeError, isServerError, mysqlError, readOnlyRun } from './errors.js';
 import { LOCK_IDLE_S } from './lock-name.js';
 import type { MysqlSession } from './session.js';
 import type { MysqlStore } from './store.js';
@@ -66,6 +66,7 @@ export function mysqlDatabase(config: RunConfig, db: MysqlConfig, say: Messages)
     },
     error: (error) => mysqlError(error, db.display),
     isServerError,
+    readOnly: (error) => readOnlyRun(error, db.display),
   };
 }
 

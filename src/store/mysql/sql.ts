@@ -35,7 +35,9 @@ const CUT = `CONCAT('run ', r.id, ' ended without its last attempt: its wrapper 
 // 1 taken now, 0 held by another session, 2 this session holds it already (GET_LOCK would
 // nest, and one RELEASE_LOCK not free it). released: 1 when it was this session's.
 export const LOCK_SQL = {
-  take: 'SELECT CASE WHEN IS_USED_LOCK(?) = CONNECTION_ID() THEN 2 ELSE GET_LOCK(?, 0) END AS got',
+  // Not on a read-only server (a replica: got NULL, read_only 1), where it fences nothing.
+  // (got last: the build's training server answers a SELECT's last column alone.)
+  take: 'SELECT @@global.read_only AS read_only, CASE WHEN @@global.read_only THEN NULL WHEN IS_USED_LOCK(?) = CONNECTION_ID() THEN 2 ELSE GET_LOCK(?, 0) END AS got',
   release: 'DO RELEASE_LOCK(?)',
   released: 'SELECT RELEASE_LOCK(?) AS released',
   // The same, in the admission's first packet: the answer is kept in a session variable,
@@ -83,6 +85,9 @@ export function runSql(D: string) {
     // IGNORE would hold a shared lock first, and two admissions upgrading theirs deadlock).
     // Everything the admission reads after it sees what the previous one committed.
     lockJob: `INSERT INTO ${D}.jobs (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`,
+    // The moment the run got its lock, on the server's clock (its started_at), asked right
+    // after GET_LOCK in the same packet; to the millisecond, as the run keeps it.
+    lockedAt: 'SELECT UTC_TIMESTAMP(3) AS now',
     // The job's row, locked (lock name, job; see UNDER_LOCK). Missing on a job's first run:
     // the admission then makes it with lockJob and reads again.
     // Its own pause holds while disabled_until is NULL or to come.
@@ -188,7 +193,9 @@ export function runSql(D: string) {
     moveRequests: `UPDATE ${D}.requests SET run_id = ?, attempts = attempts + 1 WHERE run_id = ? AND status = 'running'`,
     // A spooled record: the row its run key names (locked), a new one, or the same run's
     // row brought up to date.
-    keyRow: `SELECT id, job, host, pid, started_at, status FROM ${D}.runs WHERE run_key = ? FOR UPDATE`,
+    keyRow: `SELECT id, job, host, pid, invoked_at, status FROM ${D}.runs WHERE run_key = ? FOR UPDATE`,
+    // Whether the log holds this run (the spool's witness, see Spool).
+    holdsRun: `SELECT 1 AS held FROM ${D}.runs WHERE run_key = ?`,
     importRun: `INSERT INTO ${D}.runs (${RUN_COLUMNS}, child_pid, ${OUTCOME_COLUMNS}) VALUES (${RUN_MARKS}, ?, ${marks(8)})`,
     importOutcome: `UPDATE ${D}.runs SET child_pid = COALESCE(?, child_pid), status = ?, finished_at = ?, duration_ms = ?, exit_code = ?,
                       \`signal\` = ?, output = ?, output_truncated = ?, error = ?
@@ -215,7 +222,8 @@ export function runSql(D: string) {
     retakeLease: `UPDATE ${D}.leases SET job = ?, host = ?, pid = ?, run_id = NULL, epoch = LAST_INSERT_ID(), ttl_ms = ?,
                     acquired_at = UTC_TIMESTAMP(6), renewed_at = UTC_TIMESTAMP(6), expires_at = UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND
                   WHERE lock_key = ? AND expires_at <= UTC_TIMESTAMP(6)`,
-    takenEpoch: 'SELECT CAST(LAST_INSERT_ID() AS CHAR) AS epoch',
+    // With the moment it was taken (the run's started_at, as lockedAt).
+    takenEpoch: 'SELECT CAST(LAST_INSERT_ID() AS CHAR) AS epoch, UTC_TIMESTAMP(3) AS now',
     // The run admitted under it (run, key, epoch).
     leaseRun: `UPDATE ${D}.leases SET run_id = ? WHERE lock_key = ? AND epoch = ?`,
     // A renewal (ttl in ms, key, epoch): only by its holder (the epoch it took) and only while

@@ -11,15 +11,16 @@ interface KeyRow {
   job: string;
   host: string;
   pid: number;
-  started_at: Date;
+  invoked_at: Date | null;
   status: string;
 }
 
 // A run written while the log was out of reach, or one that never started: one row per run
 // key however often it is delivered, and whether or not its start got through. A key that
-// names another run's row (not the same job, host, pid and start) is tried under the key
-// made from it (rekeyed); an `abandoned` guessed from an old record of a run that did finish
-// changes nothing. Then its claims are settled as the record says. Returns the row's id.
+// names another run's row (not the same job, host, pid and invocation; not the start, which
+// the server stamps) is tried under the key made from it (rekeyed); an `abandoned` guessed
+// from an old record of a run that did finish changes nothing. Then its claims are settled
+// as the record says. Returns the row's id.
 export async function importRecord(session: MysqlSession, sql: RunSql, record: SpooledRun, recount: Recount): Promise<number> {
   for (const runKey of [record.run.runKey, rekeyed(record)]) {
     const id = await session.transaction((t) => importUnder(t, sql, record, runKey, recount));
@@ -38,7 +39,7 @@ async function importUnder(t: MysqlSession, sql: RunSql, record: SpooledRun, run
     id = (await t.execute(sql.importRun, [...runParams(run), record.childPid, ...outcomeParams(outcome, t.maxPacketBytes)])).insertId;
     await recount(t, run.job, null, outcome.status);
   } else {
-    const same = row.job === run.job && row.host === run.host && row.pid === run.pid && row.started_at.getTime() === run.startedAt.getTime();
+    const same = row.job === run.job && row.host === run.host && row.pid === run.pid && row.invoked_at?.getTime() === run.invokedAt.getTime();
     if (!same) return null;
     id = Number(row.id);
     const stale = outcome.status === 'abandoned' && row.status !== 'running' && row.status !== 'abandoned';

@@ -209,6 +209,10 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     return this.withSchema(() => importRecord(this.session, this.sql, record, (t, job, from, to) => this.recount(t, job, from, to)));
   }
 
+  async holdsRun(runKey: string): Promise<boolean> {
+    return (await this.withSchema(() => this.session.query(this.sql.holdsRun, [runKey]))).length > 0;
+  }
+
   async addRequest(r: NewRequest): Promise<number> {
     const params = [r.job, JSON.stringify(r.args), r.notBefore, r.requestedBy];
     return (await this.withSchema(() => this.write(this.reads.addRequest, params))).insertId;

@@ -1,4 +1,4 @@
--- The alert state as delivered, apart from the state wanted (issue 35, as PostgreSQL's 0023):
+-- The alert state as delivered, apart from the state wanted (issue 35, as PostgreSQL's 0024):
 -- alerted_at is the state the notifiers last DELIVERED, alert_failing and alert_run the job's
 -- latest final outcome, alert_claim (until alert_claimed_until) the invocation delivering a
 -- change now. One statement (see 0003).
