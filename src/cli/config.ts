@@ -50,7 +50,10 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
 
   const setting = (key: SettingKey, option: string) => ctx.settings.get(key, { value: str(option), name: `--${flagName(option)}` });
   const db = resolveDatabase(setting('database_url', 'db'), setting('schema', 'schema'), ctx.env);
-  const lock = parseLock(str('lock') ?? (db ? db.dialect : 'flock'), db);
+  // --lock-file names the lock the user wants (flock on that file), whatever database is
+  // configured for the log: a fleet's /etc/cronguard.conf must not break such crontab lines.
+  const explicitFile = str('lockFile');
+  const lock = parseLock(str('lock') ?? (explicitFile !== undefined ? 'flock' : db ? db.dialect : 'flock'), db);
   if (db?.dialect === 'postgres' && (inDatabase(lock) || !options.noLog)) refuseStandbyOnly(db);
   if (str('lockKey') !== undefined && lock !== 'postgres') throw new UsageError(lockKeyRefusal(lock));
   const leaseTtlMs = parseLeaseTtl(str('leaseTtl'), lock);
@@ -59,9 +62,8 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   if (onLockLoss !== 'terminate' && onLockLoss !== 'continue') {
     throw new UsageError(`--on-lock-loss: '${onLockLoss}' is not terminate or continue`);
   }
-  const explicitFile = str('lockFile');
   if (explicitFile !== undefined && lock !== 'flock') {
-    throw new UsageError('--lock-file applies to the flock backend only');
+    throw new UsageError(`--lock-file names a file for flock to lock; it cannot go with -l ${lock} (leave out -l, or use -l flock)`);
   }
   if (explicitFile === '') throw new UsageError('--lock-file needs a path');
   const lockDir = absolute(resolveLockDir(setting('lock_dir', 'lockDir'), ctx.env, ctx.root), 'lock');

@@ -16,9 +16,9 @@ export interface OptionSpec {
 export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'name', long: 'name', short: 'n', value: 'NAME', help: 'job name: the lock and run-log key (default: derived from the command)' },
   { key: 'shell', long: 'shell-command', short: 'c', value: 'STRING', help: 'run STRING through /bin/sh -c instead of a command and arguments' },
-  { key: 'lock', long: 'lock', short: 'l', value: 'BACKEND', help: "lock backend: flock, lockfile, postgres, mysql, lease or none (default: the database's own, postgres or mysql, with a database; else flock)" },
+  { key: 'lock', long: 'lock', short: 'l', value: 'BACKEND', help: "lock backend: flock, lockfile, postgres, mysql, lease or none (default: flock with --lock-file; else the database's own, postgres or mysql, with a database; else flock)" },
   { key: 'leaseTtl', long: 'lease-ttl', value: 'DURATION', help: 'lease: how long a lease lives unrenewed, renewed every third of it (default 30s, 5s to 24d)' },
-  { key: 'lockFile', long: 'lock-file', value: 'PATH', help: 'flock: lock exactly this file (shared with util-linux flock PATH)' },
+  { key: 'lockFile', long: 'lock-file', value: 'PATH', help: 'flock exactly this file (shared with util-linux flock PATH); implies -l flock, the log wherever it is' },
   { key: 'lockDir', long: 'lock-dir', value: 'DIR', help: 'where lock files live ($CRONGUARD_LOCK_DIR)' },
   { key: 'lockKey', long: 'lock-key', value: 'N', help: 'postgres: share this signed 64-bit advisory lock key (jobs, an application) instead of the hashed name' },
   { key: 'db', long: 'db', value: 'URL', help: 'the database for the lock and run log ($CRONGUARD_DATABASE_URL): a PostgreSQL URL (hosts may be a list) or libpq keyword=value pairs, PG* variables filling in what it leaves out; or mysql://USER[:PASS]@HOST[:PORT][/DB] (also mariadb://)' },

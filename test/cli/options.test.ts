@@ -124,7 +124,7 @@ describe('resolveRunConfig', () => {
     [['-E', '-1', 'true'], /not an exit code/],
     [['-l', 'redis', 'true'], /unknown lock backend 'redis'/],
     [['-l', 'postgres', 'true'], /needs a database/],
-    [['-l', 'none', '--lock-file', '/tmp/x', 'true'], /--lock-file applies to the flock backend/],
+    [['-l', 'none', '--lock-file', '/tmp/x', 'true'], /--lock-file names a file for flock to lock; it cannot go with -l none/],
     [['--lock-file', '', 'true'], /--lock-file needs a path/],
     [['--lock-key', '1', 'true'], /--lock-key applies to the postgres lock backend only/],
     [['--kill-signal', 'NOPE', 'true'], /unknown signal 'NOPE'/],
