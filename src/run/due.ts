@@ -34,9 +34,10 @@ export async function notDue(recorder: RunRecorder, config: RunConfig, options: 
     const verdict = options.scheduled.verdict(job.schedule, null, last === null ? null : Date.parse(last), Date.now());
     return verdict.due || verdict.refusal.reason !== 'schedule' ? null : verdict.refusal;
   }
-  if (options.minIntervalMs === null || options.manual || !job) return null;
+  const spacing = Math.max(options.minIntervalMs ?? 0, options.spacingMs ?? 0);
+  if (spacing === 0 || options.manual || !job) return null;
   // Due by the admission's own rule, cron's jitter allowed for (dueAfterMs).
-  if (last === null || Date.parse(last) + dueAfterMs(options.minIntervalMs) <= Date.now()) return null;
+  if (last === null || Date.parse(last) + dueAfterMs(spacing) <= Date.now()) return null;
   return { admitted: false, reason: 'interval', lastStartedAt: last };
 }
 

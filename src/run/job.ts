@@ -8,6 +8,7 @@ import { type Messages, sleep } from '../util/io.js';
 import { masking } from '../util/redact.js';
 import { isSameProcess, newRunKey, processStart } from '../util/process-id.js';
 import { monotonicMs } from '../util/time.js';
+import { dueAfterMs } from '../store/jobs.js';
 import { userName } from '../util/user.js';
 import { type Attempts, LockGuard, runAttempts } from './attempts.js';
 import { startable } from './command.js';
@@ -83,7 +84,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (!admission.admitted) {
       // A loop that holds the lock waiting for work says as a single run would why it waits.
       if (admission.reason === 'unscheduled') await skipped(config, admission as Refused, gate.description, say, manual);
-      return await repeat(ctx, gate, run, { invokedMs, admittedAt }, 0, scheduledLook(config, admission as Refused));
+      return await repeat(ctx, gate, run, { invokedMs, admittedAt, firstAt: spacedFrom(admission as Refused, admittedAt, config) }, 0, scheduledLook(config, admission as Refused));
     }
     if (stop.signal.aborted) {
       await gate.recorder.finish(notStarted(stop.signal.reason, stopWatch.request?.by ?? null), true);
@@ -91,7 +92,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     }
     if (replacing.length > 0) await (await import('./replace.js')).replaced(gate.recorder, replacing, run.host);
     const code = await runAttempts(ctx, run, admission.requests);
-    return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt }, code, scheduledLook(config, null));
+    return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt, firstAt: null }, code, scheduledLook(config, null));
   } finally {
     const ran = admission?.admitted || admission?.held;
     await (admission?.admitted ? admission.lock : admission?.held)?.release();
@@ -111,10 +112,21 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   }
 }
 
-// When a loop's invocation began and its first admission came (monotonicMs).
+// When a loop's invocation began and its first admission came (monotonicMs), and when its
+// first run is due when that admission found the last one too recent (see spacedFrom).
 interface LoopStart {
   readonly invokedMs: number;
   readonly admittedAt: number;
+  readonly firstAt: number | null;
+}
+
+// A loop's first admission refused for the interval (the last run, of the invocation before,
+// too recent: AdmitOptions.spacingMs, or --min-interval): its run is due once the interval
+// since that run's start has passed, by the admission's own rule (dueAfterMs).
+function spacedFrom(refusal: Refused, admittedAt: number, config: RunConfig): number | null {
+  if (refusal.reason !== 'interval' || !refusal.lastStartedAt) return null;
+  const interval = Math.max(config.everyMs ?? 0, config.minIntervalMs ?? 0);
+  return admittedAt + Math.max(0, Date.parse(refusal.lastStartedAt) + dueAfterMs(interval) - Date.now());
 }
 
 // --every D --for W: holding the lock, start the command every D (start to start; a run
@@ -129,7 +141,7 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, f
   const watch = await RequestWatch.open(gate.recorder, config.name);
   const every = config.everyMs ?? Number.POSITIVE_INFINITY;
   let code = firstCode;
-  let next = at.admittedAt + every;
+  let next = at.firstAt ?? at.admittedAt + every;
   let look = firstLook;
   for (;;) {
     await watch.until(Math.min(next, look, deadline), stop);
@@ -142,8 +154,11 @@ async function repeat(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, f
     const now = new Date();
     const run: NewRun = { ...first, trigger: first.trigger === 'manual' ? 'manual' : 'cron', tick: null, runKey: newRunKey(), invokedAt: now, startedAt: now };
     const verdict = await gate.readmit(run);
-    // The run's recorded start lies before this moment: the next starts a period after it.
-    if (verdict.admitted || monotonicMs() >= next) next = monotonicMs() + every;
+    // The period keeps its own clock: a run at (or past) its time moves it on, a period after
+    // the run's start (whose recorded start lies before this moment); a run for a request in
+    // between does not, or requests coming more often than the period would hold its runs
+    // off for good.
+    if (monotonicMs() >= next) next = monotonicMs() + every;
     if (verdict.admitted) {
       const result = await runAttempts(ctx, run, verdict.requests);
       if (endsLoop(stop, result)) return result;
@@ -185,6 +200,8 @@ async function admitOptions(config: RunConfig, manual: boolean): Promise<AdmitOp
     oneRunPerTick: !manual && !config.everyTick,
     isGone: (row: RunningRow) => (sameLock && row.lock_backend === config.lock && row.lock_key === lockKey) || !isSameProcess(row.pid, row.wrapper_start),
     minIntervalMs: config.minIntervalMs,
+    // A loop's first run keeps its period after the last one, the previous invocation's.
+    spacingMs: config.everyMs,
     onRequest: config.onRequest,
     batch: config.batch,
     batchMax: config.batchMax,

@@ -162,8 +162,9 @@ function localGate(
     await lock.release();
     return verdict;
   };
-  // A loop's later admissions: a stored schedule is due at its time, not cron's jitter early.
-  const inLoop = options.scheduled === null ? options : { ...options, scheduled: options.scheduled.inLoop() };
+  // A loop's later admissions: a stored schedule is due at its time, not cron's jitter early;
+  // the loop spaces its runs itself.
+  const inLoop = { ...options, spacingMs: null, scheduled: options.scheduled?.inLoop() ?? null };
   return {
     recorder,
     description: backend.description,

@@ -1,4 +1,3 @@
-import { dueAfterMs } from '../store/jobs.js';
 import type { Schedule } from './spec.js';
 
 // cron starts a line a little before its minute as often as a little after. A fire time
@@ -22,7 +21,7 @@ export function scheduleDue(schedule: Schedule, lastStartMs: number | null, nowM
   if (schedule.kind === 'every') {
     if (lastStartMs === null) return { due: true, at: new Date(nowMs) };
     const at = lastStartMs + schedule.everyMs;
-    const due = nowMs >= (early ? lastStartMs + dueAfterMs(schedule.everyMs) : at);
+    const due = nowMs >= (early ? at - Math.min(schedule.everyMs / 10, MAX_SLACK_MS) : at);
     // Due a moment early (the slack): due since now, not since a time still to come.
     return { due, at: new Date(due ? Math.min(at, nowMs) : at) };
   }

@@ -74,6 +74,11 @@ export interface AdmitOptions {
   readonly isGone: (row: RunningRow) => boolean;
   // Skip when the last run started less than this long ago (and nothing was requested).
   readonly minIntervalMs: number | null;
+  // A loop's first admission (--every D): refused as `interval` (a loop keeps its lock and
+  // waits) while the job's last run started less than D ago, so that a new invocation's first
+  // run keeps the period after the last invocation's last one; D is not recorded as the job's
+  // interval. Null for a single run and for a loop's later admissions (spaced by the loop).
+  readonly spacingMs: number | null;
   // Run only for requests (or, with minIntervalMs, when the interval has passed).
   readonly onRequest: boolean;
   // Claim every due request, up to batchMax, for one run; otherwise every one without

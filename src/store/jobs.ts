@@ -43,13 +43,17 @@ export interface PauseEvent {
 // How many of them `status NAME` and the job's page show.
 export const PAUSE_EVENTS_SHOWN = 20;
 
-// How long after its last start a job with --min-interval is due: the interval less a
-// slack of a tenth of it, at most 30 s. cron starts a `* * * * *` line a little before the
-// minute as often as a little after, so without it 59.4 s after the last start would be
-// "not yet" and an hourly job would run every 61 minutes. The stored interval stays the
-// one configured. The same rule as admit() in PostgreSQL (migration 0012).
+// How long after its last start a job with --min-interval (or a loop's first run, spaced by
+// --every) is due: the interval less a slack of a tenth of it, at most 30 s. cron starts a
+// `* * * * *` line a little before the minute as often as a little after, so without it
+// 59.4 s after the last start would be "not yet" and an hourly job would run every 61
+// minutes. Cron's ticks are a minute apart, so an interval under a minute is no tick's:
+// its slack is a fraction of a second (an --every 30s loop's runs came 28 s apart with a
+// tenth). The stored interval stays the one configured. As PostgreSQL's due_after_ms()
+// (migration 0025).
+export const SUBMINUTE_SLACK_MS = 250;
 export function dueAfterMs(intervalMs: number): number {
-  return intervalMs - Math.min(intervalMs / 10, 30_000);
+  return intervalMs - Math.min(intervalMs / 10, intervalMs < 60_000 ? SUBMINUTE_SLACK_MS : 30_000);
 }
 
 // How many of its latest finished runs a job's statistics cover.

@@ -48,6 +48,7 @@ export class PostgresStore extends PostgresReads implements SharedStore {
       fleet: options.oneRunPerTick,
       now: minuteNow().toISOString(),
       min_interval_ms: options.minIntervalMs,
+      ...(options.spacingMs === null ? {} : { spacing_ms: options.spacingMs }),
       on_request: options.onRequest,
       batch: options.batch,
       batch_max: options.batchMax,

@@ -92,9 +92,10 @@ function refusal(db: BetterSqlite3.Database, run: NewRun, options: AdmitOptions)
     if (verdict.refusal.warn) db.prepare(SQL.saidUnscheduled).run(run.job, run.startedAt.toISOString());
     return verdict.refusal;
   }
-  if (options.minIntervalMs !== null && !options.manual) {
+  const spacing = Math.max(options.minIntervalMs ?? 0, options.spacingMs ?? 0);
+  if (spacing > 0 && !options.manual) {
     const last = lastStart();
-    if (last !== null && Date.parse(last) > run.startedAt.getTime() - dueAfterMs(options.minIntervalMs)) {
+    if (last !== null && Date.parse(last) > run.startedAt.getTime() - dueAfterMs(spacing)) {
       return { admitted: false, reason: 'interval', lastStartedAt: last };
     }
   }

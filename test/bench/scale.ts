@@ -44,7 +44,7 @@ const newRun = (job: string): NewRun => {
     tick: new Date(Math.floor(Date.now() / 60_000) * 60_000), lockBackend: 'flock', lockKey: '/bench', runKey: `bench-${process.pid}-${keys}`, wrapperStart: null,
   };
 };
-const OPTIONS: AdmitOptions = { oneRunPerTick: true, isGone: () => false, minIntervalMs: 1, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null };
+const OPTIONS: AdmitOptions = { oneRunPerTick: true, isGone: () => false, minIntervalMs: 1, spacingMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null };
 
 // Row i: job i % 1000, an hour apart per job, 1 in 20 failed; the newest rows are now.
 const SEED_SQL = `job, status, trigger, attempt, host, pid, command, started_at, finished_at, duration_ms, exit_code, output, run_key`;

@@ -31,6 +31,50 @@ describe.each(STORES)('repeating within the minute (%s)', (kind) => {
     for (const s of starts) expect(s - (starts[0] as number)).toBeLessThan(2000);
   });
 
+  // Issue 36, item 10: requests reset the period's clock, so requests coming more often than
+  // the period held its own runs off for good. The period keeps its own clock now.
+  it('requests coming faster than the period do not hold its own runs off', async () => {
+    const box = storeBox(kind);
+    const job = box.job('busy');
+    // Each run a fifth of a second: requests served one after another fill the period.
+    const loop = start(['-n', job, '--every', '2s', '--for', '1h', '--', 'sleep', '0.2'], box.env);
+    try {
+      await waitFor(async () => (await box.runs().catch(() => [])).length >= 1, 'the first run');
+      // One request at a time, the next as soon as the last is served: up to 60 of them,
+      // until the period has started two runs of its own meanwhile.
+      const periodic = async () => (await box.runs()).filter((r) => r.trigger !== 'request').length;
+      const before = await periodic();
+      for (let i = 0; i < 60 && (await periodic()) < before + 2; i++) {
+        const id = await box.request(job);
+        await waitFor(async () => (await box.requests()).some((r) => r.id === id && r.status === 'succeeded'), 'the request to be served');
+      }
+      expect(await periodic()).toBeGreaterThanOrEqual(before + 2);
+    } finally {
+      loop.child.kill('SIGTERM');
+      await loop.done;
+    }
+  });
+
+  // Issue 36, item 11: a new invocation's first run came right at its hand-over, as little as
+  // a second after the last one of the invocation before. Its first run now keeps the period,
+  // to a fraction of a second, whoever started the last one.
+  it('the next invocation\'s first run keeps the period after the last run of the one before', async () => {
+    const box = storeBox(kind);
+    const job = box.job('handover');
+    const args = (window: string) => ['-n', job, '--every', '2s', '--for', window, '--', 'true'];
+    const first = start(args('3s'), box.env);
+    await waitFor(async () => (await box.runs().catch(() => [])).length >= 1, 'the first invocation to run');
+    // The second waits for the lock (a loop's hand-over), takes over when the first's window
+    // ends, and is stopped once it has run.
+    const second = start(args('1h'), box.env);
+    expect((await first.done).code).toBe(0);
+    await waitFor(async () => (await box.runs()).some((r) => r.pid === second.child.pid), 'the second invocation to run');
+    second.child.kill('SIGTERM');
+    await second.done;
+    const starts = (await box.runs()).map((r) => Date.parse(String(r.started_at))).sort((a, b) => a - b);
+    for (let i = 1; i < starts.length; i++) expect((starts[i] as number) - (starts[i - 1] as number)).toBeGreaterThanOrEqual(2000 - 250);
+  });
+
   it('a run longer than the period delays the next one rather than overlapping it', async () => {
     const box = storeBox(kind);
     const job = box.job('long');

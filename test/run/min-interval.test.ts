@@ -39,4 +39,12 @@ describe.each(STORES)('--min-interval and cron\'s jitter (%s)', (kind) => {
     expect(job?.min_interval_ms).toBe(3600 * SECOND);
     expect(Date.parse(job?.next_due_at as string)).toBe(Date.parse(job?.last_started_at as string) + 3570 * SECOND);
   });
+
+  // Issue 36, item 11: cron's ticks are a minute apart, so an interval under a minute is no
+  // tick's, and a tenth of it let runs of a 30 s loop come 28 s apart.
+  it('59s: under a minute the slack is a quarter of a second (54 s ago is not due, 58.9 s is)', async () => {
+    expect((await due('59s', 54 * SECOND)).ran).toBe(false);
+    expect((await due('59s', 58.9 * SECOND)).ran).toBe(true);
+  });
 });
+

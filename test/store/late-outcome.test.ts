@@ -15,7 +15,7 @@ const Database = createRequire(import.meta.url)('better-sqlite3') as typeof Bett
 // After a failover, the next run that takes the lock marks the lost run's replicated row
 // `abandoned`; the run's true outcome, delivered later from its spool, must win, on the
 // same row. The reverse never happens: a record with no outcome does not undo a real one.
-const RULES = { oneRunPerTick: false, isGone: () => false, minIntervalMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null };
+const RULES = { oneRunPerTick: false, isGone: () => false, minIntervalMs: null, spacingMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null };
 
 interface Opened {
   store: RunStore;

@@ -29,7 +29,7 @@ export async function freshStore(): Promise<{ store: MysqlStore; database: strin
 }
 
 export const RULES: AdmitOptions = {
-  oneRunPerTick: false, isGone: () => false, minIntervalMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null,
+  oneRunPerTick: false, isGone: () => false, minIntervalMs: null, spacingMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null,
 };
 
 export function newRun(job: string, over: Partial<NewRun> = {}): NewRun {

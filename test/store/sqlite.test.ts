@@ -9,7 +9,7 @@ import { asNobody, cronguard, runs, sandbox, start } from '../helpers.js';
 
 let keys = 0;
 // The admission rules of a plain run.
-const RULES = { oneRunPerTick: true, minIntervalMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null };
+const RULES = { oneRunPerTick: true, minIntervalMs: null, spacingMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null };
 const newRun = (over: Partial<NewRun> = {}): NewRun => ({
   job: 'j',
   trigger: 'cron',

@@ -136,7 +136,7 @@ function reads(sql: RunSql, run: NewRun, options: AdmitOptions, name: string | n
   return statements;
 }
 
-const needsLastStart = (options: AdmitOptions) => (options.minIntervalMs !== null || options.scheduled !== null) && !options.manual;
+const needsLastStart = (options: AdmitOptions) => (options.minIntervalMs !== null || options.spacingMs !== null || options.scheduled !== null) && !options.manual;
 
 function foundIn(answers: readonly Answer[], options: AdmitOptions): Found {
   const [job, fleet, unsettled, due, last] = answers.map((a) => a.rows);
@@ -226,8 +226,9 @@ function refusal({ job, last }: Found, run: NewRun, options: AdmitOptions, sql: 
     if (verdict.refusal.warn) writes.push([sql.saidUnscheduled, [run.startedAt, run.job]]);
     return verdict.refusal;
   }
-  if (options.minIntervalMs !== null && !options.manual) {
-    if (last && last.at.getTime() > run.startedAt.getTime() - dueAfterMs(options.minIntervalMs)) {
+  const spacing = Math.max(options.minIntervalMs ?? 0, options.spacingMs ?? 0);
+  if (spacing > 0 && !options.manual) {
+    if (last && last.at.getTime() > run.startedAt.getTime() - dueAfterMs(spacing)) {
       return { admitted: false, reason: 'interval', lastStartedAt: iso(last.at) as string };
     }
   }
