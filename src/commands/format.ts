@@ -10,6 +10,11 @@ export function tableTime(iso: string | null): string {
   return iso === null ? '-' : wallClock(new Date(iso));
 }
 
+// The local time of day, HH:MM:SS, for a time within the day ("holding until 14:03:00").
+export function clockTime(iso: string): string {
+  return wallClock(new Date(iso)).slice(-8);
+}
+
 // The local zone's short name (CET, UTC, GMT+5:30), for a column header.
 export function zoneName(at: Date = new Date()): string {
   const part = new Intl.DateTimeFormat('en-US', { timeZoneName: 'short' }).formatToParts(at).find((p) => p.type === 'timeZoneName');

@@ -1,12 +1,13 @@
 import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
+import type { JobStatus } from '../store/jobs.js';
 import type { LeaseRow } from '../store/leases.js';
 import type { ServerLock, SharedStore } from '../store/shared.js';
 import type { RunRow } from '../store/types.js';
 import { isRoot, resolveLockDir } from '../util/paths.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { LocalLocks } from '../lock/held.js';
-import { tableTime } from './format.js';
+import { clockTime, tableTime } from './format.js';
 import { colours, renderTable } from './table.js';
 
 // A lock held right now, as `cronguard locks` shows it. `verified`: the kernel or the server
@@ -26,6 +27,8 @@ export interface HeldLock {
   epoch?: string;
   expires_at?: string;
   expires_in_ms?: number;
+  // A loop (--for) that holds it between its runs: until when its window lasts.
+  holding_until?: string;
 }
 
 // `cronguard locks`: every lock held right now by a cronguard run the run log knows of,
@@ -43,15 +46,17 @@ export async function locks(args: readonly string[], settings: Settings): Promis
   let running: RunRow[] = [];
   let server: ServerLock[] = [];
   let leases: LeaseRow[] = [];
+  let holdings: HeldLock[] = [];
   try {
     running = store ? await store.listRuns({ status: 'running', limit: 10_000 }) : [];
     if (choice.db) server = await (store as SharedStore).databaseLocks();
     leases = (await store?.leases?.()) ?? [];
+    holdings = fromLoops((await store?.jobStatus(null)) ?? [], server);
   } finally {
     await store?.close();
   }
   // Oldest first: the lock held longest is the one worth a look.
-  const held = [...fromRuns(running, server), ...leases.map(fromLease), ...fromServer(server, running), ...unexplained(dir, running)].sort(
+  const held = [...fromRuns(running, server), ...leases.map(fromLease), ...holdings, ...fromServer(server, running, holdings), ...unexplained(dir, running, holdings)].sort(
     (a, b) => (a.since ?? '~').localeCompare(b.since ?? '~') || a.job.localeCompare(b.job),
   );
   if (flags.json) {
@@ -72,10 +77,27 @@ export async function locks(args: readonly string[], settings: Settings): Promis
 const localLocks = new LocalLocks();
 
 function note(h: HeldLock): string {
-  if (!h.verified) return 'per run log (other host)';
+  const loop = h.holding_until === undefined ? '' : `idle, holding until ${clockTime(h.holding_until)}`;
+  if (!h.verified) return [loop, 'per run log (other host)'].filter((n) => n !== '').join('; ');
   const lease = h.epoch === undefined ? '' : `epoch ${h.epoch}, expires in ${Math.ceil((h.expires_in_ms ?? 0) / 1000)}s`;
-  return [lease, h.run_id === null ? 'no run row' : ''].filter((n) => n !== '').join('; ');
+  return [loop, lease, h.run_id === null && loop === '' ? 'no run row' : ''].filter((n) => n !== '').join('; ');
 }
+
+// Loops (--for) holding their lock between runs, as the log says they do (JobStatus.holding),
+// checked where that can be: by the server for its own locks, in /proc/locks on this host.
+// A lease's holder is its row's (fromLease); a job whose run is running is fromRuns'.
+function fromLoops(jobs: readonly JobStatus[], server: readonly ServerLock[]): HeldLock[] {
+  const here = hostname();
+  return jobs.flatMap((j) => {
+    const h = j.holding;
+    if (h === null || j.state === 'running' || h.lock === 'lease' || h.lock === 'none') return [];
+    const verified = DATABASE_LOCKS.has(h.lock) ? server.some((s) => s.lock === h.lock && s.key === h.key) : h.host === here && h.key !== null && localLocks.holder(h.lock, h.key) !== undefined;
+    if (!verified && (DATABASE_LOCKS.has(h.lock) || h.host === here)) return [];
+    return [{ job: j.job, lock: h.lock, key: h.key, host: h.host, pid: h.pid, run_id: null, since: null, holder_pid: null, verified, holding_until: h.until }];
+  });
+}
+
+const sameLock = (a: HeldLock, lock: string, key: string | null) => a.lock === lock && a.key === key;
 
 // A lease held now (unexpired on the server's clock), as its row names its holder: the
 // leases table is the truth of who holds it, whatever running rows say.
@@ -127,16 +149,16 @@ function newestPerLock(running: readonly RunRow[]): RunRow[] {
 // Database locks of this log's jobs with no running row (a --no-log run, a spooled one, an
 // application holding a job off). A key that is neither a running row's nor a job's own in
 // this log belongs to another schema, or to an application: not ours to show.
-function fromServer(server: readonly ServerLock[], running: readonly RunRow[]): HeldLock[] {
+function fromServer(server: readonly ServerLock[], running: readonly RunRow[], holdings: readonly HeldLock[]): HeldLock[] {
   return server
-    .filter((s) => s.jobsOwn && !running.some((r) => r.lock_backend === s.lock && r.lock_key === s.key))
+    .filter((s) => s.jobsOwn && !running.some((r) => r.lock_backend === s.lock && r.lock_key === s.key) && !holdings.some((h) => sameLock(h, s.lock, s.key)))
     .map((s) => ({ job: s.job, lock: s.lock, key: s.key, host: null, pid: null, run_id: null, since: s.since, holder_pid: null, verified: true }));
 }
 
-// Held lock files in the lock dir that no running row of this host accounts for.
-function unexplained(dir: string, running: readonly RunRow[]): HeldLock[] {
+// Held lock files in the lock dir that no running row (or loop) of this host accounts for.
+function unexplained(dir: string, running: readonly RunRow[], holdings: readonly HeldLock[]): HeldLock[] {
   const here = hostname();
-  const known = new Set(running.filter((r) => r.host === here).map((r) => r.lock_key));
+  const known = new Set([...running.filter((r) => r.host === here).map((r) => r.lock_key), ...holdings.filter((h) => h.host === here).map((h) => h.key)]);
   return localLocks
     .inDirectory(dir)
     .filter((l) => !known.has(l.path))

@@ -7,7 +7,7 @@ import type { RunStore } from '../store/types.js';
 import { type JobSchedule, jobSchedule, withScheduleProblem } from '../schedule/job.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { age, ago, clip, duration, percent, printable, sparkline, tableTime, terminalWidth, zoneName } from './format.js';
+import { age, ago, clip, clockTime, duration, percent, printable, sparkline, tableTime, terminalWidth, zoneName } from './format.js';
 import { colours, paintStatus, renderTable } from './table.js';
 
 // `cronguard status [NAME]`: every job at a glance, one line each; for one job, all there
@@ -83,6 +83,8 @@ function overview(jobs: readonly JobStatus[], c: ChalkInstance): string {
 function state(j: JobStatus, c: ChalkInstance, now: number): string {
   if (j.state === 'running') return c.cyan(`running ${age(j.running_since, now)}`);
   if (j.state === 'disabled') return c.yellow(clip(printable(`paused${j.disabled_fleet_wide ? ' (fleet)' : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`), 24));
+  // A loop (--for) between its runs holds the lock: an application's try of it reads busy.
+  if (j.holding) return `idle, holding until ${clockTime(j.holding.until)}`;
   // Idle because another job runs under its shared lock (--lock-file, --lock-key).
   return j.lock_held_by === null ? 'idle' : clip(printable(`idle, lock: ${j.lock_held_by}`), 24);
 }
@@ -102,6 +104,7 @@ function detail(j: LeasedJobStatus, c: ChalkInstance, events: readonly PauseEven
   const lines: [string, string | null][] = [
     ['state', `${state(j, c, now)}${j.state === 'running' ? ` on ${printable(j.running_host ?? '?')} (pid ${j.running_pid}, run ${j.running_run_id}, since ${when(j.running_since)})` : ''}`],
     ['lease', j.lease === null ? null : printable(`held by ${leaseText(j.lease)}, since ${when(j.lease.since)}`)],
+    ['holding', j.holding === null || j.state !== 'idle' ? null : printable(`${j.holding.lock}${j.holding.key ? ` ${j.holding.key}` : ''} by a loop on ${j.holding.host} (pid ${j.holding.pid}) between its runs, until ${when(j.holding.until)}`)],
     ['shared lock', j.lock_held_by === null || j.state === 'running' ? null : printable(`held by ${j.lock_held_by}, which runs now`)],
     ['paused', j.state === 'disabled' ? printable(`${j.disabled_fleet_wide ? 'fleet-wide, ' : ''}since ${when(j.disabled_since)}${j.disabled_by ? ` by ${j.disabled_by}` : ''}${j.disabled_until ? `, until ${when(j.disabled_until)}` : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`) : null],
     ['blocked', blockedSince(j) === null ? null : c.yellow(printable(`skipped ${when(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job`))],

@@ -134,10 +134,24 @@ function spacedFrom(refusal: Refused, admittedAt: number, config: RunConfig): nu
 // comes; --on-request --for W: only for requests. The exit code is that of the last run
 // that failed, if any did.
 async function repeat(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, firstCode: number, firstLook: number): Promise<number> {
-  const { config, say, stop } = ctx;
+  const { config } = ctx;
   // The window counts from the invocation: --for 1m ends as the next minute's invocation,
   // waiting for the lock (lockWaitMs), takes over.
   const deadline = at.invokedMs + (config.forMs as number);
+  // The lock stays held between runs: said in the log (status, locks, the web page), since no
+  // run is `running` meanwhile and an application's own try of the lock reads "busy".
+  const holding = { host: first.host, pid: first.pid, until: new Date(Date.now() + deadline - monotonicMs()).toISOString(), lock: first.lockBackend, key: first.lockKey };
+  await gate.recorder.consult('note the lock held between runs', (store) => store.setHolding(config.name, holding));
+  try {
+    return await runsOf(ctx, gate, first, at, firstCode, firstLook, deadline);
+  } finally {
+    await gate.recorder.consult('note the lock let go', (store) => store.setHolding(config.name, null));
+  }
+}
+
+// The loop's runs, until `deadline` (monotonicMs).
+async function runsOf(ctx: Attempts, gate: Gate, first: NewRun, at: LoopStart, firstCode: number, firstLook: number, deadline: number): Promise<number> {
+  const { config, say, stop } = ctx;
   const watch = await RequestWatch.open(gate.recorder, config.name);
   const every = config.everyMs ?? Number.POSITIVE_INFINITY;
   let code = firstCode;

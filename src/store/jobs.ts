@@ -126,16 +126,33 @@ export interface JobStatus {
   runs_total: Record<string, number>;
   // Another job that runs now under the lock this job last took (jobs sharing a lock).
   lock_held_by: string | null;
+  // A loop (--for) holding the job's lock between runs: who, and until when its window lasts
+  // (see holdingOf); null when none does.
+  holding: Holding | null;
+}
+
+// A loop's hold of its job's lock between runs (RunStore.setHolding).
+export interface Holding {
+  readonly host: string;
+  readonly pid: number;
+  readonly until: string;
+  readonly lock: string;
+  readonly key: string | null;
 }
 
 // What a store reads; the statistics are worked out here, the same for both stores.
 // `disabled`: paused on its own, judged (with `disabled_until`) by the store's clock.
-export type JobStatusRow = Omit<JobStatus, 'state' | 'next_due_at' | 'success_rate' | 'duration_median_ms' | 'duration_p95_ms' | 'disabled_fleet_wide'> & {
+export type JobStatusRow = Omit<JobStatus, 'state' | 'next_due_at' | 'success_rate' | 'duration_median_ms' | 'duration_p95_ms' | 'disabled_fleet_wide' | 'holding'> & {
   disabled: boolean;
+  holding_host: string | null;
+  holding_pid: number | null;
+  holding_until: string | null;
+  holding_lock: string | null;
+  holding_key: string | null;
 };
 
 // `fleet`: the fleet's pause, when one holds now: a job not paused on its own shows it.
-export function jobStatusOf({ disabled: own, job, ...fields }: JobStatusRow, fleet: Paused | null): JobStatus {
+export function jobStatusOf({ disabled: own, job, holding_host, holding_pid, holding_until, holding_lock, holding_key, ...fields }: JobStatusRow, fleet: Paused | null): JobStatus {
   const byFleet = !own && fleet !== null;
   const disabled = own || byFleet;
   const row = byFleet
@@ -156,6 +173,11 @@ export function jobStatusOf({ disabled: own, job, ...fields }: JobStatusRow, fle
     success_rate: finals.length === 0 ? null : finals.filter((r) => r.status === 'succeeded').length / finals.length,
     duration_median_ms: percentile(durations, 0.5),
     duration_p95_ms: percentile(durations, 0.95),
+    // A hold whose window has passed was a loop's that vanished (SIGKILL) before it said so.
+    holding:
+      holding_host !== null && holding_pid !== null && holding_until !== null && holding_lock !== null && Date.parse(holding_until) > Date.now()
+        ? { host: holding_host, pid: Number(holding_pid), until: holding_until, lock: holding_lock, key: holding_key }
+        : null,
   };
 }
 

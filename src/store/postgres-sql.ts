@@ -120,6 +120,9 @@ export function statements(S: string) {
                    p AS (INSERT INTO ${S}.jobs (name, pending_overlaps) SELECT :job, 1 WHERE NOT EXISTS (SELECT 1 FROM o)
                          ON CONFLICT (name) DO UPDATE SET pending_overlaps = ${S}.jobs.pending_overlaps + 1)
               SELECT id, host, pid, started_at FROM o`),
+    holding: named(`INSERT INTO ${S}.jobs (name, holding_host, holding_pid, holding_until, holding_lock, holding_key)
+                    VALUES (:job, :host, :pid, :until, :lock, :key)
+                    ON CONFLICT (name) DO UPDATE SET holding_host = :host, holding_pid = :pid, holding_until = :until, holding_lock = :lock, holding_key = :key`),
     blocked: named(`INSERT INTO ${S}.jobs (name, blocked_by, blocked_at) VALUES (:job, :by, now())
                     ON CONFLICT (name) DO UPDATE SET blocked_by = :by, blocked_at = now()`),
     // A run written while the log was out of reach, or one that never started: one row per

@@ -4,7 +4,7 @@ import { printable } from '../util/printable.js';
 import { monotonicMs } from '../util/time.js';
 import { PostgresReads } from './postgres-reads.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
-import type { Paused } from './jobs.js';
+import type { Holding, Paused } from './jobs.js';
 import type { LockedAdmission, SharedStore } from './shared.js';
 import { type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toPaused, toRequestRow } from './postgres-rows.js';
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
@@ -261,6 +261,10 @@ export class PostgresStore extends PostgresReads implements SharedStore {
 
   async recordBlocked(job: string, by: string): Promise<void> {
     await this.withSchema(() => this.run(this.sql.blocked, { job, by }));
+  }
+
+  async setHolding(job: string, h: Holding | null): Promise<void> {
+    await this.withSchema(() => this.run(this.sql.holding, { job, host: h?.host ?? null, pid: h?.pid ?? null, until: h?.until ?? null, lock: h?.lock ?? null, key: h?.key ?? null }));
   }
 
   async prune({ before, keep, deadline }: PruneOptions): Promise<PruneResult> {

@@ -89,6 +89,8 @@ export const SQL = {
             WHERE id = coalesce((SELECT id FROM runs WHERE job = @job AND status = 'running' ORDER BY id DESC LIMIT 1),
                                 (SELECT id FROM runs WHERE job = @job AND pid = @holder_pid ORDER BY id DESC LIMIT 1))
             RETURNING id, host, pid, started_at`,
+  holding: `INSERT INTO jobs (name, holding_host, holding_pid, holding_until, holding_lock, holding_key) VALUES (@job, @host, @pid, @until, @lock, @key)
+            ON CONFLICT (name) DO UPDATE SET holding_host = @host, holding_pid = @pid, holding_until = @until, holding_lock = @lock, holding_key = @key`,
   blocked: `INSERT INTO jobs (name, blocked_by, blocked_at) VALUES (@job, @by, @at)
             ON CONFLICT (name) DO UPDATE SET blocked_by = @by, blocked_at = @at`,
   overlapPending: `INSERT INTO jobs (name, pending_overlaps) VALUES (?, 1)
@@ -151,6 +153,7 @@ export const SQL = {
   jobStatus: `WITH names AS (SELECT name FROM jobs UNION SELECT job FROM requests WHERE status = 'pending')
               SELECT n.name AS job, coalesce(j.disabled AND (j.disabled_until IS NULL OR j.disabled_until > @now), 0) AS disabled,
                      j.disabled_reason, j.disabled_at AS disabled_since, j.disabled_by, j.disabled_until, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
+                     j.holding_host, j.holding_pid, j.holding_until, j.holding_lock, j.holding_key,
                      r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
                      l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.signal AS last_signal,
                      l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,

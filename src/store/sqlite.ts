@@ -4,7 +4,7 @@ import { loadAddon } from '../util/addon.js';
 import { SQLITE_FILE } from '../util/paths.js';
 import { preparePrivateDirectory } from '../util/safe-path.js';
 import { monotonicMs } from '../util/time.js';
-import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type PauseEvent, type RecentRun } from './jobs.js';
+import { type Holding, type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type PauseEvent, type RecentRun } from './jobs.js';
 import { fleetPauseAt, pauseEventsIn, setPauseIn } from './sqlite-pause.js';
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
@@ -152,6 +152,10 @@ export class SqliteStore implements RunStore {
 
   async recordBlocked(job: string, by: string): Promise<void> {
     this.db.prepare(SQL.blocked).run({ job, by, at: new Date().toISOString() });
+  }
+
+  async setHolding(job: string, h: Holding | null): Promise<void> {
+    this.db.prepare(SQL.holding).run({ job, host: h?.host ?? null, pid: h?.pid ?? null, until: h?.until ?? null, lock: h?.lock ?? null, key: h?.key ?? null });
   }
 
   // Under the record's run key, or, when that names another run's row, the key made from it.

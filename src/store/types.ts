@@ -1,4 +1,4 @@
-import type { JobStatus, Paused, PauseEvent } from './jobs.js';
+import type { Holding, JobStatus, Paused, PauseEvent } from './jobs.js';
 import type { Cancellation, NewRequest, RequestRow, Unserved } from './requests.js';
 import type { LeaseRow } from './leases.js';
 import type { SpooledRun } from './spool.js';
@@ -196,6 +196,9 @@ export interface RunStore {
   // Notes a skip because a local lock was held by a user who does not share the job (`by`
   // names them), for status and check.
   recordBlocked(job: string, by: string): Promise<void>;
+  // A loop (--for) holds the job's lock between its runs until `holding.until` (null: it let
+  // the lock go), for status, locks and the web page: the lock is busy with no run running.
+  setHolding(job: string, holding: Holding | null): Promise<void>;
   // Writes a run recorded while this store was unreachable (see Spool), or one that never
   // started; returns its id.
   importRun(record: SpooledRun): Promise<number>;

@@ -141,7 +141,9 @@ export function stateCell(j: JobStatus, now = Date.now()): Html {
     const fleet = j.disabled_fleet_wide ? html` <span class="muted">fleet-wide</span>` : '';
     return html`<span class="state disabled">paused</span>${fleet}${j.disabled_reason ? html` <span class="reason">${j.disabled_reason}</span>` : ''}`;
   }
-  // Another job runs under the lock it shares (--lock-file, --lock-key).
+  // A loop (--for) between its runs holds the lock; or another job runs under the lock it
+  // shares (--lock-file, --lock-key).
+  const holding = j.holding === null ? '' : html` <span class="muted">holding its lock (${j.holding.host}, pid ${j.holding.pid}) until ${time(j.holding.until)}</span>`;
   const held = j.lock_held_by === null ? '' : html` <span class="muted">lock held by <a href="/jobs/${encodeURIComponent(j.lock_held_by)}">${j.lock_held_by}</a></span>`;
-  return html`<span class="state idle">idle</span>${held}`;
+  return html`<span class="state idle">idle</span>${holding}${held}`;
 }

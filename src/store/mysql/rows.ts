@@ -124,7 +124,7 @@ export interface RecentRow {
   pid: number;
 }
 
-const TIMES = ['disabled_since', 'disabled_until', 'last_seen_at', 'blocked_at', 'running_since', 'last_started_at', 'last_finished_at', 'last_success_at'];
+const TIMES = ['disabled_since', 'disabled_until', 'last_seen_at', 'blocked_at', 'holding_until', 'running_since', 'last_started_at', 'last_finished_at', 'last_success_at'];
 
 // A job's row with its recent runs (RecentRow, oldest first: its finished runs and the rows
 // after them), as status, check, metrics and the web page take it.

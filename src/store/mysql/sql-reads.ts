@@ -37,6 +37,7 @@ export function readSql(D: string) {
     jobStatus: `WITH names AS (SELECT name FROM ${D}.jobs UNION SELECT job FROM ${D}.requests WHERE status = 'pending')
                 SELECT n.name AS job, COALESCE(j.disabled AND (j.disabled_until IS NULL OR j.disabled_until > UTC_TIMESTAMP(6)), FALSE) AS disabled,
                        j.disabled_reason, j.disabled_at AS disabled_since, j.disabled_by, j.disabled_until, j.command, j.host, j.last_seen_at, j.min_interval_ms, j.schedule, j.blocked_by, j.blocked_at,
+                     j.holding_host, j.holding_pid, j.holding_until, j.holding_lock, j.holding_key,
                        r.id AS running_run_id, r.started_at AS running_since, r.host AS running_host, r.pid AS running_pid,
                        l.id AS last_run_id, l.status AS last_status, l.exit_code AS last_exit_code, l.\`signal\` AS last_signal,
                        l.started_at AS last_started_at, l.finished_at AS last_finished_at, l.duration_ms AS last_duration_ms,

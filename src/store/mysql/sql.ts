@@ -158,6 +158,9 @@ export function runSql(D: string) {
     pidHolder: `SELECT ${HOLDER} FROM ${D}.runs WHERE job = ? AND host = ? AND pid = ? ORDER BY id DESC LIMIT 1`,
     countSkip: `UPDATE ${D}.runs SET overlaps = overlaps + 1 WHERE id = ?`,
     park: `INSERT INTO ${D}.jobs (name, pending_overlaps) VALUES (?, 1) ON DUPLICATE KEY UPDATE pending_overlaps = pending_overlaps + 1`,
+    // A loop's hold of the lock between runs (job, host, pid, until, lock, key, and again).
+    holding: `INSERT INTO ${D}.jobs (name, holding_host, holding_pid, holding_until, holding_lock, holding_key) VALUES (?, ?, ?, ?, ?, ?)
+              ON DUPLICATE KEY UPDATE holding_host = ?, holding_pid = ?, holding_until = ?, holding_lock = ?, holding_key = ?`,
     blocked: `INSERT INTO ${D}.jobs (name, blocked_by, blocked_at) VALUES (?, ?, UTC_TIMESTAMP(6))
               ON DUPLICATE KEY UPDATE blocked_by = ?, blocked_at = UTC_TIMESTAMP(6)`,
     setChildPid: `UPDATE ${D}.runs SET child_pid = ?, command = ? WHERE id = ?`,

@@ -1,5 +1,5 @@
 import { monotonicMs } from '../../util/time.js';
-import type { Paused } from '../jobs.js';
+import type { Holding, Paused } from '../jobs.js';
 import { setPauseIn } from './pause.js';
 import { type Cancellation, type NewRequest, requestStatusOf, type Unserved } from '../requests.js';
 import type { LockedAdmission, ServerLock, SharedStore } from '../shared.js';
@@ -203,6 +203,11 @@ export class MysqlStore extends MysqlReads implements SharedStore {
 
   async recordBlocked(job: string, by: string): Promise<void> {
     await this.withSchema(() => this.write(this.sql.blocked, [job, by, by]));
+  }
+
+  async setHolding(job: string, h: Holding | null): Promise<void> {
+    const values = [h?.host ?? null, h?.pid ?? null, h ? new Date(h.until) : null, h?.lock ?? null, h?.key ?? null];
+    await this.withSchema(() => this.write(this.sql.holding, [job, ...values, ...values]));
   }
 
   async importRun(record: SpooledRun): Promise<number> {
