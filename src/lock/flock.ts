@@ -1,6 +1,6 @@
-import { closeSync, constants, fstatSync } from 'node:fs';
+import { closeSync, constants, fstatSync, type Stats, statSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
-import { CantCreateError, CronguardError, fileError } from '../errors.js';
+import { CantCreateError, CronguardError, fileError, PermissionError } from '../errors.js';
 import { loadAddon } from '../util/addon.js';
 import type { Messages } from '../util/io.js';
 import { openInDirectory, openRegular } from '../util/safe-path.js';
@@ -38,7 +38,7 @@ export function flockBackend(path: string, place: LockPlace & { readonly inLockD
   let warned = false;
   const open = (): number => {
     for (let tries = 1; ; tries++) {
-      const fd = opened();
+      const fd = inLockDir ? opened() : withSharingHint(opened, path);
       try {
         const stat = managed ? settleFile(fd, gid, path, 'lock file', takeOver) : fstatSync(fd);
         if (takeOver && !stillNamed(fd, path)) {
@@ -87,3 +87,34 @@ export function flockBackend(path: string, place: LockPlace & { readonly inLockD
     holder: async () => (await import('./held.js')).localHolder('flock', path, gid),
   };
 }
+
+// A --lock-file another user made in a directory every user may write to (/tmp, /var/tmp):
+// there a file is its creator's (the kernel's protected_regular refuses even O_CREAT on it
+// to others), so two users cannot share such a lock. The refusal says where one can be.
+function withSharingHint(open: () => number, path: string): number {
+  try {
+    return open();
+  } catch (error) {
+    if (!(error instanceof PermissionError)) throw error;
+    let dir: Stats;
+    try {
+      dir = statSync(dirname(path));
+    } catch {
+      throw error;
+    }
+    if ((dir.mode & 0o002) === 0) throw error;
+    const owner = statOwner(path);
+    throw new PermissionError(
+      `${error.message}${owner === null ? '' : `: it belongs to ${describeUser(owner)}`}; in ${dirname(path)}, which every user may write to, a lock file is its creator's alone. Users who share a lock need a directory of their group, setgid so that files made there are the group's: install -d -m 2770 -g GROUP /var/lock/NAME, and --lock-file there`,
+    );
+  }
+}
+
+function statOwner(path: string): number | null {
+  try {
+    return statSync(path).uid;
+  } catch {
+    return null;
+  }
+}
+

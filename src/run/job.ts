@@ -9,6 +9,7 @@ import { masking } from '../util/redact.js';
 import { isSameProcess, newRunKey, processStart } from '../util/process-id.js';
 import { monotonicMs } from '../util/time.js';
 import { dueAfterMs } from '../store/jobs.js';
+import { SHARED_LOCK_DIR } from '../util/sharing.js';
 import { userName } from '../util/user.js';
 import { type Attempts, LockGuard, runAttempts } from './attempts.js';
 import { startable } from './command.js';
@@ -43,6 +44,11 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   const notifier = config.notify ? new (await import('./notify.js')).Notifier(config.notify, config.name, say) : null;
   const syslog = config.syslog ? new (await import('./syslog.js')).Syslog(config.syslog, config.name) : null;
   const file = await startable(config, run, say, { pinger, notifier, syslog }, fileEnv?.PATH ?? process.env.PATH);
+  // At a terminal: another user's run of this job under a lock of its own (see private-note.ts).
+  if (manual && config.lock === 'flock' && config.lockDir !== null && config.lockDirDefault) {
+    const note = (await import('../lock/private-note.js')).privateLockNote(config.name, config.lockDir === SHARED_LOCK_DIR);
+    if (note) say.warn(note);
+  }
   // A signal to cronguard stops whatever is not running yet: a wait for the lock, for a
   // retry, for the next run of a loop (one line, exit 128+N). A running command gets it
   // forwarded (the supervisor), and nothing new starts after it.

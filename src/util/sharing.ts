@@ -214,7 +214,7 @@ export function groupId(name: string): number | null {
 }
 
 // A user's name from /etc/passwd, for messages; null when it has none there.
-function nameOf(uid: number): string | null {
+export function nameOf(uid: number): string | null {
   return lookup('/etc/passwd', (fields) => fields[2] === String(uid))?.[0] ?? null;
 }
 
