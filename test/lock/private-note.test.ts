@@ -39,7 +39,7 @@ describe.skipIf(!root)('another user\'s private lock of the same job', () => {
     const said = atTerminal(mallory, '-n task -- true');
     release(go);
     await held.done;
-    expect(said).toMatch(new RegExp(`^cronguard: note: task runs now for user root \\(uid 0\\) \\(pid \\d+\\) under a lock of its own, which this run does not share: the two do not exclude each other; to share one lock, join the group cronguard \\(usermod -aG cronguard cg-mallory\\) or give every run --db\\nexit 0\\n$`));
+    expect(said).toMatch(/^cronguard: note: task runs now for user root \(uid 0\) \(pid \d+\) under a lock of its own, which this run does not share: the two do not exclude each other; to share one lock, join the group cronguard \(usermod -aG cronguard cg-mallory\) or give every run --db\nexit 0\n$/);
   });
 
   it('a --lock-file another user made in a directory everyone writes to is refused (77) with where a shared one can be', async () => {
