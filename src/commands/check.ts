@@ -1,7 +1,7 @@
 import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, storeError, UsageError } from '../errors.js';
 import type { JobSchedule } from '../schedule/job.js';
-import { blockedSince, type JobStatus } from '../store/jobs.js';
+import { blockedSince, isFailing, type JobStatus } from '../store/jobs.js';
 import { formatDuration, parseDuration } from '../util/duration.js';
 import { printable } from './format.js';
 import { redact } from '../util/redact.js';
@@ -104,7 +104,7 @@ function judgeRuns(job: JobStatus, limits: Limits, now: number, schedule: JobSch
     if (running !== null) return { state: 3, message: `${name} is running its first run (for ${formatDuration(running)}); nothing finished yet`, perf };
     return never(name);
   }
-  if (job.last_status !== 'succeeded') {
+  if (isFailing(job)) {
     const how = job.last_exit_code === null ? job.last_status : `${job.last_status} (exit ${job.last_exit_code})`;
     return { state: 2, message: `${name} last run ${how} ${formatDuration(now - Date.parse(job.last_started_at as string))} ago (run ${job.last_run_id}); last ${succeeded}`, perf };
   }

@@ -1,6 +1,6 @@
 import type { ChalkInstance } from 'chalk';
 import type { Settings } from '../cli/settings.js';
-import { blockedSince, finalRuns, type JobStatus, type Paused, PAUSE_EVENTS_SHOWN, type PauseEvent } from '../store/jobs.js';
+import { blockedSince, finalRuns, isFailing, type JobStatus, type Paused, PAUSE_EVENTS_SHOWN, type PauseEvent } from '../store/jobs.js';
 import { type LeasedJobStatus, leaseText, withLeases } from '../store/leases.js';
 import { NotFoundError } from '../errors.js';
 import type { RunStore } from '../store/types.js';
@@ -92,7 +92,7 @@ function state(j: JobStatus, c: ChalkInstance, now: number): string {
 // The last success's age, red when the last run did not succeed (the job needs a look).
 function stale(j: JobStatus, c: ChalkInstance, now: number): string {
   const text = j.last_success_at === null ? 'never' : age(j.last_success_at, now);
-  return j.last_status !== null && j.last_status !== 'succeeded' ? c.red(text) : text;
+  return isFailing(j) ? c.red(text) : text;
 }
 
 // Everything about one job, a field per line.

@@ -57,6 +57,8 @@ export const CLIENT_JS = `'use strict';
         part.replaceWith(document.importNode(next, true));
       }
       localTimes(document);
+      // The title carries counts (the failing jobs'), for a browser tab.
+      document.title = fresh.title;
       if (following) toEnd(output());
       document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
     } catch (e) {
@@ -134,13 +136,28 @@ h1 small { font-weight: 400; color: var(--muted); }
 .bg0 { background: #000; } .bg1 { background: #8b1e1a; } .bg2 { background: #1e6b35; } .bg3 { background: #7a6212; } .bg4 { background: #1d4f91; }
 .bg5 { background: #6b2f7f; } .bg6 { background: #1c6670; } .bg7 { background: #aaa; } .bg8 { background: #444; } .bg9 { background: #c0392b; }
 .bg10 { background: #27ae60; } .bg11 { background: #b7950b; } .bg12 { background: #2e86de; } .bg13 { background: #8e44ad; } .bg14 { background: #17a2b8; } .bg15 { background: #ddd; }
+#failing-count { text-decoration: none; }
 @media (max-width: 700px) {
   table, tbody, tr, td { display: block; } thead { display: none; }
-  tr { border-bottom: 1px solid var(--line); padding: .4em 0; } td { border: 0; padding: .1em 0; }
+  td { border: 0; padding: .1em 0; }
   td::before { content: attr(data-label) ": "; color: var(--muted); }
   tr.failing, tr.stale { padding-left: .5em; } tr.failing { border-left: 4px solid var(--bad); } tr.stale { border-left: 4px solid var(--warn); }
   tr.failing td:first-child, tr.stale td:first-child { border-left: 0; }
   main { padding: .5em .6em 2em; }
+  /* The jobs list as cards of three lines, the failing ones first: six and more to a screen. */
+  table.jobs tbody { display: flex; flex-direction: column; }
+  table.jobs tr { display: grid; grid-template-columns: minmax(0, 1fr) auto auto; column-gap: .6em; align-items: center;
+    border-bottom: 1px solid var(--line); padding: .3em 0; }
+  table.jobs tr.failing { order: -1; }
+  table.jobs td::before { content: none; }
+  table.jobs td[data-label="Job"] { grid-column: 1 / 3; font-weight: 600; min-width: 0; }
+  table.jobs td[data-label="State"] { grid-column: 3; text-align: right; }
+  table.jobs td[data-label="Last run"] { grid-column: 1; font-size: .9em; }
+  table.jobs td[data-label="OK"] { grid-column: 2; text-align: right; font-size: .9em; }
+  table.jobs td[data-label="Recent"] { grid-column: 3; text-align: right; }
+  table.jobs td[data-label="Last success"], table.jobs td[data-label="Requests"] { grid-column: 1 / -1; font-size: .9em; order: 1; }
+  table.jobs td[data-label="Last success"]::before { content: "last success "; color: var(--muted); }
+  table.jobs td[data-label="Median"], table.jobs td.none, table.jobs td.same { display: none; }
 }
 `;
 

@@ -12,7 +12,7 @@ import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
 import { AnsiHtml, ansiToHtml } from './ansi.js';
 import { badRequest, hasNul, idOf, nameOf, notFound, type ServeContext, wrapperAlive } from './context.js';
 import { requester } from './proxy.js';
-import { jobsQuery, jobsView } from './views/jobs.js';
+import { jobsQuery, jobsTitle, jobsView } from './views/jobs.js';
 import { jobView, RUNS_PER_PAGE } from './views/job.js';
 import { page } from './views/layout.js';
 import { fleetBanner } from './views/pauses.js';
@@ -33,7 +33,7 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
     if (shared) c.header('server-timing', 'log;desc="as read for the change"');
     const jobs = shared ?? (await ctx.store.read((s) => s.jobStatus(null), []));
     const fleet = await ctx.store.read((s) => s.fleetPause(), null);
-    return c.html(page({ title: 'Jobs', events: '/events' }, html`${fleetBanner(fleet)}${jobsView(jobs, jobsQuery((n) => c.req.query(n)))}`));
+    return c.html(page({ title: jobsTitle(jobs), events: '/events' }, html`${fleetBanner(fleet)}${jobsView(jobs, jobsQuery((n) => c.req.query(n)))}`));
   });
 
   app.get('/jobs/:name', async (c) => {

@@ -181,6 +181,12 @@ export function jobStatusOf({ disabled: own, job, holding_host, holding_pid, hol
   };
 }
 
+// Whether a job is failing: its last run did not succeed. The one rule of `status`, `check`,
+// `metrics` and the web page (its count, its ?state=failing).
+export function isFailing(j: Pick<JobStatus, 'last_status'>): boolean {
+  return j.last_status !== null && j.last_status !== 'succeeded';
+}
+
 // A job's pause as its status row tells it (null: not paused).
 export function pauseOf(job: JobStatus): Paused | null {
   if (job.state !== 'disabled') return null;

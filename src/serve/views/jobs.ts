@@ -1,5 +1,5 @@
 import { html } from 'hono/html';
-import type { JobStatus } from '../../store/jobs.js';
+import { isFailing, type JobStatus } from '../../store/jobs.js';
 import type { Html } from './layout.js';
 import { age, duration, percent, sparkline, statusBadge, time } from './parts.js';
 
@@ -43,7 +43,6 @@ export function jobsQuery(get: (name: string) => string | undefined): JobsQuery 
   };
 }
 
-export const failing = (j: JobStatus) => j.last_status !== null && j.last_status !== 'succeeded';
 
 // Stale: idle for much longer than it should be. With --min-interval, twice the interval
 // past its last start; otherwise more than 25 hours (a daily job that missed a day).
@@ -57,12 +56,12 @@ export function selectJobs(jobs: readonly JobStatus[], query: JobsQuery, now: nu
   const needle = query.q.toLowerCase();
   const shown = jobs.filter((j) => {
     if (needle && !j.job.toLowerCase().includes(needle)) return false;
-    if (query.state === 'failing') return failing(j);
+    if (query.state === 'failing') return isFailing(j);
     if (query.state === 'stale') return stale(j, now);
     return query.state === null || j.state === query.state;
   });
   const key = (j: JobStatus): string | number => {
-    if (query.sort === 'state') return `${j.state === 'idle' && failing(j) ? 'failing' : j.state} ${j.job}`;
+    if (query.sort === 'state') return `${j.state === 'idle' && isFailing(j) ? 'failing' : j.state} ${j.job}`;
     if (query.sort === 'last') return Date.parse(j.running_since ?? j.last_started_at ?? '1970-01-01');
     if (query.sort === 'success') return Date.parse(j.last_success_at ?? '1970-01-01');
     if (query.sort === 'rate') return j.success_rate ?? -1;
@@ -98,6 +97,9 @@ export function jobsView(all: readonly JobStatus[], query: JobsQuery, now = Date
   };
   const shown = jobs.length > 0 && selected.length > jobs.length ? `${first + 1}–${first + jobs.length} of ${selected.length}` : String(selected.length);
   const counts = `${shown}${selected.length < all.length ? ` matching, of ${all.length}` : ''} job${all.length === 1 ? '' : 's'}`;
+  // Of all jobs, whatever the filter: what someone on call looks for first (the title says it too).
+  const failingNow = all.filter(isFailing).length;
+  const failingLink = failingNow === 0 ? '' : html`<a id="failing-count" class="bad" href="/?state=failing">${failingNow} failing</a> · `;
   return html`<h1>Jobs</h1>
 <form method="get" action="/" class="filters">
 <input type="search" name="q" value="${query.q}" placeholder="name" aria-label="filter by name">
@@ -109,7 +111,7 @@ export function jobsView(all: readonly JobStatus[], query: JobsQuery, now = Date
 <button type="submit">Filter</button>
 </form>
 <div id="jobs" data-live>
-<p class="muted">${counts}</p>
+<p class="muted">${failingLink}${counts}</p>
 ${jobs.length === 0 && selected.length > 0 ? pastEnd : jobs.length === 0 ? html`<p>No jobs ${all.length === 0 ? 'recorded yet: run one with cronguard -n NAME -- command' : 'match'}.</p>` : html`
 <table class="jobs">
 <thead><tr>${th('Job', 'name')}${th('State', 'state')}${th('Last run', 'last')}${th('Last success', 'success')}${th('OK', 'rate')}<th>Recent</th><th>Median</th><th>Requests</th></tr></thead>
@@ -118,18 +120,24 @@ ${jobs.length === 0 && selected.length > 0 ? pastEnd : jobs.length === 0 ? html`
 </div>`;
 }
 
+// The page's title: the failing jobs' count first, so that a browser tab shows it.
+export function jobsTitle(all: readonly JobStatus[]): string {
+  const failingNow = all.filter(isFailing).length;
+  return `${failingNow === 0 ? '' : `(${failingNow} failing) `}Jobs`;
+}
+
 function row(j: JobStatus, now: number): Html {
-  const marks = [failing(j) ? 'failing' : '', stale(j, now) ? 'stale' : ''].filter(Boolean).join(' ');
+  const marks = [isFailing(j) ? 'failing' : '', stale(j, now) ? 'stale' : ''].filter(Boolean).join(' ');
   const href = `/jobs/${encodeURIComponent(j.job)}`;
   return html`<tr class="${marks}" data-job="${j.job}">
 <td data-label="Job"><a href="${href}">${j.job}</a>${stale(j, now) ? html` <span class="tag stale">stale</span>` : ''}</td>
 <td data-label="State">${stateCell(j, now)}</td>
 <td data-label="Last run">${j.last_run_id === null ? '-' : html`<a href="/runs/${j.last_run_id}">${statusBadge(j.last_status, j.last_exit_code, j.last_signal)}</a> ${time(j.last_started_at)}`}</td>
-<td data-label="Last success">${j.last_success_at === null ? html`<span class="${failing(j) ? 'bad' : ''}">never</span>` : time(j.last_success_at)}</td>
+<td data-label="Last success" class="${j.last_success_run_id !== null && j.last_success_run_id === j.last_run_id ? 'same' : ''}">${j.last_success_at === null ? html`<span class="${isFailing(j) ? 'bad' : ''}">never</span>` : time(j.last_success_at)}</td>
 <td data-label="OK">${percent(j.success_rate)}</td>
 <td data-label="Recent">${sparkline(j.recent)}</td>
 <td data-label="Median">${duration(j.duration_median_ms)}</td>
-<td data-label="Requests">${j.pending_requests > 0 ? html`<span class="tag">${j.pending_requests} pending</span>` : '0'}</td>
+<td data-label="Requests" class="${j.pending_requests > 0 ? 'pending' : 'none'}">${j.pending_requests > 0 ? html`<span class="tag">${j.pending_requests} pending</span>` : '0'}</td>
 </tr>`;
 }
 
