@@ -40,7 +40,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'minInterval', long: 'min-interval', value: 'DURATION', help: 'skip unless the last run started at least DURATION ago, less a tenth (at most 30s) for cron\'s jitter (a request overrides)' },
   { key: 'onRequest', long: 'on-request', help: 'run only for "run now" requests (with --min-interval: for either)' },
   { key: 'scheduled', long: 'scheduled', help: "run when the job's stored schedule (cronguard schedule) is due, or for a request; without one it does not run" },
-  { key: 'batch', long: 'batch', help: 'one run for all due requests, their arguments appended to the command (identical ones once)' },
+  { key: 'batch', long: 'batch', help: 'one run for all due requests, their arguments appended to the command (identical ones once); the command may report per argument in $CRONGUARD_RESULTS (ARG<TAB>ok|failed)' },
   { key: 'batchMax', long: 'batch-max', value: 'N', help: 'at most N requests in one --batch run; the rest wait' },
   { key: 'retries', long: 'retries', value: 'N', help: 're-run a failed attempt up to N more times, holding the lock' },
   { key: 'retryDelay', long: 'retry-delay', value: 'DURATION', help: 'before the first retry; doubling, at most 1h (default 10s)' },

@@ -1,7 +1,7 @@
 import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, storeError, UsageError } from '../errors.js';
 import type { JobSchedule } from '../schedule/job.js';
-import { blockedSince, isFailing, type JobStatus } from '../store/jobs.js';
+import { blockedSince, failedTargets, isFailing, type JobStatus } from '../store/jobs.js';
 import { formatDuration, parseDuration } from '../util/duration.js';
 import { printable } from './format.js';
 import { redact } from '../util/redact.js';
@@ -103,6 +103,9 @@ function judgeRuns(job: JobStatus, limits: Limits, now: number, schedule: JobSch
   if (job.last_status === null) {
     if (running !== null) return { state: 3, message: `${name} is running its first run (for ${formatDuration(running)}); nothing finished yet`, perf };
     return never(name);
+  }
+  if (isFailing(job) && job.last_status === 'succeeded') {
+    return { state: 2, message: `${name}'s last run succeeded, but ${failedTargets(job)}; last ${succeeded}`, perf };
   }
   if (isFailing(job)) {
     const how = job.last_exit_code === null ? job.last_status : `${job.last_status} (exit ${job.last_exit_code})`;

@@ -1,6 +1,6 @@
 import type { ChalkInstance } from 'chalk';
 import type { Settings } from '../cli/settings.js';
-import { blockedSince, finalRuns, isFailing, type JobStatus, type Paused, PAUSE_EVENTS_SHOWN, type PauseEvent } from '../store/jobs.js';
+import { blockedSince, failedTargets, finalRuns, isFailing, type JobStatus, type Paused, PAUSE_EVENTS_SHOWN, type PauseEvent } from '../store/jobs.js';
 import { type LeasedJobStatus, leaseText, withLeases } from '../store/leases.js';
 import { NotFoundError } from '../errors.js';
 import type { RunStore } from '../store/types.js';
@@ -112,6 +112,7 @@ function detail(j: LeasedJobStatus, c: ChalkInstance, events: readonly PauseEven
     ['host', j.host === null ? null : `${printable(j.host)}, last seen ${when(j.last_seen_at)}`],
     ['last run', j.last_run_id === null ? 'none finished' : `run ${j.last_run_id}: ${paintStatus(c, j.last_status as string)}${j.last_status === 'succeeded' || j.last_exit_code === null ? '' : ` (exit ${j.last_exit_code})`} in ${duration(j.last_duration_ms)}`],
     ['', j.last_run_id === null ? null : `${when(j.last_started_at)}${j.last_overlaps ? `, ${j.last_overlaps} skipped` : ''}`],
+    ['failing', j.failed_requests.length === 0 ? null : c.red(printable(failedTargets(j)))],
     ['last success', j.last_success_run_id === null ? c.red('never') : `run ${j.last_success_run_id} in ${duration(j.last_success_duration_ms)}`],
     ['', j.last_success_run_id === null ? null : when(j.last_success_at)],
     ['recent', j.recent.length === 0 ? null : `${sparkline(j.recent, Math.min(50, width - 16), c)}`],

@@ -1,5 +1,5 @@
 import { constants } from 'node:os';
-import type { JobStatus } from '../store/jobs.js';
+import { isFailing, type JobStatus } from '../store/jobs.js';
 import { RUN_STATUSES } from '../store/types.js';
 
 // The Prometheus text exposition format (version 0.0.4), as node_exporter's textfile
@@ -28,6 +28,9 @@ const FAMILIES: readonly Family[] = [
   // With a stored schedule (--scheduled) or --min-interval: alert on `time() - metric > N`.
   { name: 'cronguard_next_due_timestamp_seconds', type: 'gauge', help: 'When the job is next due by its stored schedule or --min-interval, or since when it is due (Unix time).', samples: (j) => seconds(j.next_due_at) },
   { name: 'cronguard_pending_requests', type: 'gauge', help: 'Run-now requests waiting for the job.', samples: (j) => [[{}, j.pending_requests]] },
+  // The rule status, check and the web page use: the last run failed, or a target's latest request did.
+  { name: 'cronguard_failing', type: 'gauge', help: 'Whether the job is failing (1): its last run did not succeed, or a target of its requests failed its latest time.', samples: (j) => [[{}, isFailing(j) ? 1 : 0]] },
+  { name: 'cronguard_request_target_failed', type: 'gauge', help: "A target (a request's arguments) whose latest request failed.", samples: (j) => j.failed_requests.map((r) => [{ target: r.args.join(' ') }, 1]) },
   { name: 'cronguard_runs_total', type: 'counter', help: 'Finished runs, by status.', samples: (j) => FINISHED.map((status) => [{ status }, j.runs_total[status] ?? 0]) },
 ];
 

@@ -4,7 +4,7 @@ import { quote } from '../cli/config.js';
 import type { Lock } from '../lock/backend.js';
 import type { Textfile } from '../metrics/textfile.js';
 import { describePause, resumeHint } from '../store/jobs.js';
-import type { ClaimedRequest, Unserved } from '../store/requests.js';
+import type { ClaimedRequest, SettledRequest, Unserved } from '../store/requests.js';
 import type { NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { type Messages, setStderrMidLine, sleep } from '../util/io.js';
@@ -20,7 +20,10 @@ import type { RunRecorder } from './recorder.js';
 import type { Syslog, SyslogRun } from './syslog.js';
 import { replayHeld } from './relay.js';
 import { pausedBeforeRetry } from './retry-pause.js';
+import type { ResultsFile } from './results.js';
 import { recordedCommand } from './secrets.js';
+import { printable } from '../util/printable.js';
+import { maskSecrets } from '../util/redact.js';
 import { fileEndsMidLine } from './sink.js';
 import type { StopWatch } from './stop-watch.js';
 import { type ChildResult, supervise, type Supervision } from './supervisor.js';
@@ -76,17 +79,20 @@ export class LockGuard {
 // a failure that a retry makes good raises no alert.
 export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly ClaimedRequest[]): Promise<number> {
   const { config, say } = ctx;
-  const requests = await served(ctx, claimed);
+  // A batch's retry serves only the requests that failed (see ResultsFile).
+  let requests = await served(ctx, claimed);
   if (claimed.length > 0 && requests.length === 0 && config.onRequest) return nothingToServe(ctx);
   const ping = ctx.pinger?.run(run.runKey) ?? null;
-  const argv = [...config.argv, ...argumentsOf(requests, config.batch)];
-  const command = recordedCommand(config, argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`);
   const { guard } = ctx;
   let current = run;
   const { lock } = ctx;
   // -q: one buffer for every attempt, shown only if the last one fails (see QuietBuffer).
   const held = config.quiet ? new QuietBuffer() : null;
   for (let attempt = 1; ; attempt++) {
+    const argv = [...config.argv, ...argumentsOf(requests, config.batch)];
+    const command = recordedCommand(config, argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`);
+    // A batch's results by argument: loaded with a batch that serves requests only.
+    const results = config.batch && requests.length > 0 ? (await import('./results.js')).ResultsFile.create() : null;
     const verdictOf = (result: ChildResult) => judge(endedBy(result, guard.lost, config), { ...config, lockLostWhileRunning: guard.lost }, new Date());
     const mayRetry = (verdict: Verdict) => attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
     // A lease may have lapsed while cronguard was stopped, since it was last refreshed;
@@ -102,7 +108,8 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const showHeld = (ended: ChildResult) => failed(verdictOf(ended)) && !mayRetry(verdictOf(ended));
     // Imported on demand (none of its code without --fail-on-stderr); PS4 is the command's, an env file's first.
     const stderrRule = config.failOnStderr ? new (await import('./stderr-rule.js')).StderrRule(ctx.fileEnv?.PS4 ?? config.failOnStderr.ps4) : null;
-    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env: lock.env ?? null, fileEnv: ctx.fileEnv, masker: ctx.masker, live, say, held, showHeld, stderrRule });
+    const env = results ? { ...lock.env, ...results.env(requests) } : (lock.env ?? null);
+    const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env, fileEnv: ctx.fileEnv, masker: ctx.masker, live, say, held, showHeld, stderrRule });
     guard.current = child;
     ctx.stopWatch?.begin(child);
     if (attempt === 1 && child.pid !== null) ping?.start();
@@ -126,8 +133,15 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     await live?.drained();
     // Or while the command ran: its watchdog then stopped the command, for the lease.
     await lock.verify('end');
-    const verdict = verdictOf(result);
-    const again = mayRetry(verdict);
+    const whole = verdictOf(result);
+    const split = results ? await byArgument(ctx, results, requests, whole) : null;
+    results?.remove();
+    const verdict = split?.verdict ?? whole;
+    // By argument, a retry serves the requests that failed (if any failed the same command
+    // might not fail again); else the whole run is retried or not.
+    const again = split ? split.failed.length > 0 && (whole.outcome.status === 'succeeded' || mayRetry(whole)) && attempt <= config.retries && guard.lost === null && !ctx.stop.aborted : mayRetry(verdict);
+    if (split) await settle(ctx, split, again, whole.exitCode);
+    if (split && again) requests = split.failed.map((f) => f.request);
     if (!again) await endHolding(ctx, held, failed(verdict));
     // The last outcome of an invocation that keeps no lock for later takes the lock with it.
     await ctx.recorder.finish(verdict.outcome, !again, !again && config.forMs === null && guard.lost === null);
@@ -233,6 +247,46 @@ async function nothingToServe(ctx: Attempts): Promise<number> {
   await ctx.recorder.finish(outcome, true);
   ctx.say.warn(summaryLine(ctx.config.name, error, ctx.recorder.runId));
   return EXIT.usage;
+}
+
+// A batch's attempt as its results file tells it, by request: those that succeeded, those
+// that failed (with a reason, or the run's outcome for a request the file did not mention),
+// and the verdict of the attempt: failed (exit 1) when any request failed though the command
+// exited 0, naming them. Null when the file named no request: the batch is one outcome.
+interface Split {
+  readonly succeeded: readonly ClaimedRequest[];
+  readonly failed: readonly { readonly request: ClaimedRequest; readonly reason: string | null }[];
+  readonly verdict: Verdict;
+}
+
+async function byArgument(ctx: Attempts, file: ResultsFile, requests: readonly ClaimedRequest[], whole: Verdict): Promise<Split | null> {
+  const { byId, stray } = file.read(requests);
+  if (stray.length > 0) {
+    ctx.say.warn(`${ctx.config.name}: CRONGUARD_RESULTS: ${stray.length} line${stray.length === 1 ? '' : 's'} naming no argument of this attempt (${requests.length === 1 ? 'its argument' : 'its arguments'}, or #ID) as ARG<TAB>ok|failed[<TAB>REASON], ignored: '${printable(maskSecrets(stray[0] as string)).slice(0, 80)}'${stray.length > 1 ? ', ...' : ''}`);
+  }
+  if (byId.size === 0) return null;
+  const wholeOk = whole.outcome.status === 'succeeded';
+  const succeeded = requests.filter((r) => byId.get(r.id)?.ok ?? wholeOk);
+  const failed = requests.filter((r) => !(byId.get(r.id)?.ok ?? wholeOk)).map((request) => ({ request, reason: byId.get(request.id)?.reason ?? null }));
+  if (failed.length === 0 || !wholeOk) return { succeeded, failed, verdict: whole };
+  const named = failed.map((f) => `${f.request.args.length > 0 ? printable(maskSecrets(f.request.args.join(' '))) : `#${f.request.id}`}${f.reason ? ` (${f.reason})` : ''}`);
+  const error = `${failed.length} of ${requests.length} requests failed: ${named.join(', ')}`.slice(0, 1000);
+  return { succeeded, failed, verdict: { exitCode: REQUESTS_FAILED_EXIT, outcome: { ...whole.outcome, status: 'failed', error }, summary: `failed: ${error} (the command exited 0)` } };
+}
+
+// A batch whose command exited 0 but said some requests failed exits 1, as a rule's failure does.
+const REQUESTS_FAILED_EXIT = 1;
+
+// Ends the requests whose outcome is known now: those that succeeded, and (on the last
+// attempt) those that failed, each with its reason; a retry's requests stay with the run.
+async function settle(ctx: Attempts, split: Split, again: boolean, exitCode: number): Promise<void> {
+  const runId = ctx.recorder.runId;
+  if (runId === null) return;
+  const settled: SettledRequest[] = [
+    ...split.succeeded.map((r) => ({ id: r.id, status: 'succeeded' as const, exitCode, error: null })),
+    ...(again ? [] : split.failed.map((f) => ({ id: f.request.id, status: 'failed' as const, exitCode, error: f.reason }))),
+  ];
+  if (settled.length > 0) await ctx.recorder.consult('end the requests by their results', (store) => store.settleRequests(runId, settled));
 }
 
 // The arguments the served requests add: all of them in order (--batch), else those of

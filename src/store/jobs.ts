@@ -129,7 +129,20 @@ export interface JobStatus {
   // A loop (--for) holding the job's lock between runs: who, and until when its window lasts
   // (see holdingOf); null when none does.
   holding: Holding | null;
+  // Each target (a request's args) whose latest finished request failed, newest first, at
+  // most FAILED_REQUESTS: a batch that fails one target each time, though its runs succeed
+  // for the others (see isFailing).
+  failed_requests: FailedRequest[];
 }
+
+export interface FailedRequest {
+  readonly id: number;
+  readonly args: string[];
+  readonly error: string | null;
+}
+
+// How many failed targets a job's status names.
+export const FAILED_REQUESTS = 20;
 
 // A loop's hold of its job's lock between runs (RunStore.setHolding).
 export interface Holding {
@@ -142,8 +155,10 @@ export interface Holding {
 
 // What a store reads; the statistics are worked out here, the same for both stores.
 // `disabled`: paused on its own, judged (with `disabled_until`) by the store's clock.
-export type JobStatusRow = Omit<JobStatus, 'state' | 'next_due_at' | 'success_rate' | 'duration_median_ms' | 'duration_p95_ms' | 'disabled_fleet_wide' | 'holding'> & {
+export type JobStatusRow = Omit<JobStatus, 'state' | 'next_due_at' | 'success_rate' | 'duration_median_ms' | 'duration_p95_ms' | 'disabled_fleet_wide' | 'holding' | 'failed_requests'> & {
   disabled: boolean;
+  // As the store gives it: a JSON array (text, or parsed), or null for none.
+  failed_requests: unknown;
   holding_host: string | null;
   holding_pid: number | null;
   holding_until: string | null;
@@ -152,7 +167,7 @@ export type JobStatusRow = Omit<JobStatus, 'state' | 'next_due_at' | 'success_ra
 };
 
 // `fleet`: the fleet's pause, when one holds now: a job not paused on its own shows it.
-export function jobStatusOf({ disabled: own, job, holding_host, holding_pid, holding_until, holding_lock, holding_key, ...fields }: JobStatusRow, fleet: Paused | null): JobStatus {
+export function jobStatusOf({ disabled: own, job, holding_host, holding_pid, holding_until, holding_lock, holding_key, failed_requests, ...fields }: JobStatusRow, fleet: Paused | null): JobStatus {
   const byFleet = !own && fleet !== null;
   const disabled = own || byFleet;
   const row = byFleet
@@ -178,13 +193,27 @@ export function jobStatusOf({ disabled: own, job, holding_host, holding_pid, hol
       holding_host !== null && holding_pid !== null && holding_until !== null && holding_lock !== null && Date.parse(holding_until) > Date.now()
         ? { host: holding_host, pid: Number(holding_pid), until: holding_until, lock: holding_lock, key: holding_key }
         : null,
+    failed_requests: failedRequestsOf(failed_requests),
   };
 }
 
-// Whether a job is failing: its last run did not succeed. The one rule of `status`, `check`,
+function failedRequestsOf(raw: unknown): FailedRequest[] {
+  const list = (typeof raw === 'string' ? JSON.parse(raw) : (raw ?? [])) as { id: unknown; args: unknown; error: unknown }[];
+  return list
+    .map((r) => ({
+      id: Number(r.id),
+      args: (typeof r.args === 'string' ? JSON.parse(r.args) : r.args) as string[],
+      error: (r.error ?? null) as string | null,
+    }))
+    .sort((a, b) => b.id - a.id)
+    .slice(0, FAILED_REQUESTS);
+}
+
+// Whether a job is failing: its last run did not succeed, or a target of its requests failed
+// its latest time (a batch whose other targets succeed). The one rule of `status`, `check`,
 // `metrics` and the web page (its count, its ?state=failing).
-export function isFailing(j: Pick<JobStatus, 'last_status'>): boolean {
-  return j.last_status !== null && j.last_status !== 'succeeded';
+export function isFailing(j: Pick<JobStatus, 'last_status' | 'failed_requests'>): boolean {
+  return (j.last_status !== null && j.last_status !== 'succeeded') || j.failed_requests.length > 0;
 }
 
 // A job's pause as its status row tells it (null: not paused).
@@ -211,3 +240,12 @@ function percentile(sorted: readonly number[], p: number): number | null {
   if (sorted.length === 0) return null;
   return sorted[Math.max(0, Math.ceil(p * sorted.length) - 1)] as number;
 }
+
+// The targets whose latest request failed, named: "2 targets failed their latest request: web3 (cannot reach web3), db1".
+export function failedTargets(job: Pick<JobStatus, 'failed_requests'>): string {
+  const shown = job.failed_requests.slice(0, 5).map((r) => `${r.args.join(' ')}${r.error ? ` (${r.error})` : ''}`);
+  const more = job.failed_requests.length > shown.length ? `, and ${job.failed_requests.length - shown.length} more` : '';
+  const n = job.failed_requests.length;
+  return `${n} target${n === 1 ? '' : 's'} failed ${n === 1 ? 'its' : 'their'} latest request: ${shown.join(', ')}${more}`;
+}
+

@@ -1,4 +1,4 @@
-import { RECENT_RUNS } from './jobs.js';
+import { FAILED_REQUESTS, RECENT_RUNS } from './jobs.js';
 import { named } from './postgres-sql.js';
 
 // The PostgreSQL statements about jobs, beside the runs' own (postgres-sql.ts): their alert
@@ -69,6 +69,12 @@ export function jobStatements(S: string) {
                              l."overlaps" AS last_overlaps,
                              s.id AS last_success_run_id, s.started_at AS last_success_at, s.duration_ms AS last_success_duration_ms,
                              (SELECT count(*) FROM ${S}.requests q WHERE q.job = n.name AND q.status = 'pending')::int AS pending_requests,
+                             -- Each target (a request's args) whose latest finished request failed (see isFailing).
+                             (SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.id, 'args', to_jsonb(f.args), 'error', f.error)), '[]')
+                              FROM (SELECT q.id, q.args, q.error FROM ${S}.requests q WHERE q.job = n.name AND q.status = 'failed' AND q.args <> '{}'
+                                      AND NOT EXISTS (SELECT 1 FROM ${S}.requests z WHERE z.job = q.job AND z.args = q.args AND z.id > q.id
+                                                        AND z.status IN ('succeeded', 'failed'))
+                                    ORDER BY q.id DESC LIMIT ${FAILED_REQUESTS}) f) AS failed_requests,
                              -- 'id status duration,...': building a JSON object per run took two thirds of
                              -- the whole statement for 1,000 jobs (see toJobStatus for the parsing).
                              -- retried (1): the job's next row is its invocation's next attempt (see SQLite's).

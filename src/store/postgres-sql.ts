@@ -95,6 +95,11 @@ export function statements(S: string) {
                    FROM ${S}.leases WHERE expires_at > now() ORDER BY job`),
     // Requests a run gives back: to wait for the next run (and waiting loops hear of them), or
     // failed without running (and their waiters hear that).
+    // A request of the run ended before the run (a batch's results by argument), from arrays
+    // of the same length (ids, statuses, exit codes, errors).
+    settleRequests: named(`UPDATE ${S}.requests q SET status = s.status, finished_at = now(), exit_code = s.exit_code, error = s.error
+                           FROM unnest(:ids::bigint[], :statuses::text[], :exit_codes::integer[], :errors::text[]) AS s(id, status, exit_code, error)
+                           WHERE q.id = s.id AND q.run_id = :run_id AND q.status = 'running'`),
     giveBack: named(`WITH later AS (UPDATE ${S}.requests SET status = 'pending', run_id = NULL, claimed_at = NULL,
                                       attempts = greatest(attempts - 1, 0)
                                     WHERE run_id = :run_id AND status = 'running' AND id = ANY(:later::bigint[]) RETURNING job),

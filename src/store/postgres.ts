@@ -7,7 +7,7 @@ import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool
 import type { Holding, Paused } from './jobs.js';
 import type { LockedAdmission, SharedStore } from './shared.js';
 import { type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toPaused, toRequestRow } from './postgres-rows.js';
-import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
+import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type SettledRequest, type Unserved } from './requests.js';
 import { type AlertClaim, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome, type LockRelease, type LockRequest, type RunningRow, type StopRequest } from './types.js';
 import type { Admission, AdmitOptions, Holder } from './admission.js';
 
@@ -175,6 +175,16 @@ export class PostgresStore extends PostgresReads implements SharedStore {
 
   async returnRequests(runId: number, u: Unserved): Promise<void> {
     await this.run(this.sql.giveBack, { run_id: runId, later: u.later, refused: u.refused, reason: u.reason, schema: this.schema });
+  }
+
+  async settleRequests(runId: number, settled: readonly SettledRequest[]): Promise<void> {
+    await this.run(this.sql.settleRequests, {
+      run_id: runId,
+      ids: settled.map((r) => r.id),
+      statuses: settled.map((r) => r.status),
+      exit_codes: settled.map((r) => r.exitCode),
+      errors: settled.map((r) => r.error),
+    });
   }
 
   async startRetry(previous: number, run: NewRun): Promise<number> {

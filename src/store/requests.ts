@@ -64,6 +64,15 @@ export interface Unserved {
   readonly reason: string;
 }
 
+// A request of a run that ends before the run's last attempt does, with an outcome of its
+// own (a batch's results by argument, see run/results.ts).
+export interface SettledRequest {
+  readonly id: number;
+  readonly status: 'succeeded' | 'failed';
+  readonly exitCode: number | null;
+  readonly error: string | null;
+}
+
 // What `request --cancel` did: cancelled it, or found it missing or no longer pending.
 export type Cancellation = { readonly cancelled: true } | { readonly cancelled: false; readonly status: RequestStatus | 'missing' };
 

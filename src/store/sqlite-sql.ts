@@ -1,4 +1,4 @@
-import { RECENT_RUNS } from './jobs.js';
+import { FAILED_REQUESTS, RECENT_RUNS } from './jobs.js';
 import type { RunFilter } from './types.js';
 
 // Every SQLite statement of the run log, parameterised (@name).
@@ -77,6 +77,8 @@ export const SQL = {
   finishRequests: `UPDATE requests SET status = @status, finished_at = @finished_at, exit_code = @exit_code
                    WHERE run_id = @id AND status = 'running'`,
   retryRequests: `UPDATE requests SET run_id = @run_id, attempts = attempts + 1 WHERE run_id = @previous AND status = 'running'`,
+  settleRequest: `UPDATE requests SET status = @status, finished_at = @now, exit_code = @exit_code, error = @error
+                  WHERE id = @id AND run_id = @run_id AND status = 'running'`,
   // Requests a run gives back: to wait for the next run, or failed without running.
   requestsLater: `UPDATE requests SET status = 'pending', run_id = NULL, claimed_at = NULL, attempts = max(attempts - 1, 0)
                   WHERE run_id = @run_id AND status = 'running' AND id IN (SELECT value FROM json_each(@ids))`,
@@ -160,6 +162,12 @@ export const SQL = {
                      l.overlaps AS last_overlaps,
                      s.id AS last_success_run_id, s.started_at AS last_success_at, s.duration_ms AS last_success_duration_ms,
                      (SELECT count(*) FROM requests q WHERE q.job = n.name AND q.status = 'pending') AS pending_requests,
+                     -- Each target (a request's args) whose latest finished request failed (see isFailing).
+                     (SELECT json_group_array(json_object('id', f.id, 'args', json(f.args), 'error', f.error))
+                      FROM (SELECT q.id, q.args, q.error FROM requests q WHERE q.job = n.name AND q.status = 'failed' AND q.args <> '[]'
+                              AND NOT EXISTS (SELECT 1 FROM requests z WHERE z.job = q.job AND z.args = q.args AND z.id > q.id
+                                                AND z.status IN ('succeeded', 'failed'))
+                            ORDER BY q.id DESC LIMIT ${FAILED_REQUESTS}) f) AS failed_requests,
                      (SELECT json_group_array(json_object('id', id, 'status', status, 'duration_ms', duration_ms, 'retried', retried))
                       FROM (SELECT id, status, duration_ms,
                                    CASE WHEN status = 'succeeded' THEN 0 ELSE coalesce(

@@ -6,7 +6,7 @@ import { preparePrivateDirectory } from '../util/safe-path.js';
 import { monotonicMs } from '../util/time.js';
 import { type Holding, type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type PauseEvent, type RecentRun } from './jobs.js';
 import { fleetPauseAt, pauseEventsIn, setPauseIn } from './sqlite-pause.js';
-import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type Unserved } from './requests.js';
+import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type SettledRequest, type Unserved } from './requests.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
 import { withClaimsSettled } from './sqlite-claims.js';
@@ -117,6 +117,13 @@ export class SqliteStore implements RunStore {
     const now = Date.now();
     const row = this.db.prepare(SQL.alertClaim).get({ job, token, now: new Date(now).toISOString(), until: new Date(now + forMs).toISOString() }) as { failing: number; run_id: number | null } | undefined;
     return row ? { failing: row.failing === 1, runId: row.run_id } : null;
+  }
+
+  async settleRequests(runId: number, settled: readonly SettledRequest[]): Promise<void> {
+    const now = new Date().toISOString();
+    this.db.transaction(() => {
+      for (const r of settled) this.db.prepare(SQL.settleRequest).run({ id: r.id, run_id: runId, status: r.status, now, exit_code: r.exitCode, error: r.error });
+    }).immediate();
   }
 
   async returnRequests(runId: number, u: Unserved): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Holding, JobStatus, Paused, PauseEvent } from './jobs.js';
-import type { Cancellation, NewRequest, RequestRow, Unserved } from './requests.js';
+import type { Cancellation, NewRequest, RequestRow, SettledRequest, Unserved } from './requests.js';
 import type { LeaseRow } from './leases.js';
 import type { SpooledRun } from './spool.js';
 import type { Admission, AdmitOptions, Holder } from './admission.js';
@@ -187,6 +187,9 @@ export interface RunStore {
   amendError(runId: number, error: string): Promise<void>;
   // Gives back claimed requests the run will not serve (see Unserved).
   returnRequests(runId: number, unserved: Unserved): Promise<void>;
+  // Ends some of the requests run `runId` serves now, each with its own outcome (a batch's
+  // results by argument); the run's last attempt ends the others with its own.
+  settleRequests(runId: number, settled: readonly SettledRequest[]): Promise<void>;
   // A retry of run `previous`: a new row, which the requests follow; returns its id.
   startRetry(previous: number, run: NewRun): Promise<number>;
   // Counts an invocation skipped because the lock was held, on the run that holds it

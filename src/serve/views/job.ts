@@ -1,6 +1,6 @@
 import { html } from 'hono/html';
 import { jobSchedule } from '../../schedule/job.js';
-import { blockedSince, type JobStatus, type Paused, type PauseEvent } from '../../store/jobs.js';
+import { blockedSince, failedTargets, type JobStatus, type Paused, type PauseEvent } from '../../store/jobs.js';
 import { type LeasedJobStatus, leaseText } from '../../store/leases.js';
 import type { RequestRow } from '../../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../../store/types.js';
@@ -54,6 +54,7 @@ export function jobView(p: JobPage): Html {
 ${j.lease === null ? '' : html`<dt>Lease</dt><dd id="lease">held by ${leaseText(j.lease)}, since ${time(j.lease.since)}</dd>`}
 ${blockedSince(j) === null ? '' : html`<dt>Blocked</dt><dd class="bad">skipped ${time(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job</dd>`}
 <dt>Last run</dt><dd>${j.last_run_id === null ? 'none finished' : html`<a href="/runs/${j.last_run_id}">run ${j.last_run_id}</a> ${statusBadge(j.last_status, j.last_exit_code, j.last_signal)} ${time(j.last_started_at)}, ${duration(j.last_duration_ms)}`}</dd>
+${j.failed_requests.length === 0 ? '' : html`<dt>Failing</dt><dd id="failing" class="bad">${failedTargets(j)}</dd>`}
 <dt>Last success</dt><dd>${j.last_success_run_id === null ? html`<span class="bad">never</span>` : html`<a href="/runs/${j.last_success_run_id}">run ${j.last_success_run_id}</a> ${time(j.last_success_at)}`}</dd>
 <dt>Recent</dt><dd>${sparkline(j.recent, 50)} ${percent(j.success_rate)} ok; median ${duration(j.duration_median_ms)}, p95 ${duration(j.duration_p95_ms)}</dd>
 <dt>Schedule</dt><dd id="schedule">${scheduleCell(j)}</dd>

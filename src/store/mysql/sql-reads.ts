@@ -44,6 +44,12 @@ export function readSql(D: string) {
                        l.overlaps AS last_overlaps,
                        s.id AS last_success_run_id, s.started_at AS last_success_at, s.duration_ms AS last_success_duration_ms,
                        (SELECT COUNT(*) FROM ${D}.requests q WHERE q.job = n.name AND q.status = 'pending') AS pending_requests,
+                       -- Each target (a request's args) whose latest finished request failed (see isFailing);
+                       -- not a derived table (MariaDB has no correlated one): the newest are kept in jobStatusOf.
+                       (SELECT JSON_ARRAYAGG(JSON_OBJECT('id', q.id, 'args', q.args, 'error', q.error))
+                        FROM ${D}.requests q WHERE q.job = n.name AND q.status = 'failed' AND JSON_LENGTH(q.args) > 0
+                          AND NOT EXISTS (SELECT 1 FROM ${D}.requests z WHERE z.job = q.job AND z.args = q.args AND z.id > q.id
+                                            AND z.status IN ('succeeded', 'failed'))) AS failed_requests,
                        (SELECT JSON_OBJECTAGG(c.status, c.n) FROM ${D}.run_counts c WHERE c.job = n.name) AS runs_total,
                        -- Another job running under the lock this job last took (--lock-file,
                        -- --lock-key); a local lock is the same lock on the same host only.

@@ -189,6 +189,8 @@ export function runSql(D: string) {
     // Requests a run gives back: to wait for the next run, or failed without running.
     requestsLater: (n: number) => `UPDATE ${D}.requests SET status = 'pending', run_id = NULL, claimed_at = NULL, attempts = GREATEST(attempts - 1, 0)
                                    WHERE run_id = ? AND status = 'running' AND id IN (${marks(n)})`,
+    // A request of the run ended before the run (status, exit code, error, id, run).
+    settleRequest: `UPDATE ${D}.requests SET status = ?, finished_at = UTC_TIMESTAMP(6), exit_code = ?, error = ? WHERE id = ? AND run_id = ? AND status = 'running'`,
     requestsRefused: (n: number) => `UPDATE ${D}.requests SET status = 'failed', run_id = NULL, finished_at = UTC_TIMESTAMP(6), error = ?
                                      WHERE run_id = ? AND status = 'running' AND id IN (${marks(n)})`,
     // A retry: a new row, which the requests of the previous one follow.

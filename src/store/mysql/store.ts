@@ -1,7 +1,7 @@
 import { monotonicMs } from '../../util/time.js';
 import type { Holding, Paused } from '../jobs.js';
 import { setPauseIn } from './pause.js';
-import { type Cancellation, type NewRequest, requestStatusOf, type Unserved } from '../requests.js';
+import { type Cancellation, type NewRequest, requestStatusOf, type SettledRequest, type Unserved } from '../requests.js';
 import type { LockedAdmission, ServerLock, SharedStore } from '../shared.js';
 import type { SpooledRun } from '../spool.js';
 import type { AlertClaim, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome, StopRequest } from '../types.js';
@@ -165,6 +165,14 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     if ((await this.write(this.sql.alertClaim, [token, forMs, job])).affectedRows !== 1) return null;
     const [row] = await this.session.query<{ failing: number; run_id: number | string | null }>(this.sql.alertClaimed, [job, token]);
     return row ? { failing: Number(row.failing) === 1, runId: row.run_id === null ? null : Number(row.run_id) } : null;
+  }
+
+  async settleRequests(runId: number, settled: readonly SettledRequest[]): Promise<void> {
+    await this.withSchema(() =>
+      this.session.transaction(async (t) => {
+        for (const r of settled) await t.execute(this.sql.settleRequest, [r.status, r.exitCode, r.error, r.id, runId]);
+      }),
+    );
   }
 
   async returnRequests(runId: number, u: Unserved): Promise<void> {
