@@ -22,6 +22,8 @@ export interface StoreBox extends Sandbox {
   request(job: string, args?: string[]): Promise<number>;
   // Deletes a request, as a hand or a prune would.
   forgetRequest(id: number): Promise<void>;
+  // Empties a run's child_pid: the log as a wrapper SIGKILLed before recording it leaves it.
+  forgetChildPid(id: number): Promise<void>;
   // Finished runs written straight into the log (after `cronguard migrate`), for tests that
   // need known durations, statuses and ages.
   insertRuns(rows: readonly SeedRun[]): Promise<void>;
@@ -83,6 +85,14 @@ export function storeBox(kind: StoreKind): StoreBox {
           d.close();
         }
       },
+      forgetChildPid: async (id) => {
+        const d = db();
+        try {
+          d.prepare('UPDATE runs SET child_pid = NULL WHERE id = ?').run(id);
+        } finally {
+          d.close();
+        }
+      },
       request: async (job, args = []) => {
         const d = db();
         try {
@@ -115,6 +125,9 @@ export function storeBox(kind: StoreKind): StoreBox {
     },
     forgetRequest: async (id) => {
       await sql(`DELETE FROM "${box.schema}".requests WHERE id = $1`, [id]);
+    },
+    forgetChildPid: async (id) => {
+      await sql(`UPDATE "${box.schema}".runs SET child_pid = NULL WHERE id = $1`, [id]);
     },
     request: async (job, args = []) => Number((await sql<{ id: string }>(`SELECT "${box.schema}".request($1, $2) AS id`, [job, args]))[0]?.id),
     setSchedule: async (job, spec) => {
@@ -149,6 +162,9 @@ function mysqlStoreBox(): StoreBox & { readonly database: string } {
     },
     forgetRequest: async (id) => {
       await mysqlQuery(`DELETE FROM ${D}.requests WHERE id = ?`, [id]);
+    },
+    forgetChildPid: async (id) => {
+      await mysqlQuery(`UPDATE ${D}.runs SET child_pid = NULL WHERE id = ?`, [id]);
     },
     setSchedule: async (job, spec) => {
       await mysqlQuery(`INSERT IGNORE INTO ${D}.jobs (name) VALUES (?)`, [job]);

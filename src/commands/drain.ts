@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { describe as explain, UnavailableError } from '../errors.js';
 import { redact } from '../util/redact.js';
-import { markedMembers } from '../run/stop-run.js';
+import { leftOf } from '../run/stop-run.js';
 import type { RunRow, RunStore } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { isSameProcess } from '../util/process-id.js';
@@ -93,7 +93,7 @@ class Looker {
 // host's rows cannot be judged from here, and one whose command lives on is still active.
 function leftNothing(r: RunRow, told: Set<number>): boolean {
   if (r.host !== hostname() || isSameProcess(r.pid, r.wrapper_start)) return false;
-  if (r.child_pid !== null && markedMembers(r.child_pid, r.pid).length > 0) return false;
+  if (leftOf(r) !== null) return false;
   if (!told.has(r.id)) process.stderr.write(`cronguard: ${describe(r)} ended without recording it: its wrapper (pid ${r.pid}) is gone and left nothing running\n`);
   told.add(r.id);
   return true;

@@ -103,24 +103,36 @@ async function waitForEnd(store: RunStore, row: RunRow, waitMs: number, order: S
 // are recognised by the mark the wrapper put in their environment (CRONGUARD_PID), so a
 // reused pid is never signalled.
 async function standIn(store: RunStore, row: RunRow, order: StopOrder): Promise<Stopping> {
-  const members = row.child_pid === null ? [] : markedMembers(row.child_pid, row.pid);
-  if (members.length === 0) {
+  const left = leftOf(row);
+  if (left === null) {
     return { state: 'not-running', row, why: `run ${row.id} of ${row.job} is not running: its wrapper (pid ${row.pid}) is gone and left nothing running; the job's next run records it abandoned` };
   }
-  const group = new ProcessGroup(row.child_pid, order.signal, order.killAfterMs);
+  const group = new ProcessGroup(left.pgid, order.signal, order.killAfterMs);
   group.stop();
   await group.waitUntilGone();
   const finishedAt = new Date();
   const kill = group.escalated ? `, then SIGKILL after ${formatDuration(order.killAfterMs)}` : '';
-  const error = `stopped by ${order.by}${kill}: its wrapper (pid ${row.pid}) was gone; ${members.length} process${members.length === 1 ? '' : 'es'} of its command stopped`;
+  const error = `stopped by ${order.by}${kill}: its wrapper (pid ${row.pid}) was gone; ${left.members.length} process${left.members.length === 1 ? '' : 'es'} of its command stopped`;
   const outcome = { status: 'killed', finishedAt, durationMs: Math.max(0, finishedAt.getTime() - Date.parse(row.started_at)), exitCode: null, signal: group.escalated ? 'SIGKILL' : order.signal, output: null, outputTruncated: false, error } as const;
   await store.finishRun(row.id, outcome, true);
   return { state: 'ended', row: (await store.getRun(row.id)) ?? row };
 }
 
-// The living processes of group `pgid` that carry wrapper `wrapperPid`'s mark (also how
-// `disable --drain` tells a dead wrapper's run that left nothing running).
-export function markedMembers(pgid: number, wrapperPid: number): number[] {
+// What is left of a run whose wrapper is gone: the living processes of its command's process
+// group that carry the wrapper's mark (CRONGUARD_PID=pid, so a reused pid is never taken for
+// them), and that group (its pgid is the command's pid). A wrapper SIGKILLed between starting
+// its command and recording the command's pid left child_pid empty: the command is then found
+// by the mark alone, as the leader of its own group (also how `disable --drain` tells a dead
+// wrapper's run that left nothing running).
+export function leftOf(row: Pick<RunRow, 'pid' | 'child_pid'>): { pgid: number; members: number[] } | null {
+  const marked = markedProcesses(row.pid);
+  const pgid = row.child_pid ?? marked.find((p) => p.pid === p.pgid)?.pgid ?? marked[0]?.pgid;
+  if (pgid === undefined) return null;
+  const members = marked.filter((p) => p.pgid === pgid).map((p) => p.pid);
+  return members.length === 0 ? null : { pgid, members };
+}
+
+function markedProcesses(wrapperPid: number): { pid: number; pgid: number }[] {
   const mark = `CRONGUARD_PID=${wrapperPid}`;
   let pids: string[];
   try {
@@ -128,14 +140,14 @@ export function markedMembers(pgid: number, wrapperPid: number): number[] {
   } catch {
     return [];
   }
-  return pids.map(Number).filter((pid) => {
+  return pids.map(Number).flatMap((pid) => {
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(pgrp) !== pgid || state === 'Z' || state === 'X') return false;
-      return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(mark);
+      if (state === 'Z' || state === 'X') return [];
+      return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(mark) ? [{ pid, pgid: Number(pgrp) }] : [];
     } catch {
-      return false;
+      return [];
     }
   });
 }
