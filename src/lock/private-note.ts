@@ -59,15 +59,18 @@ function otherUsersRunning(job: string): { uid: number; pid: number }[] {
     } catch {
       continue;
     }
-    // node [--] .../cronguard.cjs OPTIONS -- COMMAND: its options follow the script.
-    const script = argv.findIndex((a) => a.includes('cronguard'));
-    if (script >= 0 && namesJob(argv.slice(script + 1), job)) running.push({ uid, pid: Number(entry) });
+    if (runsJob(argv, job)) running.push({ uid, pid: Number(entry) });
   }
   return running;
 }
 
-// Whether cronguard's options (`argv`, up to its command) name the job.
-function namesJob(argv: readonly string[], job: string): boolean {
+// Whether a process's command line (`node [OPTIONS] [--] …/cronguard.cjs OPTIONS -- COMMAND`,
+// as the launcher execs it) is cronguard's, running `job`. The script is known by its file
+// name: a node installed under a directory named for cronguard is not it.
+export function runsJob(cmdline: readonly string[], job: string): boolean {
+  const script = cmdline.findIndex((a) => /(^|\/)cronguard(\.cjs)?$/.test(a));
+  if (script < 0) return false;
+  const argv = cmdline.slice(script + 1);
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] as string;
     if (arg === '--') return false;

