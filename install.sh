@@ -112,6 +112,13 @@ make_dir "$(dirname "$libdir")"
 make_dir "$bindir"
 make_dir "$mandir"
 mkdir -p "$stage/node_modules"
+# As root, a real install is a system install too (below); the tmpfiles.d directory it may
+# make is noted with the rest, so that --uninstall removes it once empty.
+system=false
+if [ "$(id -u)" = 0 ] && [ -z "$DESTDIR" ]; then
+  system=true
+  make_dir "$(dirname "$tmpfiles")"
+fi
 # An earlier install's list carries over: it created what now already exists.
 {
   [ -f "$DESTDIR$created_list" ] && cat "$DESTDIR$created_list"
@@ -156,7 +163,8 @@ chmod 644 "$DESTDIR$mandir/cronguard.1"
 # root's directories made for it now: setgid, so that what anyone makes there belongs to
 # the group; sticky, so that a member can rename or remove only its own files. Only for a
 # real install as root: a staged one (DESTDIR) leaves the system to its package.
-if [ "$(id -u)" = 0 ] && [ -z "$DESTDIR" ]; then
+if [ "$system" = true ]; then
+  say "as root, also for the whole system: the group cronguard, root's /run/lock/cronguard and /var/lib/cronguard shared with it, and $tmpfiles (--uninstall removes the rule, --uninstall --purge the rest)"
   if ! getent group cronguard >/dev/null; then
     groupadd --system cronguard || die "could not create the group cronguard"
     say "created the group cronguard: its members share root's locks and run log (usermod -aG cronguard USER)"
@@ -169,7 +177,6 @@ if [ "$(id -u)" = 0 ] && [ -z "$DESTDIR" ]; then
     chown root:cronguard "$dir"
     chmod 3770 "$dir"
   done
-  mkdir -p "$(dirname "$tmpfiles")"
   printf '%s\n' '# cronguard: root'"'"'s lock directory, shared with the group cronguard (see man cronguard)' \
     'd /run/lock/cronguard 3770 root cronguard -' > "$tmpfiles"
 fi

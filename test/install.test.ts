@@ -145,7 +145,10 @@ describe.skipIf(process.geteuid?.() !== 0)('install.sh as root, without DESTDIR'
     const host = new TestHost();
     try {
       const prefix = join(host.dir, 'prefix');
+      // A host without /etc/tmpfiles.d: install.sh makes it, and --uninstall removes it.
+      host.sh('rm -rf /etc/tmpfiles.d');
       const installed = host.sh(`cd ${project} && PREFIX=${prefix} ./install.sh 2>&1`);
+      expect(installed).toContain("install.sh: as root, also for the whole system: the group cronguard, root's /run/lock/cronguard and /var/lib/cronguard shared with it, and /etc/tmpfiles.d/cronguard.conf (--uninstall removes the rule, --uninstall --purge the rest)\n");
       expect(installed).toContain('install.sh: created the group cronguard: its members share root\'s locks and run log (usermod -aG cronguard USER)');
       expect(host.sh('getent group cronguard')).toMatch(/^cronguard:x:\d+:\n$/);
       expect(host.sh('stat -c "%a %U %G" /run/lock/cronguard /var/lib/cronguard')).toBe('3770 root cronguard\n3770 root cronguard\n');
@@ -159,7 +162,9 @@ describe.skipIf(process.geteuid?.() !== 0)('install.sh as root, without DESTDIR'
       expect(host.sh('stat -c "%a %U %G" /run/lock/cronguard/shared.lock')).toBe('660 cg-alice cronguard\n');
 
       const removed = host.sh(`cd ${project} && PREFIX=${prefix} ./install.sh --uninstall 2>&1`);
-      expect(removed).toContain('install.sh: removed /etc/tmpfiles.d/cronguard.conf');
+      expect(removed).toContain('install.sh: removed /etc/tmpfiles.d/cronguard.conf\n');
+      expect(removed).toContain('install.sh: removed /etc/tmpfiles.d\n');
+      expect(host.sh('ls -d /etc/tmpfiles.d 2>&1 || true')).toContain('No such file');
       expect(removed).toContain('install.sh: kept the group cronguard, /run/lock/cronguard and /var/lib/cronguard');
       expect(host.sh('ls /var/lib/cronguard')).toContain('cronguard.db');
 
