@@ -4,10 +4,7 @@
 //
 //   node scripts/train.mjs [--quiet] [DIST]
 //
-// --quiet (the postinstall): a package without dist/ (a clone's `npm ci`, before its build)
-// or a failed training says nothing and exits 0; cronguard then starts a little slower. It
-// also notes in dist/node which node installed the package: its native addons were built
-// for that node, and cron's PATH (/usr/bin:/bin) may not reach it (bin/cronguard reads it).
+// --quiet: an install's training (trainForInstall, below).
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -57,13 +54,18 @@ export async function trainCodeCache(dist, node = process.execPath, warn = conso
   }
 }
 
+// An install's training (the npm package's postinstall, the Debian package's postinst): a
+// package without dist/ (a clone's `npm ci`, before its build) or a failed training says
+// nothing; cronguard then starts a little slower. It notes in dist/node the node that
+// installed the package, which cron's PATH may not reach (bin/cronguard reads it).
+export async function trainForInstall(dist) {
+  if (!existsSync(join(dist, 'train.cjs'))) return;
+  writeFileSync(join(dist, 'node'), `${process.execPath}\n`);
+  await trainCodeCache(dist, process.execPath, () => {}).catch(() => undefined);
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const quiet = process.argv[2] === '--quiet';
   const dist = process.argv[quiet ? 3 : 2] ?? fileURLToPath(new URL('../dist', import.meta.url));
-  if (!(quiet && !existsSync(join(dist, 'train.cjs')))) {
-    if (quiet) writeFileSync(join(dist, 'node'), `${process.execPath}\n`);
-    await trainCodeCache(dist, process.execPath, quiet ? () => {} : console.warn).catch((error) => {
-      if (!quiet) throw error;
-    });
-  }
+  await (quiet ? trainForInstall(dist) : trainCodeCache(dist));
 }
