@@ -48,7 +48,11 @@ cp packaging/deb/cronguard-serve.service "$root/usr/lib/systemd/system/"
 cp packaging/deb/conffiles "$root/DEBIAN/"
 for script in postinst prerm postrm; do install -m 755 "packaging/deb/$script" "$root/DEBIAN/$script"; done
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
-sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" packaging/deb/control > "$root/DEBIAN/control"
+# The native addons load only in the Node.js major they were built for (the node that built
+# node_modules): a nodejs of another major would install cleanly and fail every run (69).
+major=$(node -p 'process.versions.node.split(".")[0]')
+sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" \
+  -e "s/@NODE_MAJOR@/$major/" -e "s/@NODE_NEXT@/$((major + 1))/" packaging/deb/control > "$root/DEBIAN/control"
 (cd "$root" && find usr etc -type f ! -path etc/cronguard.conf -print0 | sort -z | xargs -0 md5sum) > "$root/DEBIAN/md5sums"
 
 out=dist/cronguard_${version}_$arch.deb
