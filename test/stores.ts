@@ -1,11 +1,14 @@
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
+import { resolveDb } from '../src/pg/config.js';
+import { connectPostgres, openPostgresStore, openSqliteStore, type RunStore } from '../src/store/index.js';
 import type { RequestRow } from '../src/store/requests.js';
+import { openSharedStore, resolveDatabase } from '../src/store/shared.js';
 import type { RunRow } from '../src/store/types.js';
 import { runs, type Sandbox, sandbox } from './helpers.js';
-import { mysqlClient, mysqlQuery, mysqlSandbox } from './mysql-helpers.js';
-import { pgRuns, pgSandbox, sql } from './pg-helpers.js';
+import { mysqlClient, mysqlQuery, mysqlSandbox, mysqlUrl } from './mysql-helpers.js';
+import { databaseUrl, pgRuns, pgSandbox, sql } from './pg-helpers.js';
 
 // The tests of features every store has run against each: the embedded SQLite log and a
 // shared PostgreSQL or MySQL/MariaDB one.
@@ -199,4 +202,16 @@ function asJson<T extends object>(row: T): T {
       value instanceof Date ? value.toISOString() : (key === 'id' || key.endsWith('_id')) && typeof value === 'string' ? Number(value) : value,
     ]),
   ) as T;
+}
+
+// The box's run log opened directly, as the CLI opens it (not migrated).
+export async function openStore(kind: StoreKind, box: StoreBox): Promise<RunStore> {
+  if (kind === 'sqlite') return openSqliteStore(box.stateDir);
+  const schema = box.env.CRONGUARD_SCHEMA as string;
+  if (kind === 'mysql') {
+    const db = resolveDatabase({ value: mysqlUrl(), from: 'test' }, { value: schema, from: 'test' }, {});
+    return openSharedStore(db as NonNullable<typeof db>, 'test', true);
+  }
+  const db = resolveDb({ value: databaseUrl(), from: 'test' }, { value: schema, from: 'test' }, {}) as NonNullable<ReturnType<typeof resolveDb>>;
+  return openPostgresStore(await connectPostgres(db, 'test'), schema);
 }

@@ -1,21 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { resolveDb } from '../../src/pg/config.js';
-import { connectPostgres, openPostgresStore, openSqliteStore, type RunStore } from '../../src/store/index.js';
-import { openSharedStore, resolveDatabase } from '../../src/store/shared.js';
-import { mysqlUrl } from '../mysql-helpers.js';
-import { databaseUrl } from '../pg-helpers.js';
-import { STORES, type StoreKind, storeBox } from '../stores.js';
+import { openStore, STORES, storeBox } from '../stores.js';
 
-async function openStore(kind: StoreKind, box: ReturnType<typeof storeBox>): Promise<RunStore> {
-  if (kind === 'sqlite') return openSqliteStore(box.stateDir);
-  const schema = box.env.CRONGUARD_SCHEMA as string;
-  if (kind === 'mysql') {
-    const db = resolveDatabase({ value: mysqlUrl(), from: 'test' }, { value: schema, from: 'test' }, {});
-    return openSharedStore(db as NonNullable<typeof db>, 'test', true);
-  }
-  const db = resolveDb({ value: databaseUrl(), from: 'test' }, { value: schema, from: 'test' }, {}) as NonNullable<ReturnType<typeof resolveDb>>;
-  return openPostgresStore(await connectPostgres(db, 'test'), schema);
-}
 
 // The alert state behind --notify: the outcome wanted, the state delivered, and one delivery
 // at a time, claimed by compare-and-set: of invocations that record the same change at once
