@@ -4,7 +4,7 @@ import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
 import { Settings } from './cli/settings.js';
 import { CronguardError, EXIT, storeError, UsageError } from './errors.js';
 import { runJob } from './run/job.js';
-import { answerDoorbell } from './run/stop-watch.js';
+import { answerDoorbell } from './run/stop-listener.js';
 import { restoreExtraCaCerts } from './util/extra-ca.js';
 import { flushed, messages, ownLine } from './util/io.js';
 import { isRoot } from './util/paths.js';

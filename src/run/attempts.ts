@@ -13,7 +13,7 @@ import { argumentRoom, fitRequests } from './arg-limits.js';
 import { Interrupted } from './interrupted.js';
 import { LiveCopy } from './live.js';
 import type { LineMasker } from './mask.js';
-import { judge, type Verdict } from './outcome.js';
+import { judge, type Judgement } from './outcome.js';
 import type { Pinger } from './ping.js';
 import { QuietBuffer } from './quiet.js';
 import type { RunRecorder } from './recorder.js';
@@ -25,7 +25,7 @@ import { recordedCommand } from './secrets.js';
 import { printable } from '../util/printable.js';
 import { maskSecrets } from '../util/redact.js';
 import { fileEndsMidLine } from './sink.js';
-import type { StopWatch } from './stop-watch.js';
+import type { StopListener } from './stop-listener.js';
 import { type ChildResult, supervise, type Supervision } from './supervisor.js';
 
 // How long a command whose lock was lost gets between the kill signal and SIGKILL.
@@ -52,7 +52,7 @@ export interface Attempts {
   // A masker per output stream (--redact, --env-file); null when nothing is masked.
   readonly masker: (() => LineMasker) | null;
   // Stop requests (cronguard stop, --replace) reach the running command through it.
-  readonly stopWatch: StopWatch | null;
+  readonly stopListener: StopListener | null;
 }
 
 // What happens to the running command when the lock is lost; registered once per lock.
@@ -93,8 +93,8 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const command = recordedCommand(config, argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`);
     // A batch's results by argument: loaded with a batch that serves requests only.
     const results = config.batch && requests.length > 0 ? (await import('./results.js')).ResultsFile.create() : null;
-    const verdictOf = (result: ChildResult) => judge(endedBy(result, guard.lost, config), { ...config, lockLostWhileRunning: guard.lost }, new Date());
-    const mayRetry = (verdict: Verdict) => attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(verdict, config);
+    const judgementOf = (result: ChildResult) => judge(endedBy(result, guard.lost, config), { ...config, lockLostWhileRunning: guard.lost }, new Date());
+    const mayRetry = (judgement: Judgement) => attempt <= config.retries && guard.lost === null && !ctx.stop.aborted && retryable(judgement, config);
     // A lease may have lapsed while cronguard was stopped, since it was last refreshed;
     // nothing runs yet, so its database may say it has not.
     await lock.verify('start');
@@ -105,13 +105,13 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     // Each attempt is a run of its own, with its own key, so its own live copy.
     const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
     ctx.recorder.serving(requests.map((r) => r.id));
-    const showHeld = (ended: ChildResult) => failed(verdictOf(ended)) && !mayRetry(verdictOf(ended));
+    const showHeld = (ended: ChildResult) => failed(judgementOf(ended)) && !mayRetry(judgementOf(ended));
     // Imported on demand (none of its code without --fail-on-stderr); PS4 is the command's, an env file's first.
     const stderrRule = config.failOnStderr ? new (await import('./stderr-rule.js')).StderrRule(ctx.fileEnv?.PS4 ?? config.failOnStderr.ps4) : null;
     const env = results ? { ...lock.env, ...results.env(requests) } : (lock.env ?? null);
     const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env, fileEnv: ctx.fileEnv, masker: ctx.masker, live, say, held, showHeld, stderrRule });
     guard.current = child;
-    ctx.stopWatch?.begin(child);
+    ctx.stopListener?.begin(child);
     if (attempt === 1 && child.pid !== null) ping?.start();
     // A command that could not start gets its end line only: nothing started.
     const logged: SyslogRun = { ...current, runId: ctx.recorder.runId };
@@ -122,7 +122,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
       await ctx.metrics?.update(ctx.recorder.openStore);
     })();
     const result = await child.result;
-    ctx.stopWatch?.end();
+    ctx.stopListener?.end();
     await started;
     // A log file tells where it ends, even what the command wrote to it unseen (--capture 0).
     const inFile = fileEndsMidLine(2);
@@ -133,40 +133,40 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     await live?.drained();
     // Or while the command ran: its watchdog then stopped the command, for the lease.
     await lock.verify('end');
-    const whole = verdictOf(result);
+    const whole = judgementOf(result);
     const split = results ? await byArgument(ctx, results, requests, whole) : null;
     results?.remove();
-    const verdict = split?.verdict ?? whole;
+    const judgement = split?.judgement ?? whole;
     // By argument, a retry serves the requests that failed (if any failed the same command
     // might not fail again); else the whole run is retried or not.
-    const again = split ? split.failed.length > 0 && (whole.outcome.status === 'succeeded' || mayRetry(whole)) && attempt <= config.retries && guard.lost === null && !ctx.stop.aborted : mayRetry(verdict);
+    const again = split ? split.failed.length > 0 && (whole.outcome.status === 'succeeded' || mayRetry(whole)) && attempt <= config.retries && guard.lost === null && !ctx.stop.aborted : mayRetry(judgement);
     if (split) await settle(ctx, split, again, whole.exitCode);
     if (split && again) requests = split.failed.map((f) => f.request);
-    if (!again) await endHolding(ctx, held, failed(verdict));
+    if (!again) await endHolding(ctx, held, failed(judgement));
     // The last outcome of an invocation that keeps no lock for later takes the lock with it.
-    await ctx.recorder.finish(verdict.outcome, !again, !again && config.forMs === null && guard.lost === null);
+    await ctx.recorder.finish(judgement.outcome, !again, !again && config.forMs === null && guard.lost === null);
     live?.remove();
     await ctx.metrics?.update(ctx.recorder.openStore);
     // Before the summary line, which stays the run's last word.
-    const pingWarning = again ? null : await ping?.finish(verdict.exitCode, result.output);
-    const syslogWarning = (await ctx.syslog?.end(logged, verdict.outcome)) ?? null;
+    const pingWarning = again ? null : await ping?.finish(judgement.exitCode, result.output);
+    const syslogWarning = (await ctx.syslog?.end(logged, judgement.outcome)) ?? null;
     const delay = Math.min(config.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS);
     if (result.replayNote) say.warn(`${config.name}: ${result.replayNote}`);
     if (pingWarning) say.warn(pingWarning);
     if (syslogWarning) say.warn(syslogWarning);
-    if (verdict.summary) {
+    if (judgement.summary) {
       const next = again ? `; retrying in ${formatDuration(delay)} (attempt ${attempt + 1} of ${config.retries + 1})` : '';
-      const line = `${summaryLine(config.name, verdict.summary, ctx.recorder.runId)}${next}`;
+      const line = `${summaryLine(config.name, judgement.summary, ctx.recorder.runId)}${next}`;
       // Under -q, that a retry is coming is said only if it fails too.
       if (again && held !== null) held.note(line);
       else say.warn(line);
     }
-    say.verbose(`${config.name}: ${verdict.outcome.status}, exit ${verdict.exitCode}`);
-    if (!again) return verdict.exitCode;
+    say.verbose(`${config.name}: ${judgement.outcome.status}, exit ${judgement.exitCode}`);
+    if (!again) return judgement.exitCode;
     await sleep(delay, ctx.stop);
     if (ctx.stop.aborted) {
       // The attempt was recorded as one more to come; it is the last after all.
-      await ctx.recorder.finish(verdict.outcome, true);
+      await ctx.recorder.finish(judgement.outcome, true);
       await endHolding(ctx, held, true);
       const interrupted = new Interrupted(config.name, ctx.stop.reason as NodeJS.Signals, 'while waiting to retry');
       const warning = await ping?.finish(interrupted.exitCode, result.output);
@@ -175,19 +175,19 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     }
     current = { ...run, attempt: attempt + 1, trigger: 'retry', command, runKey: newRunKey(), startedAt: new Date() };
     // A job paused meanwhile gets no more attempts: the one that failed is its last.
-    const paused = await pausedBeforeRetry(ctx, current, verdict.outcome);
+    const paused = await pausedBeforeRetry(ctx, current, judgement.outcome);
     if (paused) {
       await endHolding(ctx, held, true);
-      const warning = await ping?.finish(verdict.exitCode, result.output);
+      const warning = await ping?.finish(judgement.exitCode, result.output);
       if (warning) say.warn(warning);
       say.warn(`${config.name}: not retrying: ${describePause(paused)} (${resumeHint(config.name, paused)})`);
-      return verdict.exitCode;
+      return judgement.exitCode;
     }
   }
 }
 
-function failed(verdict: Verdict): boolean {
-  return verdict.outcome.status !== 'succeeded';
+function failed(judgement: Judgement): boolean {
+  return judgement.outcome.status !== 'succeeded';
 }
 
 // The end of -q's holding, with the invocation's last attempt: what it held is shown if
@@ -251,15 +251,15 @@ async function nothingToServe(ctx: Attempts): Promise<number> {
 
 // A batch's attempt as its results file tells it, by request: those that succeeded, those
 // that failed (with a reason, or the run's outcome for a request the file did not mention),
-// and the verdict of the attempt: failed (exit 1) when any request failed though the command
+// and the judgement of the attempt: failed (exit 1) when any request failed though the command
 // exited 0, naming them. Null when the file named no request: the batch is one outcome.
 interface Split {
   readonly succeeded: readonly ClaimedRequest[];
   readonly failed: readonly { readonly request: ClaimedRequest; readonly reason: string | null }[];
-  readonly verdict: Verdict;
+  readonly judgement: Judgement;
 }
 
-async function byArgument(ctx: Attempts, file: ResultsFile, requests: readonly ClaimedRequest[], whole: Verdict): Promise<Split | null> {
+async function byArgument(ctx: Attempts, file: ResultsFile, requests: readonly ClaimedRequest[], whole: Judgement): Promise<Split | null> {
   const { byId, stray } = file.read(requests);
   if (stray.length > 0) {
     ctx.say.warn(`${ctx.config.name}: CRONGUARD_RESULTS: ${stray.length} line${stray.length === 1 ? '' : 's'} naming no argument of this attempt (${requests.length === 1 ? 'its argument' : 'its arguments'}, or #ID) as ARG<TAB>ok|failed[<TAB>REASON], ignored: '${printable(maskSecrets(stray[0] as string)).slice(0, 80)}'${stray.length > 1 ? ', ...' : ''}`);
@@ -268,10 +268,10 @@ async function byArgument(ctx: Attempts, file: ResultsFile, requests: readonly C
   const wholeOk = whole.outcome.status === 'succeeded';
   const succeeded = requests.filter((r) => byId.get(r.id)?.ok ?? wholeOk);
   const failed = requests.filter((r) => !(byId.get(r.id)?.ok ?? wholeOk)).map((request) => ({ request, reason: byId.get(request.id)?.reason ?? null }));
-  if (failed.length === 0 || !wholeOk) return { succeeded, failed, verdict: whole };
+  if (failed.length === 0 || !wholeOk) return { succeeded, failed, judgement: whole };
   const named = failed.map((f) => `${f.request.args.length > 0 ? printable(maskSecrets(f.request.args.join(' '))) : `#${f.request.id}`}${f.reason ? ` (${f.reason})` : ''}`);
   const error = `${failed.length} of ${requests.length} requests failed: ${named.join(', ')}`.slice(0, 1000);
-  return { succeeded, failed, verdict: { exitCode: REQUESTS_FAILED_EXIT, outcome: { ...whole.outcome, status: 'failed', error }, summary: `failed: ${error} (the command exited 0)` } };
+  return { succeeded, failed, judgement: { exitCode: REQUESTS_FAILED_EXIT, outcome: { ...whole.outcome, status: 'failed', error }, summary: `failed: ${error} (the command exited 0)` } };
 }
 
 // A batch whose command exited 0 but said some requests failed exits 1, as a rule's failure does.
@@ -298,8 +298,8 @@ function argumentsOf(requests: readonly ClaimedRequest[], batch: boolean): strin
 
 // A failure the same command might not repeat: a non-zero exit (not 126/127: a command
 // that cannot start will not start on a second try), a timeout with --retry-on-timeout.
-function retryable(verdict: Verdict, config: RunConfig): boolean {
-  const { status, exitCode } = verdict.outcome;
+function retryable(judgement: Judgement, config: RunConfig): boolean {
+  const { status, exitCode } = judgement.outcome;
   if (status === 'timed_out') return config.retryOnTimeout;
   return status === 'failed' && exitCode !== 126 && exitCode !== 127;
 }

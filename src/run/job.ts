@@ -20,10 +20,10 @@ import type { Refused } from './recorder.js';
 import { loadSecrets, recordedCommand } from './secrets.js';
 import { skipped } from './skip.js';
 import { FORWARDED } from './supervisor.js';
-import { StopWatch } from './stop-watch.js';
+import { StopListener } from './stop-listener.js';
 import { RequestWatch } from './watch.js';
 import { discardSpareWatchdog } from './watchdog.js';
-import { type Admission, type Gate, openGate } from './wiring.js';
+import { type Entry, type Gate, openGate } from './wiring.js';
 
 // One invocation of `cronguard run`: admit (lock, pause, requests, interval, fleet rule,
 // record), run (with retries), and with --every/--for again while the lock is held; then
@@ -60,8 +60,8 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   for (const signal of FORWARDED) process.on(signal, onSignal);
   const interrupted = (when: string) => new Interrupted(config.name, stop.signal.reason as NodeJS.Signals, when);
   let gate: Gate | null = null;
-  let admission: Admission | null = null;
-  let stopWatch: StopWatch | null = null;
+  let admission: Entry | null = null;
+  let stopListener: StopListener | null = null;
   try {
     if (config.jitterMs > 0) await sleep(Math.random() * config.jitterMs, stop.signal);
     if (stop.signal.aborted) throw interrupted('before the command started; nothing ran');
@@ -72,7 +72,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
     gate.recorder.notifyWith(notifier);
     // A stop request ends the invocation as a signal would: no retry, no next run of a loop.
-    stopWatch = new StopWatch(gate.recorder, config.log === 'shared', (request) => {
+    stopListener = new StopListener(gate.recorder, config.log === 'shared', (request) => {
       if (!stop.signal.aborted) stop.abort(request.signal);
     });
     // Loaded with the flag only, as ping.js is.
@@ -86,14 +86,14 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (!lock) return await skipped(config, admission as Refused, gate.description, say, manual);
     say.verbose(`${config.name}: holding ${gate.description}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
-    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, syslog, stop: stop.signal, metrics, stopWatch, fileEnv, masker: masker && (() => new masker()) };
+    const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, syslog, stop: stop.signal, metrics, stopListener, fileEnv, masker: masker && (() => new masker()) };
     if (!admission.admitted) {
       // A loop that holds the lock waiting for work says as a single run would why it waits.
       if (admission.reason === 'unscheduled') await skipped(config, admission as Refused, gate.description, say, manual);
       return await repeat(ctx, gate, run, { invokedMs, admittedAt, firstAt: spacedFrom(admission as Refused, admittedAt, config) }, 0, scheduledLook(config, admission as Refused));
     }
     if (stop.signal.aborted) {
-      await gate.recorder.finish(notStarted(stop.signal.reason, stopWatch.request?.by ?? null), true);
+      await gate.recorder.finish(notStarted(stop.signal.reason, stopListener.request?.by ?? null), true);
       throw interrupted('before the command started; nothing ran');
     }
     if (replacing.length > 0) await (await import('./replace.js')).replaced(gate.recorder, replacing, run.host);
@@ -107,13 +107,13 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (trips && trips.statements + trips.heartbeats > 0) {
       // Looks for a stop request go over the log's session, beside the run's own statements,
       // and are counted apart, as heartbeats are.
-      const polls = config.log === 'shared' ? (stopWatch?.looks ?? 0) : 0;
+      const polls = config.log === 'shared' ? (stopListener?.looks ?? 0) : 0;
       const statements = trips.statements - polls;
       const plural = (n: number, what: string) => (n > 0 ? ` + ${n} ${what}${n === 1 ? '' : 's'}` : '');
       say.verbose(`${config.name}: ${statements} ${trips.database} round trip${statements === 1 ? '' : 's'}${plural(trips.heartbeats, 'heartbeat')}${plural(polls, 'stop poll')} after connecting`);
     }
     discardSpareWatchdog();
-    stopWatch?.close();
+    stopListener?.close();
     await gate?.close();
   }
 }

@@ -71,7 +71,7 @@ export class LogLink {
     return true;
   }
 
-  // A look beside the run's own statements (StopWatch: is a stop asked?) failed because the
+  // A look beside the run's own statements (StopListener: is a stop asked?) failed because the
   // session was lost (a database restart, a failover, a NAT that dropped it). The run's own
   // statements reopen when they fail (attempt); the looks did not, so every later look failed
   // on the dead session and no `stop` reached the run again. A fresh session, if one comes;

@@ -4,7 +4,7 @@ import type { RunOutcome } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import type { ChildResult } from './supervisor.js';
 
-export interface Verdict {
+export interface Judgement {
   readonly exitCode: number;
   readonly outcome: RunOutcome;
   // How the run ended, for the one summary line a run that did not succeed ends with
@@ -30,41 +30,41 @@ const RULE_FAILED_EXIT = 1;
 // Turns the child's result into the contract's exit code, the run-log status and summary.
 // Everything that reads an outcome (retries, -q, pings, the run log, so `check` and the
 // notifiers) takes it from here, so a rule's failure is a failure to all of them.
-export function judge(result: ChildResult, ending: Ending, finishedAt: Date): Verdict {
-  const verdict = byRules(judgeChild(result, ending, finishedAt), result, ending);
+export function judge(result: ChildResult, ending: Ending, finishedAt: Date): Judgement {
+  const judgement = byRules(judgeChild(result, ending, finishedAt), result, ending);
   const lost = ending.lockLostWhileRunning;
   const notes = [
     lost !== null && result.terminatedBecause === null ? `lock lost while running (${lost}); the command was allowed to continue` : null,
     result.outputNote,
     result.replayNote,
   ].filter((n): n is string => n !== null);
-  if (notes.length === 0) return verdict;
-  const error = [verdict.outcome.error, ...notes].filter(Boolean).join('; ');
-  return { ...verdict, outcome: { ...verdict.outcome, error } };
+  if (notes.length === 0) return judgement;
+  const error = [judgement.outcome.error, ...notes].filter(Boolean).join('; ');
+  return { ...judgement, outcome: { ...judgement.outcome, error } };
 }
 
 // Only a run that succeeded can fail a rule; one that failed already keeps its own status.
 // The row keeps the command's exit code (0), the truth of what it did; the reason is in
 // `error`, and cronguard exits 1.
-function byRules(verdict: Verdict, result: ChildResult, ending: Ending): Verdict {
-  if (verdict.outcome.status !== 'succeeded') return verdict;
+function byRules(judgement: Judgement, result: ChildResult, ending: Ending): Judgement {
+  if (judgement.outcome.status !== 'succeeded') return judgement;
   const short = ending.minDurationMs !== null && result.durationMs < ending.minDurationMs;
   const reasons = [
     short ? `ran ${formatDuration(result.durationMs)}, shorter than --min-duration ${formatDuration(ending.minDurationMs ?? 0)}` : null,
     ending.failOnStderr !== null && result.stderrLine !== null ? `wrote to stderr: ${result.stderrLine}` : null,
   ].filter((r): r is string => r !== null);
-  if (reasons.length === 0) return verdict;
+  if (reasons.length === 0) return judgement;
   const error = reasons.join('; ');
   // The summary says how long it ran, as every summary does; the first reason may say it.
   const after = short ? '' : ` after ${formatDuration(result.durationMs)}`;
   return {
     exitCode: RULE_FAILED_EXIT,
-    outcome: { ...verdict.outcome, status: 'failed', error },
+    outcome: { ...judgement.outcome, status: 'failed', error },
     summary: `failed: ${error} (the command exited 0${after})`,
   };
 }
 
-function judgeChild(result: ChildResult, ending: Ending, finishedAt: Date): Verdict {
+function judgeChild(result: ChildResult, ending: Ending, finishedAt: Date): Judgement {
   const signo = (s: NodeJS.Signals) => (constants.signals as Record<string, number>)[s] ?? 0;
   const base = {
     finishedAt,

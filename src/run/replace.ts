@@ -5,7 +5,7 @@ import type { Messages } from '../util/io.js';
 import type { RunRecorder } from './recorder.js';
 import { betweenRuns } from './stop-between.js';
 import { stopRun } from './stop-run.js';
-import { STOP_POLL_MS } from './stop-watch.js';
+import { STOP_POLL_MS } from './stop-listener.js';
 
 // Beyond the old run's kill-after: for its wrapper to see the request (a shared log's poll)
 // and to record its end.

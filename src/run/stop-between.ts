@@ -2,14 +2,14 @@ import { hostname } from 'node:os';
 import type { RunRow, RunStore } from '../store/types.js';
 import { sleep } from '../util/io.js';
 import { isSameProcess } from '../util/process-id.js';
-import { DOORBELL } from './stop-watch.js';
+import { DOORBELL } from './stop-listener.js';
 
 // An invocation between two runs: a retry's delay (--retries), a loop's wait for its next run
 // (--every, --on-request --for). Its last run has ended, so it has no `running` row, yet its
 // wrapper lives on, holds the lock, and will start the command again. `stop NAME` (and
 // --replace) used to find "nothing to stop" there while the next attempt was minutes away,
 // and --replace skipped on the lock it held. On this host such a wrapper is asked as a
-// running one is (a request on its last run, the doorbell); its StopWatch ends the
+// running one is (a request on its last run, the doorbell); its StopListener ends the
 // invocation ("interrupted while waiting to retry", 128+N). Another host's wrapper does not
 // look at the log between runs (it polls only while its command runs).
 

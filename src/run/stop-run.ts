@@ -6,10 +6,10 @@ import { formatDuration } from '../util/duration.js';
 import { sleep } from '../util/io.js';
 import { isSameProcess } from '../util/process-id.js';
 import { ProcessGroup } from './group.js';
-import { DOORBELL } from './stop-watch.js';
+import { DOORBELL } from './stop-listener.js';
 
 // Stopping a running run (cronguard stop, --replace), wherever it runs. The request goes in
-// the run log, where the run's wrapper reads it (see StopWatch) and stops its command's
+// the run log, where the run's wrapper reads it (see StopListener) and stops its command's
 // whole process group itself, with the job's own --kill-after, and records who stopped it.
 // On this host the wrapper is told at once (the doorbell); on another it finds the request
 // within STOP_POLL_MS. A wrapper that is gone (SIGKILLed) while its command's group lives

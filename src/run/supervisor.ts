@@ -73,7 +73,7 @@ export interface Supervision {
   readonly pid: number | null;
   // Stops the command's whole process group (signal, then SIGKILL), e.g. on lock loss.
   terminate(reason: string, graceMs?: number): void;
-  // A stop request (see StopWatch): its signal to the group, SIGKILL after kill-after.
+  // A stop request (see StopListener): its signal to the group, SIGKILL after kill-after.
   stop(request: StopRequest): void;
   readonly result: Promise<ChildResult>;
 }

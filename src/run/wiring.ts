@@ -16,7 +16,7 @@ import { prestartWatchdog } from './watchdog.js';
 
 // Whether an invocation may run, and if so the lock it holds and the requests it serves. A
 // loop (--for) that found nothing due yet holds the lock (`held`) to wait for work.
-export type Admission =
+export type Entry =
   | { readonly admitted: true; readonly lock: Lock; readonly requests: readonly ClaimedRequest[] }
   | (Refused & { readonly held?: Lock; readonly reported?: boolean });
 
@@ -26,7 +26,7 @@ export interface Gate {
   readonly description: string;
   // Takes the lock and records the start, or says why this invocation may not run. An
   // aborted `abort` ends a wait for the lock by throwing its reason.
-  admit(abort: AbortSignal): Promise<Admission>;
+  admit(abort: AbortSignal): Promise<Entry>;
   // The next run (--every, --for) while the lock is still held: the log's admission alone.
   readmit(run: NewRun): Promise<Verdict>;
   // Round trips to the fleet's database so far, for --verbose (0 without one).
@@ -87,7 +87,7 @@ function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log: Opene
     log.recorder.releasesLock(release, releasedElsewhere);
     return lock;
   };
-  const attempt = async (): Promise<Admission | null> => {
+  const attempt = async (): Promise<Entry | null> => {
     if (log.recorder.writable) {
       const stamped = atLock(run);
       try {
@@ -124,7 +124,7 @@ function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log: Opene
     return lock && gate.admitHeld(lock);
   };
   const tell = waiting(config, dbLock.description, say);
-  const admit = async (abort: AbortSignal): Promise<Admission> => {
+  const admit = async (abort: AbortSignal): Promise<Entry> => {
     // Before the admission, as a local lock's gate does: a record of this host's that says
     // its run never started the command (the reply to its admission lost) gives its claims
     // back first, for this admission to serve, rather than the admission ending them failed
@@ -140,7 +140,7 @@ function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log: Opene
 
 interface LocalGate extends Gate {
   // After the lock is held: the log's verdict, releasing the lock if it says no.
-  admitHeld(lock: Lock): Promise<Admission>;
+  admitHeld(lock: Lock): Promise<Entry>;
 }
 
 // A lock taken first, then the log asked (flock, lockfile, none; the postgres lock when
@@ -154,7 +154,7 @@ function localGate(
   say: Messages,
   roundTrips: () => RoundTrips,
 ): LocalGate {
-  const admitHeld = async (lock: Lock): Promise<Admission> => {
+  const admitHeld = async (lock: Lock): Promise<Entry> => {
     await recorder.deliverSpool();
     const verdict = await recorder.admit(atLock(run), options);
     if (verdict.admitted) return { ...verdict, lock };

@@ -14,11 +14,11 @@ export const DOORBELL: NodeJS.Signals = 'SIGURG';
 // Answered as the doorbell too, for a `cronguard stop` of an earlier version.
 const OLD_DOORBELL: NodeJS.Signals = 'SIGUSR2';
 
-// The StopWatch of this invocation, once there is one; null before.
+// The StopListener of this invocation, once there is one; null before.
 let answering: (() => void) | null = null;
 
 // Answers the doorbells from the start of the run path to the process's end: a ring before
-// the run's StopWatch exists, or after it closed, is heard and does nothing.
+// the run's StopListener exists, or after it closed, is heard and does nothing.
 export function answerDoorbell(): void {
   for (const signal of [DOORBELL, OLD_DOORBELL]) process.on(signal, () => answering?.());
 }
@@ -30,7 +30,7 @@ export const STOP_POLL_MS = 2000;
 // How a running wrapper learns that it is asked to stop (cronguard stop, --replace): the
 // doorbell from this host, and with a shared log a poll while the command runs. A look that
 // fails changes nothing (the next one asks again): never the run's outcome.
-export class StopWatch {
+export class StopListener {
   // The request acted on, applied again to a command that starts after it came.
   private asked: StopRequest | null = null;
   private child: Supervision | null = null;
