@@ -1,21 +1,171 @@
-import { PermissionError, UsageError } from '../errors.js';
-import { sharedBackend } from '../lock/postgres.js';
+import type { QueryResultRow } from 'pg';
+import { NotFoundError, PermissionError, UsageError } from '../errors.js';
+import type { PgSession } from '../pg/session.js';
+import { appliedVersion, migratePostgres, POSTGRES_MIGRATIONS, schemaState } from './postgres-migrations.js';
+import { type Statement, statements, listRunsStatement } from './postgres-sql.js';
+import type { SchemaMemory, ServerLock, LockedAdmission, SharedStore } from './shared.js';
+import { advisoryKey, sharedBackend } from '../lock/postgres.js';
+import { type AdvisoryLock, type PgJobStatus, type PgRequest, type PgRow, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow, type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, runJson, runValues, toHolder } from './postgres-rows.js';
+import type { JobStatus, Paused, PauseEvent, Holding } from './jobs.js';
+import { type RequestRow, type Cancellation, claimedRequest, claimsOf, type NewRequest, requestStatusOf, type SettledRequest, type Unserved } from './requests.js';
+import type { LeaseRow } from './leases.js';
+import { type RunFilter, type RunRow, type RunTail, type UnsettledRun, type AlertClaim, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome, type LockRelease, type LockRequest, type RunningRow, type StopRequest } from './types.js';
 import { printable } from '../util/printable.js';
 import { monotonicMs } from '../util/time.js';
-import { PostgresReads } from './postgres-reads.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
-import type { Holding, Paused } from './jobs.js';
-import type { LockedAdmission, SharedStore } from './shared.js';
-import { type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, type PgRequest, runJson, runValues, toHolder, toPaused, toRequestRow } from './postgres-rows.js';
-import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type SettledRequest, type Unserved } from './requests.js';
-import { type AlertClaim, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome, type LockRelease, type LockRequest, type RunningRow, type StopRequest } from './types.js';
 import type { Admission, AdmitOptions, Holder } from './admission.js';
-
 export type { AdvisoryLock } from './postgres-rows.js';
+
+// Errors that mean the schema is missing or older than this code (a table, a schema, a
+// column, a function): migrate and try again.
+const SCHEMA_MISSING = new Set(['42P01', '3F000', '42703', '42883']);
 
 // The shared run log in PostgreSQL. It may share its session with the postgres lock, which
 // is what lets one statement take the lock and record the run.
-export class PostgresStore extends PostgresReads implements SharedStore {
+export class PostgresStore implements SharedStore {
+  // What every PostgreSQL store statement goes through: the dialect's statements for its
+  // schema, and a schema created or upgraded when the session finds it missing or behind.
+  private readonly sql: ReturnType<typeof statements>;
+  private readonly S: string;
+  // The schema was checked (or is remembered) current for this session.
+  private checked = false;
+
+  // `create`: a missing schema is created on first use (runs, migrate); a reader (history,
+  // logs, locks) must not create one as a side effect of looking, say in a mistyped schema.
+  constructor(
+    readonly session: PgSession,
+    private readonly schema: string,
+    private readonly create = true,
+    private readonly memory: SchemaMemory | null = null,
+  ) {
+    this.S = session.escapeIdentifier(schema);
+    this.sql = statements(this.S);
+  }
+
+  migrate(): Promise<number> {
+    return migratePostgres(this.session, this.schema);
+  }
+
+  async close(): Promise<void> {
+    await this.session.close();
+  }
+
+  private run<R extends QueryResultRow>(statement: Statement, values: Record<string, unknown>): Promise<R[]> {
+    return this.session.query<R>(statement.text, statement.names.map((name) => values[name]));
+  }
+
+  // Before the first statement that names the schema: a statement naming a missing schema
+  // fails, and the server logs an ERROR for it (DBAs alert on those), so the session asks
+  // first, in statements that cannot fail. A run asks once per host and schema version: the
+  // memory spares later runs the round trip. A schema dropped afterwards still fails a
+  // statement, which migrates and retries as before.
+  private async withSchema<T>(attempt: () => Promise<T>): Promise<T> {
+    if (!this.checked) await this.check();
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!SCHEMA_MISSING.has((error as { code?: string }).code ?? '')) throw error;
+      this.memory?.forget();
+      if (!this.create) throw this.missing();
+      await this.migrate();
+      return attempt();
+    }
+  }
+
+  private async check(): Promise<void> {
+    if (this.memory?.current) {
+      this.checked = true;
+      return;
+    }
+    const state = await schemaState(this.session, this.schema);
+    if (!this.create && !state.present) throw this.missing();
+    if (!this.create && !state.usable) {
+      throw Object.assign(new Error(`permission denied for schema ${this.schema}`), { code: '42501' });
+    }
+    const version = await appliedVersion(this.session, this.S, state);
+    // A reader reads what is there; a role that may not upgrade the schema runs on it as it is.
+    if (this.create && version < POSTGRES_MIGRATIONS.length && (!state.present || state.owner)) await this.migrate();
+    this.checked = true;
+    if (this.create && (version >= POSTGRES_MIGRATIONS.length || !state.present || state.owner)) this.memory?.remember();
+  }
+
+  private missing(): NotFoundError {
+    return new NotFoundError(`no run log in schema ${this.schema} at ${this.session.db.display} (nothing was recorded there)`);
+  }
+
+  // After a statement that worked: a schema behind this code is upgraded, best effort, by a
+  // role that may (migrate() says why it may not without sending a statement that fails). The
+  // statement that needs the new schema fails, migrates and retries on its own (withSchema).
+  private async upgradeIfBehind(version: number | null | undefined): Promise<void> {
+    if ((version ?? 0) < POSTGRES_MIGRATIONS.length) {
+      this.memory?.forget();
+      await this.migrate().catch(() => {});
+    }
+  }
+
+  // What the run log in PostgreSQL answers without changing anything: runs, jobs, requests,
+  // locks and leases, for the subcommands, the web page and a run deciding what to do.
+  // Leases held now; none in a schema from before leases (migration 0014).
+  async leases(): Promise<LeaseRow[]> {
+    return this.run<LeaseRow>(this.sql.leases, {}).catch((error) => {
+      if ((error as { code?: string }).code === '42P01') return [];
+      throw error;
+    });
+  }
+
+  async listRequests(job: string | null, limit: number): Promise<RequestRow[]> {
+    return (await this.withSchema(() => this.run<PgRequest>(this.sql.listRequests, { job, limit }))).map(toRequestRow);
+  }
+
+  async hasDueRequest(job: string): Promise<boolean> {
+    return (await this.run(this.sql.hasDueRequest, { job })).length > 0;
+  }
+
+  async unsettledRuns(job: string): Promise<UnsettledRun[]> { return (await this.run<UnsettledRun>(this.sql.unsettledRuns, { job })).map((r) => ({ ...r, id: Number(r.id) })); }
+
+  async jobStatus(job: string | null): Promise<JobStatus[]> {
+    const rows = await this.withSchema(() => this.run<PgJobStatus>(this.sql.jobStatus, { job }));
+    const fleet = await this.fleetPause();
+    return rows.map((r) => toJobStatus(r, fleet));
+  }
+
+  async fleetPause(): Promise<Paused | null> {
+    const [row] = await this.withSchema(() => this.run(this.sql.fleetPause, {}));
+    return row ? toPaused(row, true) : null;
+  }
+
+  async pauseEvents(job: string, limit: number): Promise<PauseEvent[]> {
+    return (await this.withSchema(() => this.run(this.sql.pauseEvents, { job, limit }))).map(toPauseEvent);
+  }
+
+  // Advisory locks of cronguard sessions in this database. pg_stat_activity hides other
+  // roles' session details (backend_start among them) from a role without
+  // pg_read_all_stats, so `since` may be unknown.
+  async databaseLocks(): Promise<ServerLock[]> {
+    const rows = await this.run<Omit<AdvisoryLock, 'since'> & { backend_start: Date | null }>(this.sql.advisoryLocks, {});
+    return rows.map((r) => ({
+      lock: 'postgres', key: r.key, job: r.job, jobsOwn: advisoryKey(r.job, this.schema).toString() === r.key,
+      holder: r.backend_pid, client: r.client, since: r.backend_start?.toISOString() ?? null,
+    }));
+  }
+
+  async listRuns(filter: RunFilter): Promise<RunRow[]> {
+    const values = { ...filter, before_id: filter.beforeId };
+    return (await this.withSchema(() => this.run<PgRow>(listRunsStatement(this.S, filter), values))).map(toRunRow);
+  }
+
+  async getRun(id: number): Promise<RunRow | null> {
+    return (await this.withSchema(() => this.run<PgRow>(this.sql.get, { id }))).map(toRunRow)[0] ?? null;
+  }
+
+  async runTail(id: number, chars: number): Promise<RunTail | null> {
+    return (await this.withSchema(() => this.run<PgRow & { output_cut: boolean }>(this.sql.tail, { id, chars }))).map((r) => toRunRow(r) as RunTail)[0] ?? null;
+  }
+
+  async latestRun(job: string): Promise<RunRow | null> {
+    return (await this.withSchema(() => this.run<PgRow>(this.sql.latest, { job }))).map(toRunRow)[0] ?? null;
+  }
+
   private identity: string | null = null;
   // Told the server's identity once it is known (the spool keys records by it).
   onIdentity: ((systemIdentifier: string) => void) | null = null;

@@ -2,7 +2,7 @@ import { closeSync, constants, futimesSync, openSync, statSync, unlinkSync } fro
 import { preparePrivateDirectory } from './safe-path.js';
 
 // Stamp files in the state dir: facts a host remembers between runs so that most runs need
-// not ask the database (see housekeeping.ts and the schema stamp of PostgresBase).
+// not ask the database (see housekeeping.ts and the schema stamp of PostgresStore).
 
 // Whether `file` was touched after `since` (ms since the epoch); false when it is missing.
 export function touchedSince(file: string, since: number): boolean {

@@ -1,24 +1,217 @@
+import { NotFoundError } from '../../errors.js';
+import type { SchemaMemory, LockedAdmission, ServerLock, SharedStore } from '../shared.js';
+import { isRetryableTransaction, serverErrno } from './errors.js';
+import { appliedVersion, migrateMysql, MYSQL_MIGRATIONS } from './migrations.js';
+import type { Changed, MysqlSession, Statement } from './session.js';
+import { quoteName, runSql, LOCK_SQL } from './sql.js';
+import { pauseSql, readSql, listRunsParams, listRunsSql } from './sql-reads.js';
+import { type JobStatus, type Paused, type PauseEvent, RECENT_RUNS, type Holding } from '../jobs.js';
+import type { LeaseRow } from '../leases.js';
+import { type RequestRow, type Cancellation, type NewRequest, requestStatusOf, type SettledRequest, type Unserved } from '../requests.js';
+import type { RunFilter, RunRow, RunTail, UnsettledRun, AlertClaim, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome, StopRequest } from '../types.js';
+import { type MysqlJobStatus, type MysqlRequest, type MysqlRunRow, type RecentRow, toJobStatus, toRequestRow, toRunRow, type HolderRow, outcomeParams, runParams, toHolder } from './rows.js';
+import { fleetPauseOf, pauseEventsOf, setPauseIn } from './pause.js';
 import { monotonicMs } from '../../util/time.js';
-import type { Holding, Paused } from '../jobs.js';
-import { setPauseIn } from './pause.js';
-import { type Cancellation, type NewRequest, requestStatusOf, type SettledRequest, type Unserved } from '../requests.js';
-import type { LockedAdmission, ServerLock, SharedStore } from '../shared.js';
 import type { SpooledRun } from '../spool.js';
-import type { AlertClaim, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome, StopRequest } from '../types.js';
 import { type Admission, type AdmitOptions, type Holder, keepsLock } from '../admission.js';
 import { type AdmissionLock, type Admitted, admitIn } from './admit.js';
 import { heldMysqlLocks } from './held-locks.js';
 import { admitLeased } from './lease-admit.js';
-import { type HolderRow, outcomeParams, runParams, toHolder } from './rows.js';
-import type { Statement } from './session.js';
-import { LOCK_SQL } from './sql.js';
 import { importRecord } from './store-import.js';
 import { allowRequests, claimTask, pruneLog } from './store-upkeep.js';
-import { MysqlReads } from './store-reads.js';
+
+// Errors that mean the log is missing or older than this code: no such table (1146),
+// database (1049) or column (1054). Migrate and try again.
+const SCHEMA_MISSING = new Set([1146, 1049, 1054]);
+// A statement on its own (autocommit) that met a deadlock or a lock wait timeout was rolled
+// back whole: it is sent again, this many times in all (as the session's transactions are).
+const STATEMENT_TRIES = 4;
+
+// No such table: a log from before leases (migration 0002), read by a reader that may not upgrade it.
+const NO_TABLE = 1146;
+// MySQL's "unknown system variable" (MariaDB has no @@server_uuid).
+const UNKNOWN_VARIABLE = 1193;
 
 // The shared run log in a MySQL or MariaDB database. It may share its session with the
 // GET_LOCK lock: the admission is then asked right after the lock is taken, on that session.
-export class MysqlStore extends MysqlReads implements SharedStore {
+export class MysqlStore implements SharedStore {
+  // What every MySQL store statement goes through: the dialect's statements for its database,
+  // and the tables created or upgraded when the session finds them missing or behind.
+  private readonly sql: ReturnType<typeof runSql>;
+  private readonly reads: ReturnType<typeof readSql>;
+  private readonly pauses: ReturnType<typeof pauseSql>;
+  // The log was checked (or is remembered) current for this session.
+  private checked = false;
+
+  // `create`: a missing log is created on first use (runs, migrate); a reader (history,
+  // logs, locks) must not create one as a side effect of looking, say in a mistyped database.
+  constructor(
+    readonly session: MysqlSession,
+    private readonly database: string,
+    private readonly create = true,
+    private readonly memory: SchemaMemory | null = null,
+  ) {
+    const D = quoteName(database);
+    this.sql = runSql(D);
+    this.reads = readSql(D);
+    this.pauses = pauseSql(D);
+  }
+
+  get D(): string {
+    return quoteName(this.database);
+  }
+
+  migrate(): Promise<number> {
+    return migrateMysql(this.session, this.database);
+  }
+
+  async close(): Promise<void> {
+    await this.session.close();
+  }
+
+  // Before the first statement: a run asks once per host and schema version (the memory
+  // spares later runs the round trip). Tables dropped afterwards still fail a statement,
+  // which migrates and tries again.
+  private async withSchema<T>(attempt: () => Promise<T>): Promise<T> {
+    if (!this.checked) await this.check();
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!SCHEMA_MISSING.has(serverErrno(error) ?? 0)) throw error;
+      this.memory?.forget();
+      if (!this.create) throw this.missing();
+      await this.migrate();
+      return attempt();
+    }
+  }
+
+  // One statement that writes, outside a transaction, sent again on a deadlock or a lock
+  // wait timeout rather than failing the run's record.
+  private async write(sql: string, params: readonly unknown[]): Promise<Changed> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.session.execute(sql, params);
+      } catch (error) {
+        if (attempt >= STATEMENT_TRIES || !isRetryableTransaction(error) || this.session.lost) throw error;
+      }
+    }
+  }
+
+  private async check(): Promise<void> {
+    if (this.memory?.current) {
+      this.checked = true;
+      return;
+    }
+    const version = await appliedVersion(this.session, this.database);
+    if (!this.create && version === 0) throw this.missing();
+    if (this.create && version < MYSQL_MIGRATIONS.length) await this.migrate();
+    this.checked = true;
+    if (this.create) this.memory?.remember();
+  }
+
+  private missing(): NotFoundError {
+    // MySQL hides a database from a user with no privilege on it: absent and unreadable look alike.
+    const where = `database ${this.database} at ${this.session.config.display}`;
+    return new NotFoundError(`no run log in ${where} (nothing was recorded there, or this user may not read it: see the README's grants)`);
+  }
+
+  // What the run log in MySQL answers without changing anything: runs, jobs and requests, for
+  // the subcommands, the web page and a run deciding what to do.
+  private identity: string | null = null;
+  // Told the server's identity once it is known (the spool keys records by it).
+  onIdentity: ((identity: string) => void) | null = null;
+
+  async listRuns(filter: RunFilter): Promise<RunRow[]> {
+    const rows = await this.withSchema(() => this.session.query<MysqlRunRow>(listRunsSql(this.D, filter), listRunsParams(filter)));
+    return rows.map(toRunRow);
+  }
+
+  async getRun(id: number): Promise<RunRow | null> {
+    const [row] = await this.withSchema(() => this.session.query<MysqlRunRow>(this.reads.getRun, [id]));
+    return row ? toRunRow(row) : null;
+  }
+
+  async runTail(id: number, chars: number): Promise<RunTail | null> {
+    const [row] = await this.withSchema(() => this.session.query<MysqlRunRow & { output_cut: number }>(this.reads.runTail, [chars, chars, id]));
+    return row ? { ...toRunRow(row), output_cut: Number(row.output_cut) === 1 } : null;
+  }
+
+  async latestRun(job: string): Promise<RunRow | null> {
+    const [row] = await this.withSchema(() => this.session.query<MysqlRunRow>(this.reads.latestRun, [job]));
+    return row ? toRunRow(row) : null;
+  }
+
+  async getRequest(id: number): Promise<RequestRow | null> {
+    const [row] = await this.withSchema(() => this.session.query<MysqlRequest>(this.reads.getRequest, [id]));
+    return row ? toRequestRow(row) : null;
+  }
+
+  async listRequests(job: string | null, limit: number): Promise<RequestRow[]> {
+    return (await this.withSchema(() => this.session.query<MysqlRequest>(this.reads.listRequests, [job, job, limit]))).map(toRequestRow);
+  }
+
+  async hasDueRequest(job: string): Promise<boolean> {
+    return (await this.withSchema(() => this.session.query(this.reads.hasDueRequest, [job]))).length > 0;
+  }
+
+  async unsettledRuns(job: string): Promise<UnsettledRun[]> {
+    const rows = await this.withSchema(() => this.session.query<UnsettledRun>(this.sql.unsettled, [job, job]));
+    return rows.map((r) => ({ ...r, id: Number(r.id) }));
+  }
+
+  // Leases held now; none in a log from before them.
+  async leases(): Promise<LeaseRow[]> {
+    return this.withSchema(() =>
+      this.session.query<LeaseRow>(this.reads.leases).catch((error) => {
+        if (serverErrno(error) === NO_TABLE) return [];
+        throw error;
+      }),
+    );
+  }
+
+  // Two statements: the jobs, then their recent runs (MySQL has no LATERAL to fold them in).
+  async jobStatus(job: string | null): Promise<JobStatus[]> {
+    const [rows, recent] = await this.withSchema(async () => [
+      await this.session.query<MysqlJobStatus>(this.reads.jobStatus, [job, job]),
+      await this.session.query<RecentRow>(this.reads.recentRuns, [RECENT_RUNS - 1, job, job]),
+    ] as const);
+    const byJob = new Map<string, RecentRow[]>();
+    for (const r of recent) {
+      const runs = byJob.get(r.job);
+      if (runs) runs.push(r);
+      else byJob.set(r.job, [r]);
+    }
+    const fleet = await this.fleetPause();
+    return rows.map((r) => toJobStatus(r, byJob.get(r.job) ?? [], fleet));
+  }
+
+  async fleetPause(): Promise<Paused | null> {
+    return this.withSchema(() => fleetPauseOf(this.session, this.pauses));
+  }
+
+  async pauseEvents(job: string, limit: number): Promise<PauseEvent[]> {
+    return this.withSchema(() => pauseEventsOf(this.session, this.pauses, job, limit));
+  }
+
+  // The server's identity for the spool: MySQL's @@server_uuid, else (MariaDB) its
+  // server_id and host name. Null when it cannot be asked.
+  async serverIdentity(): Promise<string | null> {
+    if (this.identity !== null) return this.identity;
+    const uuid = await this.session.query<{ uuid: string }>(this.reads.serverUuid).then(
+      ([row]) => row?.uuid ?? null,
+      async (error) => {
+        if (serverErrno(error) !== UNKNOWN_VARIABLE) return null;
+        const [row] = await this.session.query<{ server_id: number; hostname: string }>(this.reads.identity).catch(() => []);
+        return row ? `mariadb:${row.hostname}:${row.server_id}` : null;
+      },
+    );
+    if (uuid !== null) {
+      this.identity = uuid;
+      this.onIdentity?.(uuid);
+    }
+    return this.identity;
+  }
+
   async admit(run: NewRun, options: AdmitOptions): Promise<Admission> {
     // No GET_LOCK asked: there is always an admission.
     const { admission } = await this.withSchema(() => admitIn(this.session, this.sql, run, options));
@@ -136,7 +329,7 @@ export class MysqlStore extends MysqlReads implements SharedStore {
     return statements;
   }
 
-  protected async recount(t: MysqlReads['session'], job: string, from: string | null, to: string): Promise<void> {
+  private async recount(t: MysqlStore['session'], job: string, from: string | null, to: string): Promise<void> {
     for (const [statement, params] of this.recounts(job, from, to)) await t.execute(statement, params);
   }
 
