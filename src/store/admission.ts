@@ -14,6 +14,24 @@ export interface Holder {
   readonly startedAt: string | null;
 }
 
+// A holder's run as a store reads it: id, host, pid and start, in the types its driver gives
+// (a number or a bigint's string; a Date or a time's text). `time` reads a start a dialect
+// writes its own way (MySQL's DATETIME, without a zone); others are ISO 8601 or Dates.
+export interface HolderRow {
+  readonly id: number | string;
+  readonly host: string;
+  readonly pid: number;
+  readonly started_at: Date | string;
+}
+
+export function toHolder(row: HolderRow | null | undefined, time: (value: Date | string) => string = isoTime): Holder | null {
+  return row ? { runId: Number(row.id), host: row.host, pid: row.pid, startedAt: time(row.started_at) } : null;
+}
+
+function isoTime(value: Date | string): string {
+  return (value instanceof Date ? value : new Date(value)).toISOString();
+}
+
 // Why an invocation did not run: the lock is held, the job is paused, nothing was
 // requested (--on-request), the minimum interval has not passed, another host ran this
 // tick, its stored schedule is not due (--scheduled), or it has no schedule it can read.

@@ -5,7 +5,7 @@ import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type Pause
 import type { RequestRow } from './requests.js';
 import type { StoredOutcome } from './spool.js';
 import type { NewRun, RunningRow, RunRow } from './types.js';
-import type { Holder, Refusal, ScheduledRule } from './admission.js';
+import type { HolderRow, Refusal, ScheduledRule } from './admission.js';
 
 // What the admit() function returns (migration 0005).
 export interface AdmitResult {
@@ -33,20 +33,6 @@ export function scheduleRefusal(r: AdmitResult, rule: ScheduledRule | null, nowM
   const last = r.last_started_at ? Date.parse(r.last_started_at) : null;
   const verdict = rule.verdict(r.schedule ?? null, null, last, nowMs);
   return { schedule: printable(r.schedule ?? ''), nextAt: verdict.due ? new Date(nowMs).toISOString() : (verdict.refusal.nextAt ?? new Date(nowMs).toISOString()) };
-}
-
-// A run row's id, host, pid and start, as a row or as row_to_json made it.
-export interface HolderRow {
-  id: string | number;
-  host: string;
-  pid: number;
-  started_at: Date | string;
-}
-
-export function toHolder(row: HolderRow | null | undefined): Holder | null {
-  if (!row) return null;
-  const startedAt = row.started_at instanceof Date ? row.started_at.toISOString() : new Date(row.started_at).toISOString();
-  return { runId: Number(row.id), host: row.host, pid: row.pid, startedAt };
 }
 
 export type PgRow = Omit<RunRow, 'id' | 'started_at' | 'finished_at' | 'duration_ms' | 'request_id' | 'tick' | 'invoked_at'> & {

@@ -5,7 +5,7 @@ import { appliedVersion, migratePostgres, POSTGRES_MIGRATIONS, schemaState } fro
 import { type Statement, statements, listRunsStatement } from './postgres-sql.js';
 import type { SchemaMemory, ServerLock, LockedAdmission, SharedStore } from './shared.js';
 import { advisoryKey, sharedBackend } from '../lock/postgres.js';
-import { type AdvisoryLock, type PgJobStatus, type PgRequest, type PgRow, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow, type AdmitResult, scheduleRefusal, type HolderRow, minuteNow, outcomeValues, runJson, runValues, toHolder } from './postgres-rows.js';
+import { type AdvisoryLock, type PgJobStatus, type PgRequest, type PgRow, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow, type AdmitResult, scheduleRefusal, minuteNow, outcomeValues, runJson, runValues } from './postgres-rows.js';
 import type { JobStatus, Paused, PauseEvent, Holding } from './jobs.js';
 import { type RequestRow, type Cancellation, claimedRequest, claimsOf, type NewRequest, requestStatusOf, type SettledRequest, type Unserved } from './requests.js';
 import type { LeaseRow } from './leases.js';
@@ -13,7 +13,7 @@ import { type RunFilter, type RunRow, type RunTail, type UnsettledRun, type Aler
 import { printable } from '../util/printable.js';
 import { monotonicMs } from '../util/time.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
-import type { Admission, AdmitOptions, Holder } from './admission.js';
+import { type Admission, type AdmitOptions, type Holder, type HolderRow, toHolder } from './admission.js';
 export type { AdvisoryLock } from './postgres-rows.js';
 
 // Errors that mean the schema is missing or older than this code (a table, a schema, a

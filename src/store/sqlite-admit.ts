@@ -6,13 +6,9 @@ import { settleOrphans } from './sqlite-claims.js';
 import { pauseAt } from './sqlite-pause.js';
 import { SQL } from './sqlite-sql.js';
 import type { NewRun, RunningRow } from './types.js';
-import type { Admission, AdmitOptions, Holder } from './admission.js';
+import type { Admission, AdmitOptions } from './admission.js';
 
-export type HolderRow = { id: number; host: string; pid: number; started_at: string };
 
-export function toHolder(row: HolderRow): Holder {
-  return { runId: row.id, host: row.host, pid: row.pid, startedAt: row.started_at };
-}
 
 // Whether one invocation may run, under a local lock already held, decided in one
 // IMMEDIATE transaction (started_at: once it has the file): claims left by runs that ended (see settleOrphans), a paused job

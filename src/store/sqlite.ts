@@ -8,7 +8,8 @@ import { type Holding, type JobStatus, type JobStatusRow, jobStatusOf, type Paus
 import { fleetPauseAt, pauseEventsIn, setPauseIn } from './sqlite-pause.js';
 import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type SettledRequest, type Unserved } from './requests.js';
 import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
-import { admitIn, type HolderRow, toHolder } from './sqlite-admit.js';
+import { type HolderRow, toHolder } from './admission.js';
+import { admitIn } from './sqlite-admit.js';
 import { withClaimsSettled } from './sqlite-claims.js';
 import { prepareSqliteFiles } from './sqlite-files.js';
 import { outcomeParams, type RequestRecord, type Row, runParams, toRequestRow, toRunRow } from './sqlite-rows.js';

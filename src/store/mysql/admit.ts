@@ -1,8 +1,8 @@
 import { dueAfterMs } from '../jobs.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { NewRun, RunningRow, UnsettledRun } from '../types.js';
-import { type Admission, type AdmitOptions, keepsLock } from '../admission.js';
-import { type HolderRow, iso, parseJson, runParams } from './rows.js';
+import { type HolderRow, type Admission, type AdmitOptions, keepsLock } from '../admission.js';
+import { iso, parseJson, runParams } from './rows.js';
 import { type PauseRow, toPaused } from './pause.js';
 import type { Answer, MysqlSession, Statement } from './session.js';
 import { LOCK_SQL, type RunSql } from './sql.js';

@@ -1,8 +1,8 @@
 import type { NewRun } from '../types.js';
-import { type Admission, type AdmitOptions, keepsLock } from '../admission.js';
+import { type HolderRow, type Admission, type AdmitOptions, keepsLock } from '../admission.js';
 import { admitLocked } from './admit.js';
 import { serverErrno } from './errors.js';
-import { type HolderRow, toHolder } from './rows.js';
+import { toHolder } from './rows.js';
 import type { MysqlSession } from './session.js';
 import type { RunSql } from './sql.js';
 

@@ -5,7 +5,7 @@ import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, RECENT_RUN
 import type { RequestRow } from '../requests.js';
 import type { StoredOutcome } from '../spool.js';
 import type { NewRun, RunRow } from '../types.js';
-import type { Holder } from '../admission.js';
+import { type Holder, type HolderRow, toHolder as toAnyHolder } from '../admission.js';
 
 export type Time = Date | string | null;
 
@@ -74,10 +74,9 @@ export function toRunRow(row: MysqlRunRow): RunRow {
   };
 }
 
-export type HolderRow = { id: number; host: string; pid: number; started_at: Time };
 
 export function toHolder(row: HolderRow | undefined): Holder | null {
-  return row ? { runId: Number(row.id), host: row.host, pid: row.pid, startedAt: iso(row.started_at) } : null;
+  return toAnyHolder(row, (value) => iso(value) as string);
 }
 
 export type MysqlRequest = Omit<RequestRow, 'args' | 'requested_at' | 'not_before' | 'claimed_at' | 'finished_at'> & {

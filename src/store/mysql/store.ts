@@ -9,11 +9,11 @@ import { type JobStatus, type Paused, type PauseEvent, RECENT_RUNS, type Holding
 import type { LeaseRow } from '../leases.js';
 import { type RequestRow, type Cancellation, type NewRequest, requestStatusOf, type SettledRequest, type Unserved } from '../requests.js';
 import type { RunFilter, RunRow, RunTail, UnsettledRun, AlertClaim, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunOutcome, StopRequest } from '../types.js';
-import { type MysqlJobStatus, type MysqlRequest, type MysqlRunRow, type RecentRow, toJobStatus, toRequestRow, toRunRow, type HolderRow, outcomeParams, runParams, toHolder } from './rows.js';
+import { type MysqlJobStatus, type MysqlRequest, type MysqlRunRow, type RecentRow, toJobStatus, toRequestRow, toRunRow, outcomeParams, runParams, toHolder } from './rows.js';
 import { fleetPauseOf, pauseEventsOf, setPauseIn } from './pause.js';
 import { monotonicMs } from '../../util/time.js';
 import type { SpooledRun } from '../spool.js';
-import { type Admission, type AdmitOptions, type Holder, keepsLock } from '../admission.js';
+import { type HolderRow, type Admission, type AdmitOptions, type Holder, keepsLock } from '../admission.js';
 import { type AdmissionLock, type Admitted, admitIn } from './admit.js';
 import { heldMysqlLocks } from './held-locks.js';
 import { admitLeased } from './lease-admit.js';

@@ -1,5 +1,6 @@
+import type { HolderRow } from '../admission.js';
 import type { NewRun } from '../types.js';
-import { type HolderRow, toHolder } from './rows.js';
+import { toHolder } from './rows.js';
 import type { MysqlSession, Statement } from './session.js';
 import type { RunSql } from './sql.js';
 
