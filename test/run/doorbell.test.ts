@@ -66,9 +66,14 @@ describe('the stop doorbell', () => {
       const stopped = await cronguard(['stop', 'race', '--wait', '30s'], box.env);
       const finished = await run.done;
       const row = runs(box.stateDir).at(-1);
-      // Either the stop came first (killed, 143) or the end did (failed, 3; stop: not running).
+      // Either the stop came first (killed, 143) or the end did (failed, 3). In the second
+      // case stop either found the run over (2, nothing to stop) or asked it while it still ran
+      // and saw it end (0: it ended within --wait); CI on Node 24 met the second.
       if (row?.status === 'killed') expect(finished.code).toBe(143);
-      else expect([row?.status, finished.code, stopped.code]).toEqual(['failed', 3, 2]);
+      else {
+        expect([row?.status, finished.code]).toEqual(['failed', 3]);
+        expect([0, 2]).toContain(stopped.code);
+      }
     }
   });
 
