@@ -125,14 +125,16 @@ async function standIn(store: RunStore, row: RunRow, order: StopOrder): Promise<
 // by the mark alone, as the leader of its own group (also how `disable --drain` tells a dead
 // wrapper's run that left nothing running).
 export function leftOf(row: Pick<RunRow, 'pid' | 'child_pid'>): { pgid: number; members: number[] } | null {
-  const marked = markedProcesses(row.pid);
+  const marked = markedProcesses(row.pid, row.child_pid);
   const pgid = row.child_pid ?? marked.find((p) => p.pid === p.pgid)?.pgid ?? marked[0]?.pgid;
   if (pgid === undefined) return null;
   const members = marked.filter((p) => p.pgid === pgid).map((p) => p.pid);
   return members.length === 0 ? null : { pgid, members };
 }
 
-function markedProcesses(wrapperPid: number): { pid: number; pgid: number }[] {
+// The living processes that carry the mark; only those of group `pgid` when it is known
+// (an environment is read only where the group matches).
+function markedProcesses(wrapperPid: number, pgid: number | null): { pid: number; pgid: number }[] {
   const mark = `CRONGUARD_PID=${wrapperPid}`;
   let pids: string[];
   try {
@@ -144,7 +146,7 @@ function markedProcesses(wrapperPid: number): { pid: number; pgid: number }[] {
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (state === 'Z' || state === 'X') return [];
+      if (state === 'Z' || state === 'X' || (pgid !== null && Number(pgrp) !== pgid)) return [];
       return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(mark) ? [{ pid, pgid: Number(pgrp) }] : [];
     } catch {
       return [];
