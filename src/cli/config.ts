@@ -3,7 +3,9 @@ import { UsageError } from '../errors.js';
 import { advisoryKey, parseLockKey } from '../lock/postgres.js';
 import type { DbConfig } from '../pg/config.js';
 import { mysqlLockName } from '../store/mysql/lock-name.js';
-import { type DatabaseConfig, resolveDatabase } from '../store/shared.js';
+import { inDatabase, type LockBackendName, type LockSpec } from '../lock/spec.js';
+import { type DatabaseConfig, resolveDatabase } from '../store/database-config.js';
+import type { LogSpec } from '../store/spec.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
@@ -18,9 +20,9 @@ import { parseSyslog } from './syslog.js';
 import type { SettingKey, Settings } from './settings.js';
 import { optionalDuration, parseBytes, parseExitCode, parseSignal } from './values.js';
 
-import { inDatabase, type LockBackendName, type RunConfig } from './run-config.js';
+import type { RunConfig } from './run-config.js';
 
-export { inDatabase, type LockBackendName, type RunConfig };
+export type { RunConfig };
 
 export interface Context {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -70,8 +72,25 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
   const envFile = setting('env_file', 'envFile');
   const timeoutMs = optionalDuration(str('timeout'), '--timeout');
-  const lockKey =
-    lock !== 'postgres' && lock !== 'lease' ? null : str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema);
+  const lockSpec = (): LockSpec => {
+    const dir = { path: lockDir.dir, isDefault: lockDir.isDefault };
+    const key = () => (str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema));
+    switch (lock) {
+      case 'flock':
+        return explicitFile !== undefined ? { kind: 'flock', path: resolve(explicitFile), dir: null, byHand: true } : { kind: 'flock', path: join(lockDir.dir, `${name}.lock`), dir, byHand: false };
+      case 'lockfile':
+        return { kind: 'lockfile', dir, job: name };
+      case 'postgres':
+        return { kind: 'advisory', key: key(), byHand: str('lockKey') !== undefined, db: db as DatabaseConfig };
+      case 'mysql':
+        return { kind: 'named', name: mysqlLockName((db as DatabaseConfig).schema, name), db: db as DatabaseConfig };
+      case 'lease':
+        return { kind: 'lease', key: key(), ttlMs: leaseTtlMs as number, db: db as DatabaseConfig };
+      case 'none':
+        return { kind: 'none' };
+    }
+  };
+  const log: LogSpec = options.noLog ? { kind: 'none' } : db ? { kind: 'shared', db } : { kind: 'sqlite' };
 
   const warnings: string[] = [];
   const notify = parseNotify({ command: setting('notify', 'notify'), url: setting('notify_url', 'notifyUrl') }, str('notifyTimeout'), options.noLog === true, (line) => warnings.push(line));
@@ -79,18 +98,10 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     name,
     argv: Object.freeze([...argv]),
     display: shell !== undefined ? `/bin/sh -c ${quote(shell)}` : argv.map(quote).join(' '),
-    lock,
-    lockPath: explicitFile !== undefined ? resolve(explicitFile) : join(lockDir.dir, `${name}.lock`),
-    lockDir: explicitFile === undefined ? lockDir.dir : null,
-    lockDirDefault: lockDir.isDefault,
+    lock: Object.freeze(lockSpec()),
     stateDir: stateDir.dir,
-    log: options.noLog ? null : db ? 'shared' : 'sqlite',
-    db,
-    lockKey,
-    lockName: lock === 'mysql' ? mysqlLockName((db as DatabaseConfig).schema, name) : null,
-    sharedLock: explicitFile !== undefined || str('lockKey') !== undefined,
+    log: Object.freeze(log),
     onLockLoss,
-    leaseTtlMs,
     waitMs: str('wait') === undefined ? 0 : parseDuration(str('wait') as string, '--wait'),
     conflictExitCode: parseExitCode(str('conflictExitCode')),
     timeoutMs,

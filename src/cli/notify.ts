@@ -1,7 +1,7 @@
 import { UsageError } from '../errors.js';
 import { parseDuration } from '../util/duration.js';
 import { addSecretsOf } from '../util/redact.js';
-import type { Setting } from './settings.js';
+import type { Setting } from '../util/setting.js';
 
 // Alerts without cron mail (--notify, --notify-url): on the first failure of a streak and on
 // the first success after it, a command runs and/or a URL gets a JSON POST.

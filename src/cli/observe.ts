@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { parseDuration } from '../util/duration.js';
-import type { Setting } from './settings.js';
+import type { Setting } from '../util/setting.js';
 
 // How long the run log keeps finished runs unless a setting says otherwise.
 export const DEFAULT_RETENTION_MS = 90 * 86_400_000;

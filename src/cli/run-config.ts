@@ -1,17 +1,10 @@
-import type { DatabaseConfig } from '../store/shared.js';
+import type { LockSpec } from '../lock/spec.js';
+import type { LogSpec } from '../store/spec.js';
 import type { NotifyConfig } from './notify.js';
 import type { PingConfig } from './ping.js';
 import type { SyslogConfig } from './syslog.js';
 
 // The frozen configuration of one `run` invocation, as config.ts resolves it.
-
-export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'mysql' | 'lease' | 'none';
-
-// The locks that live in the fleet's database (taken by its admission statement), as
-// against those of this machine.
-export function inDatabase(lock: LockBackendName): boolean {
-  return lock === 'postgres' || lock === 'mysql' || lock === 'lease';
-}
 
 // Everything one `run` invocation needs, resolved once (flag over environment over default)
 // and frozen; nothing below the CLI reads argv or the environment again.
@@ -19,26 +12,11 @@ export interface RunConfig {
   readonly name: string;
   readonly argv: readonly string[];
   readonly display: string;
-  readonly lock: LockBackendName;
-  readonly lockPath: string;
-  // Where lock files live; null when --lock-file names the file itself.
-  readonly lockDir: string | null;
-  // The default location rather than one the user chose (see ensureLockDir).
-  readonly lockDirDefault: boolean;
+  readonly lock: LockSpec;
   // The embedded run log's directory, also where the spool of the shared log lives.
   readonly stateDir: string;
-  // The embedded run log, the fleet's database's (--db), or none (--no-log).
-  readonly log: 'sqlite' | 'shared' | null;
-  readonly db: DatabaseConfig | null;
-  // The postgres lock's and the lease's key (--lock-key, or hashed from the name).
-  readonly lockKey: bigint | null;
-  // The mysql lock's GET_LOCK name (see store/mysql/lock-name.ts); null for other locks.
-  readonly lockName: string | null;
-  // The lock was named by hand (--lock-file, --lock-key), so other jobs may share it.
-  readonly sharedLock: boolean;
+  readonly log: LogSpec;
   readonly onLockLoss: 'terminate' | 'continue';
-  // -l lease: how long a lease lives without renewal (renewed every third of it); null otherwise.
-  readonly leaseTtlMs: number | null;
   readonly waitMs: number;
   readonly conflictExitCode: number;
   readonly timeoutMs: number | null;

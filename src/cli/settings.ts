@@ -2,6 +2,7 @@ import { type Stats, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { PermissionError, UsageError } from '../errors.js';
+import type { Setting } from '../util/setting.js';
 import { addSecretsOf } from '../util/redact.js';
 import { readRegularFile } from '../util/safe-path.js';
 
@@ -25,12 +26,6 @@ export const SETTING_ENV = {
 } as const;
 
 export type SettingKey = keyof typeof SETTING_ENV;
-
-// A resolved value and where it came from (a flag, a variable, `file:line`), for -v.
-export interface Setting {
-  readonly value: string;
-  readonly from: string;
-}
 
 export const SYSTEM_CONFIG = '/etc/cronguard.conf';
 

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
-import type { Setting } from './settings.js';
+import type { Setting } from '../util/setting.js';
 
 // Where --syslog sends its lines: the local syslog socket, which journald and rsyslog read.
 export interface SyslogConfig {

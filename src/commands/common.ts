@@ -4,7 +4,8 @@ import { Command, CommanderError } from 'commander';
 import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, PermissionError, UnavailableError, UsageError } from '../errors.js';
 import { openSqliteStore } from '../store/index.js';
-import { type DatabaseConfig, openSharedStore, resolveDatabase } from '../store/shared.js';
+import { type DatabaseConfig, resolveDatabase } from '../store/database-config.js';
+import { openSharedStore } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 import { isRoot, resolveStateDir, SQLITE_FILE } from '../util/paths.js';
 

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
+import { heldBySession } from '../lock/spec.js';
 import type { JobStatus } from '../store/jobs.js';
 import type { LeaseRow } from '../store/leases.js';
 import type { ServerLock, SharedStore } from '../store/shared.js';
@@ -91,8 +92,8 @@ function fromLoops(jobs: readonly JobStatus[], server: readonly ServerLock[]): H
   return jobs.flatMap((j) => {
     const h = j.holding;
     if (h === null || j.state === 'running' || h.lock === 'lease' || h.lock === 'none') return [];
-    const verified = DATABASE_LOCKS.has(h.lock) ? server.some((s) => s.lock === h.lock && s.key === h.key) : h.host === here && h.key !== null && localLocks.holder(h.lock, h.key) !== undefined;
-    if (!verified && (DATABASE_LOCKS.has(h.lock) || h.host === here)) return [];
+    const verified = heldBySession(h.lock) ? server.some((s) => s.lock === h.lock && s.key === h.key) : h.host === here && h.key !== null && localLocks.holder(h.lock, h.key) !== undefined;
+    if (!verified && (heldBySession(h.lock) || h.host === here)) return [];
     return [{ job: j.job, lock: h.lock, key: h.key, host: h.host, pid: h.pid, run_id: null, since: null, holder_pid: null, verified, holding_until: h.until }];
   });
 }
@@ -109,10 +110,6 @@ function fromLease(l: LeaseRow): HeldLock {
   };
 }
 
-// The locks that live in the fleet's database (PostgreSQL's advisory lock, MySQL's GET_LOCK):
-// held by one session for the whole fleet, whatever host its run is on.
-const DATABASE_LOCKS: ReadonlySet<string | null> = new Set(['postgres', 'mysql']);
-
 // Running rows whose lock is held: checked in /proc/locks or the lock dir on this host, by
 // the database server for its own locks, taken on trust for another host's local lock.
 function fromRuns(running: readonly RunRow[], server: readonly ServerLock[]): HeldLock[] {
@@ -122,7 +119,7 @@ function fromRuns(running: readonly RunRow[], server: readonly ServerLock[]): He
     // A lease's holder is in its row (fromLease), not to be guessed from running rows.
     if (run.lock_backend === null || run.lock_backend === 'none' || run.lock_backend === 'lease' || run.lock_key === null) continue;
     const base = { job: run.job, lock: run.lock_backend, key: run.lock_key, host: run.host, pid: run.pid, run_id: run.id, since: run.started_at };
-    if (DATABASE_LOCKS.has(run.lock_backend)) {
+    if (heldBySession(run.lock_backend)) {
       if (server.some((s) => s.lock === run.lock_backend && s.key === run.lock_key)) held.push({ ...base, holder_pid: null, verified: true });
     } else if (run.host !== here) {
       held.push({ ...base, holder_pid: null, verified: false });
@@ -140,7 +137,7 @@ function fromRuns(running: readonly RunRow[], server: readonly ServerLock[]): He
 function newestPerLock(running: readonly RunRow[]): RunRow[] {
   const newest = new Map<string, RunRow>();
   for (const run of running) {
-    const lock = `${DATABASE_LOCKS.has(run.lock_backend) ? '' : run.host}\0${run.lock_backend}\0${run.lock_key}`;
+    const lock = `${heldBySession(run.lock_backend) ? '' : run.host}\0${run.lock_backend}\0${run.lock_key}`;
     if ((newest.get(lock)?.id ?? -1) < run.id) newest.set(lock, run);
   }
   return [...newest.values()];

@@ -1,11 +1,11 @@
 import { lstatSync, readlinkSync, type Stats } from 'node:fs';
-import type { RunConfig } from '../cli/config.js';
 import { dirname } from 'node:path';
 import { CantCreateError, CronguardError, fileError, PermissionError } from '../errors.js';
 import { type Messages, mkdirp } from '../util/io.js';
 import { euid, isSharedPath, makeRootDir, notShared, sharedWithMe, sharingGid } from '../util/sharing.js';
 import type { Lock, LockBackend } from './backend.js';
 import { flockBackend } from './flock.js';
+import type { LockSpec } from './spec.js';
 
 // The "none" backend: every invocation runs. Still a Lock, so the run path has one shape.
 const noLock: LockBackend = {
@@ -20,25 +20,24 @@ const noLock: LockBackend = {
   }),
 };
 
-// Picks and prepares a local backend; the lockfile backend is loaded only when used. The
-// postgres backend needs a session and is wired up by the run path (src/run/wiring.ts).
-export async function openLockBackend(config: RunConfig, say: Messages): Promise<LockBackend> {
-  switch (config.lock) {
+// The locks of this machine, each prepared by its kind; the lockfile backend is loaded only
+// when used. A lock of the fleet's database is taken by its admission statement (wiring.ts).
+export async function openLockBackend(spec: LockSpec, say: Messages): Promise<LockBackend> {
+  switch (spec.kind) {
+    case 'advisory':
+    case 'named':
+    case 'lease':
+      throw new Error(`the ${spec.kind} lock is taken by the run log's admission; src/run/wiring.ts builds it`);
     case 'none':
       return noLock;
-    case 'postgres':
-    case 'mysql':
-    case 'lease':
-      throw new Error(`the ${config.lock} lock is taken by the run log's admission; src/run/wiring.ts builds it`);
     case 'lockfile': {
-      const dir = config.lockDir as string;
-      const gid = ensureLockDir(dir, config.lockDirDefault);
+      const gid = ensureLockDir(spec.dir.path, spec.dir.isDefault);
       const { lockfileBackend } = await import('./lockfile.js');
-      return lockfileBackend(dir, config.name, { gid, managed: config.lockDirDefault });
+      return lockfileBackend(spec.dir.path, spec.job, { gid, managed: spec.dir.isDefault });
     }
     case 'flock': {
-      const gid = config.lockDir !== null ? ensureLockDir(config.lockDir, config.lockDirDefault) : parentSharingGid(config.lockPath);
-      return flockBackend(config.lockPath, { gid, inLockDir: config.lockDir !== null, managed: config.lockDir !== null && config.lockDirDefault }, say);
+      const gid = spec.dir !== null ? ensureLockDir(spec.dir.path, spec.dir.isDefault) : parentSharingGid(spec.path);
+      return flockBackend(spec.path, { gid, inLockDir: spec.dir !== null, managed: spec.dir?.isDefault === true }, say);
     }
   }
 }

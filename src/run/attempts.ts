@@ -103,7 +103,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
       return lostBeforeStart(ctx, guard.lost);
     }
     // Each attempt is a run of its own, with its own key, so its own live copy.
-    const live = config.log === null ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
+    const live = config.log.kind === 'none' ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
     ctx.recorder.serving(requests.map((r) => r.id));
     const showHeld = (ended: ChildResult) => failed(judgementOf(ended)) && !mayRetry(judgementOf(ended));
     // Imported on demand (none of its code without --fail-on-stderr); PS4 is the command's, an env file's first.

@@ -1,4 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
+import { heldBySession } from '../lock/spec.js';
 import { dueAfterMs, lastCountedStart, pauseOf } from '../store/jobs.js';
 import type { NewRun, UnsettledRun } from '../store/types.js';
 import type { AdmitOptions } from '../store/admission.js';
@@ -49,7 +50,7 @@ export async function notDue(recorder: RunRecorder, config: RunConfig, options: 
 // settled too. Runs under another host's local lock are that host's to settle.
 function settledUnderLock(r: UnsettledRun, run: NewRun): boolean {
   const here = r.host === run.host;
-  const sameLock = r.lock_backend === run.lockBackend && r.lock_key === run.lockKey && (run.lockBackend === 'postgres' || run.lockBackend === 'mysql' || here);
+  const sameLock = r.lock_backend === run.lockBackend && r.lock_key === run.lockKey && (heldBySession(run.lockBackend) || here);
   return sameLock || (here && !isSameProcess(r.pid, r.wrapper_start));
 }
 

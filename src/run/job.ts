@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
-import { join } from 'node:path';
 import { isatty } from 'node:tty';
 import type { RunConfig } from '../cli/config.js';
+import { backendOf, mayBeShared, recordedKey } from '../lock/spec.js';
 import type { NewRun, RunningRow } from '../store/types.js';
 import type { AdmitOptions } from '../store/admission.js';
 import { type Messages, sleep } from '../util/io.js';
@@ -45,8 +45,8 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   const syslog = config.syslog ? new (await import('./syslog.js')).Syslog(config.syslog, config.name) : null;
   const file = await startable(config, run, say, { pinger, notifier, syslog }, fileEnv?.PATH ?? process.env.PATH);
   // At a terminal: another user's run of this job under a lock of its own (see private-note.ts).
-  if (manual && config.lock === 'flock' && config.lockDir !== null && config.lockDirDefault) {
-    const note = (await import('../lock/private-note.js')).privateLockNote(config.name, config.lockDir === SHARED_LOCK_DIR);
+  if (manual && config.lock.kind === 'flock' && config.lock.dir?.isDefault) {
+    const note = (await import('../lock/private-note.js')).privateLockNote(config.name, config.lock.dir.path === SHARED_LOCK_DIR);
     if (note) say.warn(note);
   }
   // A signal to cronguard stops whatever is not running yet: a wait for the lock, for a
@@ -72,13 +72,13 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
     gate.recorder.notifyWith(notifier);
     // A stop request ends the invocation as a signal would: no retry, no next run of a loop.
-    stopListener = new StopListener(gate.recorder, config.log === 'shared', (request) => {
+    stopListener = new StopListener(gate.recorder, config.log.kind === 'shared', (request) => {
       if (!stop.signal.aborted) stop.abort(request.signal);
     });
     // Loaded with the flag only, as ping.js is.
     const replacing = config.replace ? await (await import('./replace.js')).replaceRunning(gate.recorder, config, run, say) : [];
     // A lock other jobs share is taken only by a job that is due (see due.ts).
-    const early = config.sharedLock ? await notDue(gate.recorder, config, options, run) : null;
+    const early = mayBeShared(config.lock) ? await notDue(gate.recorder, config, options, run) : null;
     admission = early ?? (await gate.admit(stop.signal).catch(notRun));
     // Runs of a loop are spaced from here: at or after the first run's recorded start.
     const admittedAt = monotonicMs();
@@ -107,7 +107,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (trips && trips.statements + trips.heartbeats > 0) {
       // Looks for a stop request go over the log's session, beside the run's own statements,
       // and are counted apart, as heartbeats are.
-      const polls = config.log === 'shared' ? (stopListener?.looks ?? 0) : 0;
+      const polls = config.log.kind === 'shared' ? (stopListener?.looks ?? 0) : 0;
       const statements = trips.statements - polls;
       const plural = (n: number, what: string) => (n > 0 ? ` + ${n} ${what}${n === 1 ? '' : 's'}` : '');
       say.verbose(`${config.name}: ${statements} ${trips.database} round trip${statements === 1 ? '' : 's'}${plural(trips.heartbeats, 'heartbeat')}${plural(polls, 'stop poll')} after connecting`);
@@ -214,11 +214,12 @@ function lockWaitMs(config: RunConfig, manual: boolean): number {
 async function admitOptions(config: RunConfig, manual: boolean): Promise<AdmitOptions> {
   // Holding a local lock proves that whatever held this same lock before has ended, pid
   // reused or not; other rows are gone when their wrapper process is.
-  const sameLock = config.lock === 'flock' || config.lock === 'lockfile';
-  const lockKey = lockKeyOf(config);
+  const sameLock = config.lock.kind === 'flock' || config.lock.kind === 'lockfile';
+  const lockBackend = backendOf(config.lock);
+  const lockKey = recordedKey(config.lock);
   return {
     oneRunPerTick: !manual && !config.everyTick,
-    isGone: (row: RunningRow) => (sameLock && row.lock_backend === config.lock && row.lock_key === lockKey) || !isSameProcess(row.pid, row.wrapper_start),
+    isGone: (row: RunningRow) => (sameLock && row.lock_backend === lockBackend && row.lock_key === lockKey) || !isSameProcess(row.pid, row.wrapper_start),
     minIntervalMs: config.minIntervalMs,
     // A loop's first run keeps its period after the last one, the previous invocation's.
     spacingMs: config.everyMs,
@@ -245,8 +246,8 @@ function newRun(config: RunConfig, manual: boolean): NewRun {
     startedAt: invokedAt,
     invokedAt,
     tick: manual ? null : minuteOf(invokedAt),
-    lockBackend: config.lock,
-    lockKey: lockKeyOf(config),
+    lockBackend: backendOf(config.lock),
+    lockKey: recordedKey(config.lock),
     runKey: newRunKey(),
     wrapperStart: processStart(process.pid),
   };
@@ -270,21 +271,4 @@ function endsLoop(stop: AbortSignal, code: number): boolean {
 // so the local minute and the UTC minute begin at the same instant.
 function minuteOf(date: Date): Date {
   return new Date(Math.floor(date.getTime() / 60_000) * 60_000);
-}
-
-// What the run row records as its lock, for `cronguard locks`.
-function lockKeyOf(config: RunConfig): string | null {
-  switch (config.lock) {
-    case 'flock':
-      return config.lockPath;
-    case 'lockfile':
-      return join(config.lockDir as string, `${config.name}.lockdir`);
-    case 'postgres':
-    case 'lease':
-      return String(config.lockKey);
-    case 'mysql':
-      return config.lockName;
-    case 'none':
-      return null;
-  }
 }

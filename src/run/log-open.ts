@@ -14,7 +14,7 @@ import { RunRecorder } from './recorder.js';
 export async function sqliteLog(config: RunConfig, say: Messages): Promise<RunRecorder> {
   let store: RunStore | null = null;
   let openError: unknown = null;
-  if (config.log === 'sqlite') {
+  if (config.log.kind === 'sqlite') {
     try {
       store = await openSqliteStore(config.stateDir);
     } catch (error) {

@@ -47,9 +47,9 @@ export async function skipped(config: RunConfig, refusal: Refused, lock: string,
 }
 
 async function lockHolder(config: RunConfig, holder: Holder | null): Promise<string> {
-  if (holder !== null || config.lock !== 'flock') return describeHolder(holder);
+  if (holder !== null || config.lock.kind !== 'flock') return describeHolder(holder);
   const { LocalLocks } = await import('../lock/held.js');
-  const pid = new LocalLocks().holder('flock', config.lockPath);
+  const pid = new LocalLocks().holder('flock', config.lock.path);
   return pid ? `pid ${pid} (from /proc/locks)` : describeHolder(null);
 }
 

@@ -1,4 +1,4 @@
-import { inDatabase, type RunConfig } from '../cli/config.js';
+import type { RunConfig } from '../cli/config.js';
 import { CronguardError } from '../errors.js';
 import type { Lock, LockBackend } from '../lock/backend.js';
 import { retryUntil } from '../lock/backend.js';
@@ -6,6 +6,7 @@ import { openLockBackend } from '../lock/index.js';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { DatabaseLock } from '../lock/database.js';
 import { type LockedAdmission, type SharedDatabase, type SharedSession, sharedDatabase } from '../store/shared.js';
+import { databaseOf } from '../store/spec.js';
 import type { NewRun } from '../store/types.js';
 import { type AdmitOptions, keepsLock } from '../store/admission.js';
 import { formatDuration } from '../util/duration.js';
@@ -47,26 +48,27 @@ const NONE: RoundTrips = { database: '', statements: 0, heartbeats: 0 };
 
 // The run log alone, for an attempt that never takes a lock (126/127).
 export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
-  if (config.log === 'shared') return (await sharedLog(config, say, await sharedDatabase(config, say), null)).recorder;
+  if (config.log.kind === 'shared') return (await sharedLog(config, say, await sharedDatabase(config, config.log.db, say), null)).recorder;
   return sqliteLog(config, say);
 }
 
 // Puts together the lock and the run log the configuration asks for. An aborted `abort` (a
 // signal) ends connecting to the database by throwing its reason.
 export async function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
-  if (!inDatabase(config.lock) && config.log !== 'shared') {
-    const backend = await openLockBackend(config, say);
+  const db = databaseOf(config.log, config.lock);
+  if (!db) {
+    const backend = await openLockBackend(config.lock, say);
     return localGate(backend, await sqliteLog(config, say), run, config, options, say, () => NONE);
   }
-  const database = await sharedDatabase(config, say);
+  const database = await sharedDatabase(config, db, say);
   // A lock on a session of its own needs it: without it nothing runs (69). The log alone can wait.
   const lockSession = await database.connectLock(abort);
-  const log: OpenedLog = config.log === 'shared' ? await sharedLog(config, say, database, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
+  const log: OpenedLog = config.log.kind === 'shared' ? await sharedLog(config, say, database, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
   const sessions = () => [lockSession, log.store?.session, ...log.recorder.reopenedSessions].filter((s, i, all) => s && all.indexOf(s) === i) as SharedSession[];
   const roundTrips = () =>
     sessions().reduce((n, s) => ({ database: n.database, statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), { ...NONE, database: database.name });
   const dbLock = await database.databaseLock(lockSession, log.store, log.recorder.openFailure);
-  if (!dbLock) return localGate(await openLockBackend(config, say), log.recorder, run, config, options, say, roundTrips);
+  if (!dbLock) return localGate(await openLockBackend(config.lock, say), log.recorder, run, config, options, say, roundTrips);
   return databaseGate(dbLock, database, log, run, config, options, say, roundTrips);
 }
 

@@ -1,7 +1,8 @@
 import type { StoreChoice } from '../commands/common.js';
 import { CronguardError, describe, NotFoundError, storeError, UsageError } from '../errors.js';
 import { mysqlError } from '../store/mysql/errors.js';
-import type { DatabaseConfig, SharedStore } from '../store/shared.js';
+import type { DatabaseConfig } from '../store/database-config.js';
+import type { SharedStore } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 
 // How long a page waits, by default, for the shared log to answer (a statement, or a new

@@ -1,7 +1,7 @@
-import type { RunConfig } from '../cli/config.js';
 import type { DbConfig } from '../pg/config.js';
 import type { DatabaseLock } from '../lock/database.js';
 import { holdLease } from '../lock/lease.js';
+import type { LockSpec } from '../lock/spec.js';
 import { leaseLine } from '../lock/lease-line.js';
 import type { Messages } from '../util/io.js';
 import { connectPostgres } from './index.js';
@@ -10,15 +10,12 @@ import { PostgresStore } from './postgres.js';
 // The lease as the admission statement takes it (see DatabaseLock): in the log's database,
 // renewed over the log's connection or any other. The command learns the epoch (its fencing
 // token), the job and where the lease lives.
-export function leaseLock(config: RunConfig, log: PostgresStore, say: Messages): DatabaseLock {
-  const db = config.db as DbConfig;
-  const key = config.lockKey as bigint;
-  const ttlMs = config.leaseTtlMs as number;
+export function leaseLock(job: string, { key, ttlMs }: Extract<LockSpec, { kind: 'lease' }>, db: DbConfig, log: PostgresStore, say: Messages): DatabaseLock {
   // A renewal's own connection: a few seconds at most, then the next try.
   const open = async (signal: AbortSignal) =>
-    new PostgresStore(await connectPostgres(db, `cronguard:${config.name}`, { retryForMs: 0, abort: signal, primary: true }), db.schema, false);
+    new PostgresStore(await connectPostgres(db, `cronguard:${job}`, { retryForMs: 0, abort: signal, primary: true }), db.schema, false);
   const line = leaseLine(log, open);
-  const env = { CRONGUARD_JOB: config.name, CRONGUARD_DATABASE: db.display, CRONGUARD_SCHEMA: db.schema };
+  const env = { CRONGUARD_JOB: job, CRONGUARD_DATABASE: db.display, CRONGUARD_SCHEMA: db.schema };
   return {
     description: `lease ${key} in ${db.display} (schema ${db.schema}, ttl ${ttlMs / 1000}s)`,
     request: { kind: 'lease', key, ttlMs },

@@ -1,4 +1,3 @@
-import type { RunConfig } from '../cli/config.js';
 import { BUSY_RETRY_MS, type Connection, type DbConfig, isPrivilegeError, isServerError, pgError, readOnlyRun } from '../pg/config.js';
 import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
@@ -6,7 +5,7 @@ import type { Messages } from '../util/io.js';
 import { connectPostgres, openPostgresStore } from './index.js';
 import type { PostgresStore } from './postgres.js';
 import { POSTGRES_MIGRATIONS } from './postgres-migrations.js';
-import type { SchemaMemory, SharedDatabase, SharedLog } from './shared.js';
+import type { FleetRun, SchemaMemory, SharedDatabase, SharedLog } from './shared.js';
 import { Spool } from './spool.js';
 
 // PostgreSQL as the fleet's database (see shared.ts): the run log in a schema, with its
@@ -21,7 +20,7 @@ const RECORD_GIVE_UP_MS = 8000;
 
 // A busy server (no free connection slot) is retried for a few seconds, or for as long as
 // -w lets the run wait. A run locks and records on the primary: a standby is refused.
-function connectOptions(config: RunConfig, say: Messages, abort?: AbortSignal): ConnectOptions {
+function connectOptions(config: FleetRun, say: Messages, abort?: AbortSignal): ConnectOptions {
   return {
     retryForMs: Math.max(BUSY_RETRY_MS, config.waitMs),
     onRetry: (retry, delayMs, reason) => say.verbose(`${config.name}: PostgreSQL is busy (${reason}); retry ${retry} in ${delayMs}ms`),
@@ -39,31 +38,31 @@ export async function openPostgresShared(db: DbConfig, applicationName: string, 
   return openPostgresStore(await connectPostgres(db, applicationName, { retryForMs: BUSY_RETRY_MS, abort }), db.schema, create);
 }
 
-export function postgresDatabase(config: RunConfig, say: Messages): SharedDatabase {
-  const db = config.db as DbConfig;
+export function postgresDatabase(config: FleetRun, db: DbConfig, say: Messages): SharedDatabase {
   const connect = (signal?: AbortSignal) => connectPostgres(db, `cronguard:${config.name}`, connectOptions(config, say, signal));
   return {
     name: 'PostgreSQL',
     connectLock(abort) {
-      if (config.lock !== 'postgres') return null;
+      if (config.lock.kind !== 'advisory') return null;
       const connecting = connect(abort);
       // The code that will use the session loads while the connection is made (its failure
       // is the caller's await; this catch only keeps it from counting as unhandled meanwhile).
       connecting.catch(() => {});
       return import('../lock/postgres.js').then(() => connecting);
     },
-    openLog: (lockSession, memory, abort) => openLog(config, connect, lockSession as PgSession | null, memory(POSTGRES_MIGRATIONS.length), abort),
+    openLog: (lockSession, memory, abort) => openLog(config.stateDir, db, connect, lockSession as PgSession | null, memory(POSTGRES_MIGRATIONS.length), abort),
     async databaseLock(lockSession, store, openError) {
-      if (config.lock === 'lease') {
+      const lock = config.lock;
+      if (lock.kind === 'lease') {
         if (!store) throw pgError(openError ?? new Error('the run log is out of reach'), db.display);
         const log = store as PostgresStore;
         log.sessionless = true;
         const { leaseLock } = await import('./postgres-lease.js');
-        return leaseLock(config, log, say);
+        return leaseLock(config.name, lock, db, log, say);
       }
-      if (!lockSession) return null;
+      if (lock.kind !== 'advisory' || !lockSession) return null;
       const { advisoryLock } = await import('../lock/postgres.js');
-      return advisoryLock(lockSession as PgSession, config.lockKey as bigint, say);
+      return advisoryLock(lockSession as PgSession, lock.key, say);
     },
     error: (error) => pgError(error, db.display),
     isServerError,
@@ -74,17 +73,17 @@ export function postgresDatabase(config: RunConfig, say: Messages): SharedDataba
 // The shared log, on the lock's session when there is one. Records that cannot reach it
 // go to the spool in the state dir.
 async function openLog(
-  config: RunConfig,
+  stateDir: string,
+  db: DbConfig,
   connect: (signal?: AbortSignal) => Promise<PgSession>,
   session: PgSession | null,
   memory: SchemaMemory,
   abort?: AbortSignal,
 ): Promise<SharedLog> {
-  const db = config.db as DbConfig;
   // The database and schema, whoever connects to them: a record one role spooled is
   // delivered by the next run that may write. See Spool for the keys.
   const scope = `${db.connection.database}/${db.schema}`;
-  const spool = new Spool(config.stateDir, `${db.servers.map((s) => serverKey(s.connection)).join(',')}/${scope}`, scope);
+  const spool = new Spool(stateDir, `${db.servers.map((s) => serverKey(s.connection)).join(',')}/${scope}`, scope);
   // A store on the server a session reached: its directory (and, once known, its
   // identity's) is the spool's too.
   const opened = async (reached: PgSession): Promise<PostgresStore> => {

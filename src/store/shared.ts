@@ -1,12 +1,9 @@
-import type { RunConfig } from '../cli/config.js';
-import type { Setting } from '../cli/settings.js';
-import { type DbConfig, resolveDb } from '../pg/config.js';
 import type { CronguardError } from '../errors.js';
 import type { DatabaseLock } from '../lock/database.js';
+import type { LockSpec } from '../lock/spec.js';
 import type { Messages } from '../util/io.js';
+import type { DatabaseConfig } from './database-config.js';
 import type { Spool } from './spool.js';
-import type { MysqlConfig } from './mysql/config.js';
-import { isMysqlUrl, resolveMysql } from './mysql/url.js';
 import type { LockRequest, NewRun, RunStore } from './types.js';
 import type { Admission, AdmitOptions } from './admission.js';
 
@@ -119,33 +116,23 @@ export interface SharedDatabase {
   readOnly(error: unknown): CronguardError | null;
 }
 
-// The fleet's database as configured: its `dialect` tells which (no consumer needs instanceof).
-export type DatabaseConfig = DbConfig | MysqlConfig;
-
-// Only an explicit URL (--db, $CRONGUARD_DATABASE_URL or the configuration file) turns the
-// shared mode on. mysql:// and mariadb:// name MySQL; anything else is a libpq connection
-// string (a postgres:// URI or keyword=value pairs).
-export function resolveDatabase(url: Setting | undefined, schema: Setting | undefined, env: Readonly<Record<string, string | undefined>>): DatabaseConfig | null {
-  if (url === undefined) return null;
-  return isMysqlUrl(url.value) ? resolveMysql(url, schema, env) : resolveDb(url, schema, env);
-}
-
-// The server, database and schema a configuration's log lives in, as one string (the names
-// of the state dir's stamp files): the same log, the same string.
-export function databasePlace(db: DatabaseConfig): string {
-  if (db.dialect === 'mysql') return `mysql-${db.socket ?? `${db.host}-${db.port}`}-${db.schema}`;
-  const c = db.connection;
-  return `${c.host}-${c.port}-${c.database}-${db.schema}`;
+// What the fleet's database needs of one run: its job, how long it may wait (a busy server is
+// retried as long), where its spool lives, and the lock it takes there, if any.
+export interface FleetRun {
+  readonly name: string;
+  readonly waitMs: number;
+  readonly stateDir: string;
+  readonly lock: LockSpec;
 }
 
 // The configured database's dialect, for a run; its code and driver load only when used.
-export async function sharedDatabase(config: RunConfig, say: Messages): Promise<SharedDatabase> {
-  if (config.db?.dialect === 'mysql') {
+export async function sharedDatabase(run: FleetRun, db: DatabaseConfig, say: Messages): Promise<SharedDatabase> {
+  if (db.dialect === 'mysql') {
     const { mysqlDatabase } = await import('./mysql/shared.js');
-    return mysqlDatabase(config, config.db, say);
+    return mysqlDatabase(run, db, say);
   }
   const { postgresDatabase } = await import('./postgres-shared.js');
-  return postgresDatabase(config, say);
+  return postgresDatabase(run, db, say);
 }
 
 // The shared log for a subcommand or the web page, as application `applicationName`;

@@ -1,6 +1,6 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import type { Setting } from '../cli/settings.js';
+import type { Setting } from './setting.js';
 import { joinsShared, SHARED_LOCK_DIR, SHARED_STATE_DIR } from './sharing.js';
 
 type Env = Readonly<Record<string, string | undefined>>;

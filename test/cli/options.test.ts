@@ -40,9 +40,7 @@ describe('resolveRunConfig', () => {
     const config = resolve(['-n', 'backup', '--', 'backup.sh']);
     expect(config).toMatchObject({
       name: 'backup',
-      lock: 'flock',
-      lockPath: '/home/u/.cache/cronguard/locks/backup.lock',
-      lockDirDefault: true,
+      lock: { kind: 'flock', path: '/home/u/.cache/cronguard/locks/backup.lock', dir: { isDefault: true } },
       stateDir: '/home/u/.local/state/cronguard',
       waitMs: 0,
       conflictExitCode: 0,
@@ -58,26 +56,23 @@ describe('resolveRunConfig', () => {
   it('puts flags over environment over defaults', () => {
     const env = { HOME: '/h', XDG_RUNTIME_DIR: '/run/user/1', CRONGUARD_STATE_DIR: '/env/state' };
     expect(resolve(['true'], contextOf(env, false))).toMatchObject({
-      lockDir: '/run/user/1/cronguard',
+      lock: { dir: { path: '/run/user/1/cronguard' } },
       stateDir: '/env/state',
     });
     expect(resolve(['--state-dir', '/flag', '--lock-dir', '/l', 'true'], contextOf(env, false))).toMatchObject({
-      lockDir: '/l',
-      lockDirDefault: false,
+      lock: { dir: { path: '/l', isDefault: false } },
       stateDir: '/flag',
     });
-    expect(resolve(['true'], contextOf({ CRONGUARD_LOCK_DIR: '/e' }, true))).toMatchObject({ lockDir: '/e' });
+    expect(resolve(['true'], contextOf({ CRONGUARD_LOCK_DIR: '/e' }, true))).toMatchObject({ lock: { dir: { path: '/e' } } });
   });
 
   it('uses system locations for root', () => {
     expect(resolve(['-n', 'j', 'true'], contextOf({}, true))).toMatchObject({
-      lockPath: '/run/lock/cronguard/j.lock',
+      lock: { path: '/run/lock/cronguard/j.lock', dir: { isDefault: true }, byHand: false },
       stateDir: '/var/lib/cronguard',
-      lockDirDefault: true,
-      sharedLock: false,
     });
     // A lock named by hand may be shared with other jobs (see src/run/due.ts).
-    expect(resolve(['-n', 'j', '--lock-file', '/l/db.lock', 'true'], contextOf({}, true))).toMatchObject({ sharedLock: true });
+    expect(resolve(['-n', 'j', '--lock-file', '/l/db.lock', 'true'], contextOf({}, true))).toMatchObject({ lock: { byHand: true } });
   });
 
   it('runs -c through /bin/sh and derives the name from that argv', () => {
@@ -91,7 +86,7 @@ describe('resolveRunConfig', () => {
     expect(resolve(['--kill-signal', 'int', '--capture', '1k', '--no-log', 'true'])).toMatchObject({
       killSignal: 'SIGINT',
       captureBytes: 1024,
-      log: null,
+      log: { kind: 'none' },
     });
     expect(resolve(['--kill-signal', '9', 'true']).killSignal).toBe('SIGKILL');
     expect(resolve(['-t', '0', 'true']).timeoutMs).toBeNull();

@@ -1,3 +1,4 @@
+import { inDatabase } from '../../lock/spec.js';
 import { dueAfterMs } from '../jobs.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { NewRun, RunningRow, UnsettledRun } from '../types.js';
@@ -7,10 +8,6 @@ import { type PauseRow, toPaused } from './pause.js';
 import type { Answer, MysqlSession, Statement } from './session.js';
 import { LOCK_SQL, type RunSql } from './sql.js';
 import { claimTick, skipForTick } from './ticks.js';
-
-// Database locks: holding one proves that every run under it before has ended, on any host
-// (a local lock proves it for this host's runs only).
-export const FLEET_LOCKS: ReadonlySet<string> = new Set(['mysql', 'lease']);
 
 interface JobRow {
   disabled: number;
@@ -179,13 +176,13 @@ async function decide(
 
 // The job's runs that this admission proves ended: `running` rows left by a wrapper that
 // vanished are abandoned (their requests fail with them), and the claims of finished runs
-// whose wrapper vanished between attempts are settled. Proven by the lock held (see
-// FLEET_LOCKS), or by `isGone` for this host's rows under other locks. Rare, so in a round
+// whose wrapper vanished between attempts are settled. Proven by a database lock held
+// (holding one proves that every run under it before has ended, on any host), or by `isGone` for this host's rows under other locks. Rare, so in a round
 // trip of its own, which reads again what it changes: the requests due (some may be
 // pending again) and the last start (not an abandoned run's).
 async function settle(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions, found: Found, writes: Statement[]): Promise<Found> {
   const rows = found.unsettled;
-  const fleet = FLEET_LOCKS.has(run.lockBackend);
+  const fleet = inDatabase(run.lockBackend);
   const ended = (r: UnsettledRun): boolean =>
     (r.lock_backend === null && fleet) ||
     (r.lock_backend === run.lockBackend && r.lock_key !== null && r.lock_key === run.lockKey && (fleet || r.host === run.host)) ||

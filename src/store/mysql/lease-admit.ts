@@ -37,7 +37,7 @@ export function admitLeased(session: MysqlSession, sql: RunSql, run: NewRun, opt
     const { epoch } = taken;
     // Holding the lease proves that the runs under it before ended, on any host (their
     // holders stopped their commands before it could expire): admitLocked abandons the
-    // rows they left running (FLEET_LOCKS). The run starts when it took the lease.
+    // rows they left running. The run starts when it took the lease.
     const admission = await admitLocked(t, sql, { ...run, startedAt: taken.at }, options);
     const key = lease.key.toString();
     if (admission.admitted) {

@@ -1,6 +1,6 @@
-import type { RunConfig } from '../../cli/config.js';
 import type { DatabaseLock } from '../../lock/database.js';
 import { holdLease } from '../../lock/lease.js';
+import type { LockSpec } from '../../lock/spec.js';
 import { leaseLine } from '../../lock/lease-line.js';
 import type { Messages } from '../../util/io.js';
 import type { MysqlConfig } from './config.js';
@@ -11,15 +11,13 @@ import { MysqlStore } from './store.js';
 // table, taken by the admission's transaction (lease-admit.ts), renewed over the log's
 // session or, while that one is busy or lost, a connection of its own (lock/lease-line.ts).
 // No GET_LOCK and no session holds it: a wrapper that dies leaves a row that expires.
-export function mysqlLeaseLock(config: RunConfig, db: MysqlConfig, log: MysqlStore, say: Messages): DatabaseLock {
-  const key = config.lockKey as bigint;
-  const ttlMs = config.leaseTtlMs as number;
+export function mysqlLeaseLock(job: string, { key, ttlMs }: Extract<LockSpec, { kind: 'lease' }>, db: MysqlConfig, log: MysqlStore, say: Messages): DatabaseLock {
   // A renewal's own connection: a few seconds at most, then the next try. The log is known
   // current (the lease was taken from it): no check, no migration.
   const open = async (signal: AbortSignal) =>
-    new MysqlStore(await connectMysqlServer(db, `cronguard:${config.name}`, { retryForMs: 0, abort: signal }), db.schema, false);
+    new MysqlStore(await connectMysqlServer(db, `cronguard:${job}`, { retryForMs: 0, abort: signal }), db.schema, false);
   const line = leaseLine(log, open);
-  const env = { CRONGUARD_JOB: config.name, CRONGUARD_DATABASE: db.display, CRONGUARD_SCHEMA: db.schema };
+  const env = { CRONGUARD_JOB: job, CRONGUARD_DATABASE: db.display, CRONGUARD_SCHEMA: db.schema };
   return {
     description: `lease ${key} in ${db.display} (database ${db.schema}, ttl ${ttlMs / 1000}s)`,
     request: { kind: 'lease', key, ttlMs },

@@ -1,6 +1,5 @@
-import type { RunConfig } from '../../cli/config.js';
 import type { Messages } from '../../util/io.js';
-import type { SchemaMemory, SharedDatabase, SharedLog, SharedStore } from '../shared.js';
+import type { FleetRun, SchemaMemory, SharedDatabase, SharedLog, SharedStore } from '../shared.js';
 import { Spool } from '../spool.js';
 import type { MysqlConfig } from './config.js';
 import { connectMysqlServer, type MysqlConnectOptions } from './connect.js';
@@ -34,7 +33,7 @@ export async function openMysqlShared(db: MysqlConfig, applicationName: string, 
   return store.open(session, db.schema, create, null);
 }
 
-export function mysqlDatabase(config: RunConfig, db: MysqlConfig, say: Messages): SharedDatabase {
+export function mysqlDatabase(config: FleetRun, db: MysqlConfig, say: Messages): SharedDatabase {
   const options = (abort?: AbortSignal): MysqlConnectOptions => ({
     retryForMs: Math.max(BUSY_RETRY_MS, config.waitMs),
     onRetry: (retry, delayMs, reason) => say.verbose(`${config.name}: MySQL is busy (${reason}); retry ${retry} in ${delayMs}ms`),
@@ -44,7 +43,7 @@ export function mysqlDatabase(config: RunConfig, db: MysqlConfig, say: Messages)
   return {
     name: 'MySQL',
     connectLock(abort) {
-      if (config.lock !== 'mysql') return null;
+      if (config.lock.kind !== 'named') return null;
       // A session the server ends once it falls silent, so that a partition strands the
       // lock for a minute, not for the server's wait_timeout (8 hours by default).
       const connecting = connectMysqlServer(db, `cronguard:${config.name}`, { ...options(abort), idleTimeoutS: LOCK_IDLE_S });
@@ -54,15 +53,16 @@ export function mysqlDatabase(config: RunConfig, db: MysqlConfig, say: Messages)
     },
     openLog: (lockSession, memory, abort) => openLog(config, db, connect, lockSession as MysqlSession | null, memory, abort),
     async databaseLock(lockSession, store, openError) {
-      if (config.lock === 'lease') {
+      const lock = config.lock;
+      if (lock.kind === 'lease') {
         // The lease lives in the log: without it there is no lock (69).
         if (!store) throw mysqlError(openError ?? new Error('the run log is out of reach'), db.display);
         const { mysqlLeaseLock } = await import('./lease.js');
-        return mysqlLeaseLock(config, db, store as MysqlStore, say);
+        return mysqlLeaseLock(config.name, lock, db, store as MysqlStore, say);
       }
-      if (!lockSession) return null;
+      if (lock.kind !== 'named' || !lockSession) return null;
       const { mysqlLock } = await import('./lock.js');
-      return mysqlLock(lockSession as MysqlSession, config.lockName as string, say);
+      return mysqlLock(lockSession as MysqlSession, lock.name, say);
     },
     error: (error) => mysqlError(error, db.display),
     isServerError,
@@ -74,7 +74,7 @@ export function mysqlDatabase(config: RunConfig, db: MysqlConfig, say: Messages)
 // to the spool in the state dir, under the server, port and database of the tables: a
 // record is delivered only into the log it was meant for.
 async function openLog(
-  config: RunConfig,
+  config: FleetRun,
   db: MysqlConfig,
   connect: (abort?: AbortSignal) => Promise<MysqlSession>,
   session: MysqlSession | null,

@@ -1,4 +1,4 @@
-import type { Setting } from '../../cli/settings.js';
+import type { Setting } from '../../util/setting.js';
 import { UsageError } from '../../errors.js';
 import { userName } from '../../util/user.js';
 import { MYSQL_SSL_MODES, type MysqlConfig, type MysqlSslMode } from './config.js';

@@ -1,0 +1,73 @@
+import { join } from 'node:path';
+import type { DatabaseConfig } from '../store/database-config.js';
+
+// The lock of one invocation as the CLI resolved it: each kind with only its own fields.
+// `-l postgres` is the advisory lock, `-l mysql` the named GET_LOCK; the kinds that live in
+// the fleet's database carry it.
+export type LockSpec =
+  | { readonly kind: 'flock'; readonly path: string; readonly dir: LockDir | null; readonly byHand: boolean }
+  | { readonly kind: 'lockfile'; readonly dir: LockDir; readonly job: string }
+  | { readonly kind: 'advisory'; readonly key: bigint; readonly byHand: boolean; readonly db: DatabaseConfig }
+  | { readonly kind: 'named'; readonly name: string; readonly db: DatabaseConfig }
+  | { readonly kind: 'lease'; readonly key: bigint; readonly ttlMs: number; readonly db: DatabaseConfig }
+  | { readonly kind: 'none' };
+
+export type LockKind = LockSpec['kind'];
+
+// The lock directory: where lock files live, and whether it is the default one (see
+// ensureLockDir) rather than one the user chose.
+export interface LockDir {
+  readonly path: string;
+  readonly isDefault: boolean;
+}
+
+// The lock's name on the command line and in the run log's lock_backend column.
+export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'mysql' | 'lease' | 'none';
+
+// The backend each kind is recorded as.
+const BACKEND: Readonly<Record<LockKind, LockBackendName>> = {
+  flock: 'flock',
+  lockfile: 'lockfile',
+  advisory: 'postgres',
+  named: 'mysql',
+  lease: 'lease',
+  none: 'none',
+};
+
+export function backendOf(spec: LockSpec): LockBackendName {
+  return BACKEND[spec.kind];
+}
+
+// Taken by the fleet database's admission statement (the advisory lock, GET_LOCK, a lease),
+// as against a lock of this machine: any host may settle a run left under it.
+export function inDatabase(backend: string | null): boolean {
+  return backend === 'postgres' || backend === 'mysql' || backend === 'lease';
+}
+
+// Held by a server session (the advisory lock, GET_LOCK), which the server can be asked
+// about; a lease's holder is its row.
+export function heldBySession(backend: string | null): boolean {
+  return backend === 'postgres' || backend === 'mysql';
+}
+
+// The lock was named by hand (--lock-file, --lock-key), so other jobs may share it.
+export function mayBeShared(spec: LockSpec): boolean {
+  return (spec.kind === 'flock' || spec.kind === 'advisory') && spec.byHand;
+}
+
+// What the run row records as its lock (lock_key), for `cronguard locks`.
+export function recordedKey(spec: LockSpec): string | null {
+  switch (spec.kind) {
+    case 'flock':
+      return spec.path;
+    case 'lockfile':
+      return join(spec.dir.path, `${spec.job}.lockdir`);
+    case 'advisory':
+    case 'lease':
+      return String(spec.key);
+    case 'named':
+      return spec.name;
+    case 'none':
+      return null;
+  }
+}

@@ -1,0 +1,23 @@
+import { type DbConfig, resolveDb } from '../pg/config.js';
+import type { Setting } from '../util/setting.js';
+import type { MysqlConfig } from './mysql/config.js';
+import { isMysqlUrl, resolveMysql } from './mysql/url.js';
+
+// The fleet's database as configured: its `dialect` tells which (no consumer needs instanceof).
+export type DatabaseConfig = DbConfig | MysqlConfig;
+
+// Only an explicit URL (--db, $CRONGUARD_DATABASE_URL or the configuration file) turns the
+// shared mode on. mysql:// and mariadb:// name MySQL; anything else is a libpq connection
+// string (a postgres:// URI or keyword=value pairs).
+export function resolveDatabase(url: Setting | undefined, schema: Setting | undefined, env: Readonly<Record<string, string | undefined>>): DatabaseConfig | null {
+  if (url === undefined) return null;
+  return isMysqlUrl(url.value) ? resolveMysql(url, schema, env) : resolveDb(url, schema, env);
+}
+
+// The server, database and schema a configuration's log lives in, as one string (the names
+// of the state dir's stamp files): the same log, the same string.
+export function databasePlace(db: DatabaseConfig): string {
+  if (db.dialect === 'mysql') return `mysql-${db.socket ?? `${db.host}-${db.port}`}-${db.schema}`;
+  const c = db.connection;
+  return `${c.host}-${c.port}-${c.database}-${db.schema}`;
+}
