@@ -1,4 +1,3 @@
-import { isPrivilegeError as isMysqlPrivilegeError } from './store/mysql/errors.js';
 
 // Errors a user can act on. Each carries the exit code the contract promises, so the CLI
 // boundary maps any of them to one stderr line and an exit status without a stack trace.
@@ -110,31 +109,4 @@ export function describe(error: unknown): string {
     return `${e.code} (${e.syscall})`;
   }
   return e instanceof Error ? e.message : String(error);
-}
-
-// A failure of the run log's database, as a subcommand reports it: a missing privilege or a
-// read-only file is 77, anything else that keeps the log from answering 69. Null for errors
-// that are not the database's (those are bugs, and keep their stack).
-export function storeError(error: unknown): CronguardError | null {
-  const code = (error as { code?: unknown })?.code;
-  if (typeof code !== 'string') return null;
-  const message = (error as Error).message;
-  if (/^[0-9A-Z]{5}$/.test(code)) {
-    const denied = code === '42501' || code.startsWith('28');
-    if (code === '25006') {
-      return new UnavailableError(`PostgreSQL is read-only (a standby?): ${message}; point the URL at the primary, or add target_session_attrs=read-write`);
-    }
-    return denied ? new PermissionError(`PostgreSQL: ${message}`) : new UnavailableError(`PostgreSQL: ${message} (SQLSTATE ${code})`);
-  }
-  // MySQL's and MariaDB's, as their driver gives them (an errno and a SQLSTATE).
-  const errno = (error as { errno?: unknown }).errno;
-  if (typeof errno === 'number' && typeof (error as { sqlState?: unknown }).sqlState === 'string') {
-    const said = (error as { sqlMessage?: string }).sqlMessage ?? message;
-    return isMysqlPrivilegeError(error) ? new PermissionError(`MySQL: ${said}; see the README's grants`) : new UnavailableError(`MySQL: ${said} (error ${errno})`);
-  }
-  if (code.startsWith('SQLITE_')) {
-    const denied = /^SQLITE_(READONLY|PERM|AUTH|CANTOPEN)/.test(code);
-    return denied ? new PermissionError(`run log: ${message}`) : new UnavailableError(`run log: ${message} (${code})`);
-  }
-  return null;
 }

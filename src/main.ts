@@ -2,7 +2,8 @@ import { refuseNonUtf8Arguments, refuseNonUtf8Environment } from './cli/bytes.js
 import { resolveRunConfig } from './cli/config.js';
 import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
 import { Settings } from './cli/settings.js';
-import { CronguardError, EXIT, storeError, UsageError } from './errors.js';
+import { CronguardError, EXIT, UsageError } from './errors.js';
+import { storeError } from './store/store-error.js';
 import { runJob } from './run/job.js';
 import { answerDoorbell } from './run/stop-listener.js';
 import { restoreExtraCaCerts } from './util/extra-ca.js';

@@ -5,7 +5,7 @@ import { resolveDb } from '../src/pg/config.js';
 import { connectPostgres, openPostgresStore, openSqliteStore, type RunStore } from '../src/store/index.js';
 import type { RequestRow } from '../src/store/requests.js';
 import { resolveDatabase } from '../src/store/database-config.js';
-import { openSharedStore } from '../src/store/shared.js';
+import { dialectOf } from '../src/store/dialects.js';
 import type { RunRow } from '../src/store/types.js';
 import { runs, type Sandbox, sandbox } from './helpers.js';
 import { mysqlClient, mysqlQuery, mysqlSandbox, mysqlUrl } from './mysql-helpers.js';
@@ -211,7 +211,8 @@ export async function openStore(kind: StoreKind, box: StoreBox): Promise<RunStor
   const schema = box.env.CRONGUARD_SCHEMA as string;
   if (kind === 'mysql') {
     const db = resolveDatabase({ value: mysqlUrl(), from: 'test' }, { value: schema, from: 'test' }, {});
-    return openSharedStore(db as NonNullable<typeof db>, 'test', true);
+    const found = db as NonNullable<typeof db>;
+    return dialectOf(found).open(found, 'test', true);
   }
   const db = resolveDb({ value: databaseUrl(), from: 'test' }, { value: schema, from: 'test' }, {}) as NonNullable<ReturnType<typeof resolveDb>>;
   return openPostgresStore(await connectPostgres(db, 'test'), schema);

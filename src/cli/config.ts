@@ -1,10 +1,10 @@
 import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { advisoryKey, parseLockKey } from '../lock/postgres.js';
-import type { DbConfig } from '../pg/config.js';
 import { mysqlLockName } from '../store/mysql/lock-name.js';
 import { inDatabase, type LockBackendName, type LockSpec } from '../lock/spec.js';
 import { type DatabaseConfig, resolveDatabase } from '../store/database-config.js';
+import { dialectOf, dialectWithLock } from '../store/dialects.js';
 import type { LogSpec } from '../store/spec.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
@@ -55,8 +55,8 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   // --lock-file names the lock the user wants (flock on that file), whatever database is
   // configured for the log: a fleet's /etc/cronguard.conf must not break such crontab lines.
   const explicitFile = str('lockFile');
-  const lock = parseLock(str('lock') ?? (explicitFile !== undefined ? 'flock' : db ? db.dialect : 'flock'), db);
-  if (db?.dialect === 'postgres' && (inDatabase(lock) || !options.noLog)) refuseStandbyOnly(db);
+  const lock = parseLock(str('lock') ?? (explicitFile !== undefined ? 'flock' : db ? dialectOf(db).lock : 'flock'), db);
+  if (db && (inDatabase(lock) || !options.noLog)) dialectOf(db).checkRun(db);
   if (str('lockKey') !== undefined && lock !== 'postgres') throw new UsageError(lockKeyRefusal(lock));
   const leaseTtlMs = parseLeaseTtl(str('leaseTtl'), lock);
   if (lock === 'lease' && options.noLog) throw new UsageError('-l lease keeps its lease in the run log; it cannot go with --no-log');
@@ -156,8 +156,9 @@ function parseLock(value: string, db: DatabaseConfig | null): LockBackendName {
     throw new UsageError(`lock backend ${value} needs a database: give --db URL or set CRONGUARD_DATABASE_URL`);
   }
   // A lock of one server's kind cannot be taken on the other's.
-  if (value === 'postgres' && db?.dialect === 'mysql') throw new UsageError('lock backend postgres needs a PostgreSQL database; with a MySQL URL use -l mysql (the default)');
-  if (value === 'mysql' && db?.dialect === 'postgres') throw new UsageError('lock backend mysql needs a mysql:// or mariadb:// URL; with PostgreSQL use -l postgres (the default)');
+  const owner = dialectWithLock(value);
+  const current = db && dialectOf(db);
+  if (owner && current && owner !== current) throw new UsageError(`lock backend ${value} needs ${owner.lockNeeds}; with ${current.url} use -l ${current.lock} (the default)`);
   return value;
 }
 
@@ -183,8 +184,6 @@ export function quote(arg: string): string {
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
 }
 
-// A run takes its lock and writes its record on the primary: target_session_attrs that
-// asks for a standby can never serve it (reading subcommands may use such a URL).
 // --lock-key names an advisory lock, which only the postgres lock takes. A lease is a row of
 // its schema's run log: an application's pg_advisory_lock(N), or a job of another schema
 // given the same key, would not keep it out, so it refuses the key rather than promise that.
@@ -193,13 +192,4 @@ function lockKeyRefusal(lock: string): string {
     return "--lock-key shares a PostgreSQL advisory lock, which -l lease does not take (a lease is a row of its schema's run log, unseen by pg_advisory_lock and by other schemas): use -l postgres --lock-key N, or leave --lock-key out";
   }
   return `--lock-key applies to the postgres lock backend only${lock === 'mysql' ? ' (the mysql lock is named after the job: give -n)' : ''}`;
-}
-
-function refuseStandbyOnly(db: DbConfig): void {
-  const attrs = db.targetSessionAttrs;
-  if (attrs === 'read-only' || attrs === 'standby' || attrs === 'prefer-standby') {
-    throw new UsageError(
-      `${db.from.startsWith('--') ? db.from : `database URL (${db.from})`}: target_session_attrs=${attrs} asks for a standby, but a run locks and records on the primary; use read-write or primary (or leave it out)`,
-    );
-  }
 }

@@ -1,5 +1,6 @@
 import type { Settings } from '../cli/settings.js';
-import { CronguardError, describe, HelpShown, storeError, UsageError } from '../errors.js';
+import { CronguardError, describe, HelpShown, UsageError } from '../errors.js';
+import { storeError } from '../store/store-error.js';
 import type { JobSchedule } from '../schedule/job.js';
 import { blockedSince, failedTargets, isFailing, type JobStatus } from '../store/jobs.js';
 import { formatDuration, parseDuration } from '../util/duration.js';

@@ -5,7 +5,7 @@ import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, PermissionError, UnavailableError, UsageError } from '../errors.js';
 import { openSqliteStore } from '../store/index.js';
 import { type DatabaseConfig, resolveDatabase } from '../store/database-config.js';
-import { openSharedStore } from '../store/shared.js';
+import { dialectOf } from '../store/dialects.js';
 import type { RunStore } from '../store/types.js';
 import { isRoot, resolveStateDir, SQLITE_FILE } from '../util/paths.js';
 
@@ -80,7 +80,7 @@ export class StoreChoice {
   // opens the embedded log without writing to it; the shared one then must not be created.
   // `abort` ends connecting to the shared log at once (serve bounds how long a page waits).
   async open(create = true, readOnly = false, applicationName = 'cronguard', abort?: AbortSignal): Promise<RunStore> {
-    if (this.db) return openSharedStore(this.db, applicationName, create && !readOnly, abort);
+    if (this.db) return dialectOf(this.db).open(this.db, applicationName, create && !readOnly, abort);
     try {
       return await openSqliteStore(this.stateDir, readOnly);
     } catch (error) {

@@ -1,6 +1,6 @@
 import type { Settings } from '../cli/settings.js';
 import { UsageError } from '../errors.js';
-import { openSharedStore } from '../store/shared.js';
+import { dialectOf } from '../store/dialects.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 
 // `cronguard migrate [--group G]`: create or upgrade the run-log schema (runs also do it on
@@ -16,15 +16,13 @@ export async function migrate(args: readonly string[], settings: Settings): Prom
   if (group === '') throw new UsageError('--group needs a group name');
   const choice = new StoreChoice(program.opts(), settings);
   if (group !== undefined && choice.db) {
-    const store = await openSharedStore(choice.db, 'cronguard', true);
+    const store = await dialectOf(choice.db).open(choice.db, 'cronguard', true);
     try {
       report(await store.migrate());
-      await store.allowRequests(group);
+      process.stdout.write(`${await store.allowRequests(group)}\n`);
     } finally {
       await store.close();
     }
-    const where = choice.db.dialect === 'mysql' ? `user or role ${group} may write requests and schedules and read the run log in database` : `role ${group} may write requests and schedules and read the run log in schema`;
-    process.stdout.write(`${where} ${choice.db.schema}\n`);
     return 0;
   }
   if (group !== undefined) (await import('../store/sqlite-share.js')).shareStateDir(choice.stateDir, group);

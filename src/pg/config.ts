@@ -196,6 +196,28 @@ export function readOnlyRun(error: unknown, where: string): CronguardError | nul
   );
 }
 
+// A failure PostgreSQL answered (a SQLSTATE), as a subcommand reports it; null for any other.
+export function answeredError(error: unknown): CronguardError | null {
+  const code = (error as { code?: unknown })?.code;
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return null;
+  const message = (error as Error).message;
+  if (code === '25006') {
+    return new UnavailableError(`PostgreSQL is read-only (a standby?): ${message}; point the URL at the primary, or add target_session_attrs=read-write`);
+  }
+  return isPrivilegeError(error) ? new PermissionError(`PostgreSQL: ${message}`) : new UnavailableError(`PostgreSQL: ${message} (SQLSTATE ${code})`);
+}
+
+// A run takes its lock and writes its record on the primary: target_session_attrs that
+// asks for a standby can never serve it (reading subcommands may use such a URL).
+export function refuseStandbyOnly(db: DbConfig): void {
+  const attrs = db.targetSessionAttrs;
+  if (attrs === 'read-only' || attrs === 'standby' || attrs === 'prefer-standby') {
+    throw new UsageError(
+      `${db.from.startsWith('--') ? db.from : `database URL (${db.from})`}: target_session_attrs=${attrs} asks for a standby, but a run locks and records on the primary; use read-write or primary (or leave it out)`,
+    );
+  }
+}
+
 // Maps a failure to reach or use PostgreSQL onto the contract's exit codes: refused logins
 // and missing privileges are 77, everything that makes the server unreachable 69.
 export function pgError(error: unknown, where: string): CronguardError {

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
-import { databasePlace } from '../store/database-config.js';
+import { dialectOf } from '../store/dialects.js';
 import type { Messages } from '../util/io.js';
 import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
 import { monotonicMs } from '../util/time.js';
@@ -43,5 +43,5 @@ export async function housekeep(recorder: RunRecorder, config: RunConfig, say: M
 // Which run log a stamp stands for: each database and schema has its own.
 export function logTarget(config: RunConfig): string {
   if (config.log.kind !== 'shared') return 'local';
-  return databasePlace(config.log.db).replace(/[^A-Za-z0-9_.-]/g, '_');
+  return dialectOf(config.log.db).place(config.log.db).replace(/[^A-Za-z0-9_.-]/g, '_');
 }

@@ -5,7 +5,8 @@ import { retryUntil } from '../lock/backend.js';
 import { openLockBackend } from '../lock/index.js';
 import type { ClaimedRequest } from '../store/requests.js';
 import type { DatabaseLock } from '../lock/database.js';
-import { type LockedAdmission, type SharedDatabase, type SharedSession, sharedDatabase } from '../store/shared.js';
+import { dialectOf } from '../store/dialects.js';
+import type { LockedAdmission, SharedDatabase, SharedSession } from '../store/shared.js';
 import { databaseOf } from '../store/spec.js';
 import type { NewRun } from '../store/types.js';
 import { type AdmitOptions, keepsLock } from '../store/admission.js';
@@ -48,7 +49,7 @@ const NONE: RoundTrips = { database: '', statements: 0, heartbeats: 0 };
 
 // The run log alone, for an attempt that never takes a lock (126/127).
 export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
-  if (config.log.kind === 'shared') return (await sharedLog(config, say, await sharedDatabase(config, config.log.db, say), null)).recorder;
+  if (config.log.kind === 'shared') return (await sharedLog(config, say, await dialectOf(config.log.db).database(config, config.log.db, say), null)).recorder;
   return sqliteLog(config, say);
 }
 
@@ -60,7 +61,7 @@ export async function openGate(config: RunConfig, run: NewRun, options: GateOpti
     const backend = await openLockBackend(config.lock, say);
     return localGate(backend, await sqliteLog(config, say), run, config, options, say, () => NONE);
   }
-  const database = await sharedDatabase(config, db, say);
+  const database = await dialectOf(db).database(config, db, say);
   // A lock on a session of its own needs it: without it nothing runs (69). The log alone can wait.
   const lockSession = await database.connectLock(abort);
   const log: OpenedLog = config.log.kind === 'shared' ? await sharedLog(config, say, database, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };

@@ -1,7 +1,8 @@
 import type { StoreChoice } from '../commands/common.js';
-import { CronguardError, describe, NotFoundError, storeError, UsageError } from '../errors.js';
-import { mysqlError } from '../store/mysql/errors.js';
+import { CronguardError, describe, NotFoundError, UsageError } from '../errors.js';
+import { answeredByServer, storeError } from '../store/store-error.js';
 import type { DatabaseConfig } from '../store/database-config.js';
+import { dialectOf } from '../store/dialects.js';
 import type { SharedStore } from '../store/shared.js';
 import type { RunStore } from '../store/types.js';
 
@@ -85,11 +86,11 @@ export class StoreAccess {
       // The store refused what was asked (set_schedule() a zone it does not know): the
       // request's mistake, for the page to say, not an outage.
       if (error instanceof UsageError) throw error;
-      const mapped = error instanceof CronguardError ? error : serverError(error, this.choice.db, store.connectionLost);
+      const mapped = error instanceof CronguardError ? error : pageError(error, this.choice.db, store.connectionLost);
       if (!store.connectionLost && !mapped) throw error;
       // A statement the server answered with an error leaves its connection sound, and
       // the other pages' statements on it with it; anything else starts afresh.
-      if (store.connectionLost || !answered(error)) await this.drop(store);
+      if (store.connectionLost || !answeredByServer(error)) await this.drop(store);
       throw new StoreDown(mapped ? mapped.message : describe(error));
     }
   }
@@ -110,8 +111,8 @@ export class StoreAccess {
       })
       .catch((error: unknown) => {
         if (!deadline.aborted) throw error;
-        const server = this.choice.db?.dialect === 'mysql' ? 'MySQL' : 'PostgreSQL';
-        throw new StoreDown(`cannot reach ${server} at ${this.choice.db?.display}: no answer within ${this.answerMs / 1000} s`);
+        const db = this.choice.db;
+        throw new StoreDown(`cannot reach ${db ? `${dialectOf(db).name} at ${db.display}` : 'the run log'}: no answer within ${this.answerMs / 1000} s`);
       })
       .finally(() => {
         this.opening = null;
@@ -120,24 +121,14 @@ export class StoreAccess {
   }
 }
 
-// An error the server sent in answer to a statement, not a lost connection: PostgreSQL's
-// carries a SQLSTATE as its code, MySQL's (mysql2) an error number and a SQLSTATE.
-function answered(error: unknown): boolean {
-  const e = error as { code?: unknown; errno?: unknown; sqlState?: unknown } | null;
-  return /^[0-9A-Z]{5}$/.test(String(e?.code)) || (typeof e?.errno === 'number' && e.errno > 0 && typeof e.sqlState === 'string');
-}
-
-// The contract's error for a failure of the log, in its dialect's words; null for a bug
-// (neither the server's answer nor the driver's, on a connection that still lives).
-function serverError(error: unknown, db: DatabaseConfig | null, lost = false): CronguardError | null {
-  // MySQL's in its own words, naming the server; PostgreSQL's and SQLite's as the CLI says them.
-  if (db?.dialect === 'mysql' && (answered(error) || lost || (error as { code?: unknown })?.code !== undefined)) return mysqlError(error, db.display);
-  return storeError(error);
-}
-
 function down(error: unknown, db: DatabaseConfig | null): StoreDown {
   if (error instanceof StoreDown) return error;
   if (error instanceof CronguardError) return new StoreDown(error.message);
-  const mapped = serverError(error, db);
+  const mapped = pageError(error, db);
   return new StoreDown(mapped ? mapped.message : describe(error));
+}
+
+// The contract's error for a failure of the log, in its dialect's words; null for a bug.
+function pageError(error: unknown, db: DatabaseConfig | null, lost = false): CronguardError | null {
+  return db ? dialectOf(db).pageError(error, db, lost) : storeError(error);
 }

@@ -13,11 +13,3 @@ export function resolveDatabase(url: Setting | undefined, schema: Setting | unde
   if (url === undefined) return null;
   return isMysqlUrl(url.value) ? resolveMysql(url, schema, env) : resolveDb(url, schema, env);
 }
-
-// The server, database and schema a configuration's log lives in, as one string (the names
-// of the state dir's stamp files): the same log, the same string.
-export function databasePlace(db: DatabaseConfig): string {
-  if (db.dialect === 'mysql') return `mysql-${db.socket ?? `${db.host}-${db.port}`}-${db.schema}`;
-  const c = db.connection;
-  return `${c.host}-${c.port}-${c.database}-${db.schema}`;
-}

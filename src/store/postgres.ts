@@ -371,8 +371,9 @@ export class PostgresStore implements SharedStore {
     this.session.answerWithin(ms);
   }
 
-  async allowRequests(role: string): Promise<void> {
+  async allowRequests(role: string): Promise<string> {
     await (await import('./postgres-grants.js')).allowRequests(this.session, this.schema, role);
+    return `role ${role} may write requests and schedules and read the run log in schema ${this.schema}`;
   }
 
   async setPaused(job: string, paused: Paused | null, by: string, at: string): Promise<void> {

@@ -1,8 +1,6 @@
 import type { CronguardError } from '../errors.js';
 import type { DatabaseLock } from '../lock/database.js';
 import type { LockSpec } from '../lock/spec.js';
-import type { Messages } from '../util/io.js';
-import type { DatabaseConfig } from './database-config.js';
 import type { Spool } from './spool.js';
 import type { LockRequest, NewRun, RunStore } from './types.js';
 import type { Admission, AdmitOptions } from './admission.js';
@@ -59,8 +57,9 @@ export interface SharedStore extends RunStore {
   // From now on, a statement left unanswered this long ends the session (the web page's
   // bound on a database that stopped answering).
   answerWithin(ms: number): void;
-  // Lets a role of the database write requests and read the log (`migrate --group`).
-  allowRequests(role: string): Promise<void>;
+  // Lets a role of the database write requests and read the log (`migrate --group`); says
+  // so in the dialect's words.
+  allowRequests(role: string): Promise<string>;
   // The database locks (see ServerLock) held right now, for `cronguard locks`.
   databaseLocks(): Promise<ServerLock[]>;
 }
@@ -123,25 +122,4 @@ export interface FleetRun {
   readonly waitMs: number;
   readonly stateDir: string;
   readonly lock: LockSpec;
-}
-
-// The configured database's dialect, for a run; its code and driver load only when used.
-export async function sharedDatabase(run: FleetRun, db: DatabaseConfig, say: Messages): Promise<SharedDatabase> {
-  if (db.dialect === 'mysql') {
-    const { mysqlDatabase } = await import('./mysql/shared.js');
-    return mysqlDatabase(run, db, say);
-  }
-  const { postgresDatabase } = await import('./postgres-shared.js');
-  return postgresDatabase(run, db, say);
-}
-
-// The shared log for a subcommand or the web page, as application `applicationName`;
-// `create`: its schema is made if missing. An aborted `abort` ends connecting.
-export async function openSharedStore(db: DatabaseConfig, applicationName: string, create: boolean, abort?: AbortSignal): Promise<SharedStore> {
-  if (db.dialect === 'mysql') {
-    const { openMysqlShared } = await import('./mysql/shared.js');
-    return openMysqlShared(db, applicationName, create, abort);
-  }
-  const { openPostgresShared } = await import('./postgres-shared.js');
-  return openPostgresShared(db, applicationName, create, abort);
 }

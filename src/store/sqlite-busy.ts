@@ -1,4 +1,5 @@
 import { monotonicMs } from '../util/time.js';
+import { isBusy } from './sqlite-errors.js';
 
 // The embedded log's file is written by every cronguard of its user, and a writer can be
 // stopped or stalled in the middle of a write (SIGSTOP, a frozen container, a starved
@@ -11,11 +12,6 @@ export const SYNC_WAIT_MS = 50;
 const BUSY_WAIT_MS = 10_000;
 const FIRST_PAUSE_MS = 10;
 const LAST_PAUSE_MS = 250;
-
-function isBusy(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
-  return typeof code === 'string' && (code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_'));
-}
 
 // fn again, after a growing pause, while the file is busy and BUSY_WAIT_MS have not passed.
 export async function patiently<T>(fn: () => T | Promise<T>): Promise<T> {

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { resolveDb } from '../../src/pg/config.js';
 import { connectPostgres, openPostgresStore, openSqliteStore, type RunStore } from '../../src/store/index.js';
 import { resolveDatabase } from '../../src/store/database-config.js';
-import { openSharedStore } from '../../src/store/shared.js';
+import { dialectOf } from '../../src/store/dialects.js';
 import type { SpooledRun } from '../../src/store/spool.js';
 import { BINARY, spooled } from '../helpers.js';
 import { mysqlUrl } from '../mysql-helpers.js';
@@ -16,7 +16,8 @@ async function openStore(kind: StoreKind, box: ReturnType<typeof storeBox>): Pro
   const schema = box.env.CRONGUARD_SCHEMA as string;
   if (kind === 'mysql') {
     const db = resolveDatabase({ value: mysqlUrl(), from: 'test' }, { value: schema, from: 'test' }, {});
-    return openSharedStore(db as NonNullable<typeof db>, 'test', true);
+    const found = db as NonNullable<typeof db>;
+    return dialectOf(found).open(found, 'test', true);
   }
   const db = resolveDb({ value: databaseUrl(), from: 'test' }, { value: schema, from: 'test' }, {}) as NonNullable<ReturnType<typeof resolveDb>>;
   return openPostgresStore(await connectPostgres(db, 'test'), schema);

@@ -66,6 +66,15 @@ export function isPrivilegeError(error: unknown): boolean {
   return (ER.accessDenied as readonly number[]).includes(serverErrno(error) ?? 0);
 }
 
+// A failure MySQL or MariaDB answered (an error number and a SQLSTATE), as a subcommand
+// reports it; null for any other.
+export function answeredError(error: unknown): CronguardError | null {
+  const errno = serverErrno(error);
+  if (errno === null || typeof (error as { code?: unknown })?.code !== 'string') return null;
+  const said = (error as { sqlMessage?: string }).sqlMessage ?? (error as Error).message;
+  return isPrivilegeError(error) ? new PermissionError(`MySQL: ${said}; see the README's grants`) : new UnavailableError(`MySQL: ${said} (error ${errno})`);
+}
+
 export function isBusyError(error: unknown): boolean {
   return (ER.busy as readonly number[]).includes(serverErrno(error) ?? 0);
 }

@@ -466,7 +466,8 @@ export class MysqlStore implements SharedStore {
     return heldMysqlLocks(this.session, this.database);
   }
 
-  async allowRequests(role: string): Promise<void> {
+  async allowRequests(role: string): Promise<string> {
     await allowRequests(this.session, this.database, role);
+    return `user or role ${role} may write requests and schedules and read the run log in database ${this.database}`;
   }
 }
