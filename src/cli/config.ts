@@ -1,26 +1,25 @@
 import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { advisoryKey, parseLockKey } from '../lock/postgres.js';
-import { mysqlLockName } from '../store/mysql/lock-name.js';
 import { inDatabase, type LockBackendName, type LockSpec } from '../lock/spec.js';
 import { type DatabaseConfig, resolveDatabase } from '../store/database-config.js';
 import { dialectOf, dialectWithLock } from '../store/dialects.js';
+import { mysqlLockName } from '../store/mysql/lock-name.js';
 import type { LogSpec } from '../store/spec.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
-import type { ParsedRun, RawOptions } from './options.js';
 import { parseNotify } from './notify.js';
 import { observing } from './observe.js';
+import type { ParsedRun, RawOptions } from './options.js';
 import { parsePing } from './ping.js';
 import { outcomeRules } from './rules.js';
+import type { RunConfig } from './run-config.js';
 import { scheduling } from './schedule.js';
 import { secrecy } from './secrecy.js';
-import { parseSyslog } from './syslog.js';
 import type { SettingKey, Settings } from './settings.js';
+import { parseSyslog } from './syslog.js';
 import { optionalDuration, parseBytes, parseExitCode, parseSignal } from './values.js';
-
-import type { RunConfig } from './run-config.js';
 
 export type { RunConfig };
 

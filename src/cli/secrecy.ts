@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
-import { boundedPattern } from './redact-pattern.js';
 import type { Setting } from '../util/setting.js';
+import { boundedPattern } from './redact-pattern.js';
 
 // The run's secrecy settings: --env-file, --redact (with the configuration's redact lines)
 // and --record-command, checked here so that a mistake is one line (64) and nothing runs.

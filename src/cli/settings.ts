@@ -2,9 +2,9 @@ import { type Stats, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { PermissionError, UsageError } from '../errors.js';
-import type { Setting } from '../util/setting.js';
 import { addSecretsOf } from '../util/redact.js';
 import { readRegularFile } from '../util/safe-path.js';
+import type { Setting } from '../util/setting.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 

@@ -3,10 +3,10 @@ import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, PermissionError, UnavailableError, UsageError } from '../errors.js';
-import { openSqliteStore } from '../store/index.js';
 import { type DatabaseConfig, resolveDatabase } from '../store/database-config.js';
 import { dialectOf } from '../store/dialects.js';
-import type { RunStore } from '../store/types.js';
+import { openSqliteStore } from '../store/index.js';
+import type { RunStore } from '../store/run-store.js';
 import { isRoot, resolveStateDir, SQLITE_FILE } from '../util/paths.js';
 
 // A commander program for one subcommand, set up so that its mistakes become UsageError

@@ -1,10 +1,11 @@
 import { hostname } from 'node:os';
 import { describe as explain, UnavailableError } from '../errors.js';
-import { redact } from '../util/redact.js';
 import { leftOf } from '../run/stop-run.js';
-import type { RunRow, RunStore } from '../store/types.js';
+import type { RunStore } from '../store/run-store.js';
+import type { RunRow } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { isSameProcess } from '../util/process-id.js';
+import { redact } from '../util/redact.js';
 import { monotonicMs } from '../util/time.js';
 import { printable } from './format.js';
 

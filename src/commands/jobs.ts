@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError, UsageError } from '../errors.js';
 import { type Paused, resumeHint } from '../store/jobs.js';
-import type { RunStore } from '../store/types.js';
+import type { RunStore } from '../store/run-store.js';
 import { parseDuration } from '../util/duration.js';
 import { validateName } from '../util/name.js';
 import { PAST_HINT, parseAt } from '../util/time.js';

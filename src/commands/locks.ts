@@ -1,13 +1,12 @@
 import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
+import { LocalLocks } from '../lock/held.js';
 import { heldBySession } from '../lock/spec.js';
 import type { JobStatus } from '../store/jobs.js';
-import type { LeaseRow } from '../store/leases.js';
 import type { ServerLock, SharedStore } from '../store/shared.js';
-import type { RunRow } from '../store/types.js';
+import type { LeaseRow, RunRow } from '../store/types.js';
 import { isRoot, resolveLockDir } from '../util/paths.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { LocalLocks } from '../lock/held.js';
 import { clockTime, tableTime } from './format.js';
 import { colours, renderTable } from './table.js';
 

@@ -1,7 +1,8 @@
 import { constants } from 'node:os';
 import { NotFoundError } from '../errors.js';
 import type { RequestRow } from '../store/requests.js';
-import type { RunRow, RunStore } from '../store/types.js';
+import type { RunStore } from '../store/run-store.js';
+import type { RunRow } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { sleep } from '../util/io.js';
 

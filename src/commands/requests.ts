@@ -1,15 +1,15 @@
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError, UsageError } from '../errors.js';
+import { argumentFits, argumentRoom, execBytes, MAX_ARG_BYTES } from '../run/arg-limits.js';
 import type { RequestRow } from '../store/requests.js';
-import type { RunStore } from '../store/types.js';
+import type { RunStore } from '../store/run-store.js';
 import { parseDuration } from '../util/duration.js';
 import { validateName } from '../util/name.js';
-import { userName } from '../util/user.js';
 import { parseAt } from '../util/time.js';
-import { argumentFits, argumentRoom, execBytes, MAX_ARG_BYTES } from '../run/arg-limits.js';
+import { userName } from '../util/user.js';
 import { parse, positiveInt, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { waitFor } from './request-wait.js';
 import { printable, tableTime, zoneName } from './format.js';
+import { waitFor } from './request-wait.js';
 import { colours, renderTable } from './table.js';
 
 interface RequestFlags {

@@ -1,6 +1,5 @@
 import type { Settings } from '../cli/settings.js';
 import { UsageError } from '../errors.js';
-import { parseDuration } from '../util/duration.js';
 import { TokenAuth } from '../serve/auth.js';
 import { parseAllowedHosts } from '../serve/hosts.js';
 import { DEFAULT_LISTEN, isLoopback, parseListen } from '../serve/listen.js';
@@ -8,6 +7,7 @@ import { parseTrustProxy } from '../serve/proxy.js';
 import { buildApp, listen } from '../serve/server.js';
 import { ANSWER_MS, StoreAccess } from '../serve/store-access.js';
 import { TokenFile } from '../serve/token-file.js';
+import { parseDuration } from '../util/duration.js';
 import { messages } from '../util/io.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 

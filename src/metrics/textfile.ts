@@ -1,7 +1,7 @@
 import { closeSync, constants, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe } from '../errors.js';
-import type { RunStore } from '../store/types.js';
+import type { RunStore } from '../store/run-store.js';
 import type { Messages } from '../util/io.js';
 import { exposition } from './exposition.js';
 

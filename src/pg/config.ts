@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
-import type { Setting } from '../util/setting.js';
 import { CronguardError, PermissionError, UnavailableError, UsageError } from '../errors.js';
+import type { Setting } from '../util/setting.js';
 import { userName } from '../util/user.js';
 import { parseConnectionString, type UriParts } from './url.js';
 

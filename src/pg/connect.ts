@@ -5,6 +5,7 @@ import { pgpassWarnings } from './client-config.js';
 import { atServer, type DbConfig, pgError, type Server } from './config.js';
 
 export { BUSY_RETRY_MS } from './config.js';
+
 import { accepts, askedState, describeState, type ServerState, serverState, standbyRefusal } from './server-state.js';
 import { PgSession } from './session.js';
 import { noFreeSlot } from './slots.js';

@@ -3,6 +3,7 @@
 // PostgreSQL run.
 declare module 'pg/lib/client.js' {
   import type pg from 'pg';
+
   const Client: typeof pg.Client;
   export default Client;
 }

@@ -1,6 +1,7 @@
 // pgpass ships no types; this is the part cronguard uses.
 declare module 'pgpass' {
   import type { Writable } from 'node:stream';
+
   interface ConnInfo {
     host: string;
     port: number;

@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import Client from 'pg/lib/client.js';
-import type { DbConfig } from './config.js';
 import { monotonicMs } from '../util/time.js';
 import { clientConfig } from './client-config.js';
+import type { DbConfig } from './config.js';
 
 // Asks, over the session, whether its lock is still held; returns why not, or null.
 export type LockProbe = (ask: <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<R[]>) => Promise<string | null>;

@@ -1,6 +1,6 @@
 import type { RunConfig } from '../cli/config.js';
-import { EXIT } from '../errors.js';
 import { quote } from '../cli/config.js';
+import { EXIT } from '../errors.js';
 import type { Lock } from '../lock/backend.js';
 import type { Textfile } from '../metrics/textfile.js';
 import { describePause, resumeHint } from '../store/jobs.js';
@@ -8,25 +8,25 @@ import type { ClaimedRequest, SettledRequest, Unserved } from '../store/requests
 import type { NewRun } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { type Messages, setStderrMidLine, sleep } from '../util/io.js';
+import { printable } from '../util/printable.js';
 import { newRunKey } from '../util/process-id.js';
+import { maskSecrets } from '../util/redact.js';
 import { argumentRoom, fitRequests } from './arg-limits.js';
 import { Interrupted } from './interrupted.js';
 import { LiveCopy } from './live.js';
 import type { LineMasker } from './mask.js';
-import { judge, type Judgement } from './outcome.js';
+import { type Judgement, judge } from './outcome.js';
 import type { Pinger } from './ping.js';
 import { QuietBuffer } from './quiet.js';
 import type { RunRecorder } from './recorder.js';
-import type { Syslog, SyslogRun } from './syslog.js';
 import { replayHeld } from './relay.js';
-import { pausedBeforeRetry } from './retry-pause.js';
 import type { ResultsFile } from './results.js';
+import { pausedBeforeRetry } from './retry-pause.js';
 import { recordedCommand } from './secrets.js';
-import { printable } from '../util/printable.js';
-import { maskSecrets } from '../util/redact.js';
 import { fileEndsMidLine } from './sink.js';
 import type { StopListener } from './stop-listener.js';
-import { type ChildResult, supervise, type Supervision } from './supervisor.js';
+import { type ChildResult, type Supervision, supervise } from './supervisor.js';
+import type { Syslog, SyslogRun } from './syslog.js';
 
 // How long a command whose lock was lost gets between the kill signal and SIGKILL.
 export const LOCK_LOSS_GRACE_MS = 2000;

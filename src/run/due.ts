@@ -1,8 +1,8 @@
 import type { RunConfig } from '../cli/config.js';
 import { heldBySession } from '../lock/spec.js';
+import type { AdmitOptions } from '../store/admission.js';
 import { dueAfterMs, lastCountedStart, pauseOf } from '../store/jobs.js';
 import type { NewRun, UnsettledRun } from '../store/types.js';
-import type { AdmitOptions } from '../store/admission.js';
 import { isSameProcess } from '../util/process-id.js';
 import { monotonicMs } from '../util/time.js';
 import type { Refused, RunRecorder } from './recorder.js';

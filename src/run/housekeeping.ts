@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
+import { describe } from '../errors.js';
 import { dialectOf } from '../store/dialects.js';
 import type { Messages } from '../util/io.js';
 import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
 import { monotonicMs } from '../util/time.js';
-import { describe } from '../errors.js';
 import type { RunRecorder } from './recorder.js';
 
 // The automatic prune runs about this often for a whole run log.

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { describe, UnavailableError } from '../errors.js';
+import type { RunStore } from '../store/run-store.js';
 import type { RecorderParts, SharedSession, SharedStore } from '../store/shared.js';
-import type { RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 
 // The run path's link to its run log, whatever it records. A run log that cannot be written

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
 import { openSqliteStore } from '../store/index.js';
+import type { RunStore } from '../store/run-store.js';
 import type { SchemaMemory, SharedDatabase, SharedLog, SharedSession } from '../store/shared.js';
-import type { RunStore } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
 import { logTarget } from './housekeeping.js';

@@ -7,8 +7,8 @@ import type { Messages } from '../util/io.js';
 import { redact } from '../util/redact.js';
 import type { LogLink } from './log-link.js';
 import { type Alert, postAlert, runNotifyCommand } from './notify-send.js';
-import { FORWARDED } from './supervisor.js';
 import { tail } from './ping.js';
+import { FORWARDED } from './supervisor.js';
 
 // Alerts once per incident (--notify, --notify-url). This module is imported only when a
 // notifier is configured: a run without one loads none of it.

@@ -2,13 +2,13 @@ import { createHash } from 'node:crypto';
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { createRequire } from 'node:module';
 import type { SecureContext } from 'node:tls';
-import type { PingConfig } from '../cli/ping.js';
 import { VERSION } from '../cli/options.js';
+import type { PingConfig } from '../cli/ping.js';
 import { describe } from '../errors.js';
 import { formatDuration } from '../util/duration.js';
 import { withExtraCa } from '../util/extra-ca.js';
-import { maskSecrets } from '../util/redact.js';
 import { type Messages, sleep } from '../util/io.js';
+import { maskSecrets } from '../util/redact.js';
 import { monotonicMs } from '../util/time.js';
 
 // Monitoring pings in the Healthchecks protocol. This module is imported only when

@@ -1,8 +1,8 @@
 import { describe } from '../errors.js';
-import type { SpooledRun } from '../store/spool.js';
-import type { ClaimedRequest } from '../store/requests.js';
-import type { LockRelease, NewRun, RunOutcome } from '../store/types.js';
 import type { Admission, AdmitOptions, Holder } from '../store/admission.js';
+import type { ClaimedRequest } from '../store/requests.js';
+import type { SpooledRun } from '../store/spool-record.js';
+import type { LockRelease, NewRun, RunOutcome } from '../store/types.js';
 import { LogLink } from './log-link.js';
 import type { Notifier } from './notify.js';
 

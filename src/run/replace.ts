@@ -4,8 +4,8 @@ import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 import type { RunRecorder } from './recorder.js';
 import { betweenRuns } from './stop-between.js';
-import { stopRun } from './stop-run.js';
 import { STOP_POLL_MS } from './stop-listener.js';
+import { stopRun } from './stop-run.js';
 
 // Beyond the old run's kill-after: for its wrapper to see the request (a shared log's poll)
 // and to record its end.

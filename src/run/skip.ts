@@ -1,6 +1,6 @@
 import type { RunConfig } from '../cli/config.js';
-import { describePause, dueAfterMs, resumeHint } from '../store/jobs.js';
 import type { Holder } from '../store/admission.js';
+import { describePause, dueAfterMs, resumeHint } from '../store/jobs.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 import type { Refused } from './recorder.js';

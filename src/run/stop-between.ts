@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
-import type { RunRow, RunStore } from '../store/types.js';
+import type { RunStore } from '../store/run-store.js';
+import type { RunRow } from '../store/types.js';
 import { sleep } from '../util/io.js';
 import { isSameProcess } from '../util/process-id.js';
 import { DOORBELL } from './stop-listener.js';

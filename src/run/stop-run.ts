@@ -1,7 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { PermissionError } from '../errors.js';
-import type { RunRow, RunStore } from '../store/types.js';
+import type { RunStore } from '../store/run-store.js';
+import type { RunRow } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { sleep } from '../util/io.js';
 import { isSameProcess } from '../util/process-id.js';

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type { Hono } from 'hono';
-import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
+import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import { LiveReader, type LiveState } from '../commands/live-reader.js';
 import { liveDir, liveName } from '../run/live-file.js';
 import type { RunRow } from '../store/types.js';

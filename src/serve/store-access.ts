@@ -1,10 +1,10 @@
 import type { StoreChoice } from '../commands/common.js';
 import { CronguardError, describe, NotFoundError, UsageError } from '../errors.js';
-import { answeredByServer, storeError } from '../store/store-error.js';
 import type { DatabaseConfig } from '../store/database-config.js';
 import { dialectOf } from '../store/dialects.js';
+import type { RunStore } from '../store/run-store.js';
 import type { SharedStore } from '../store/shared.js';
-import type { RunStore } from '../store/types.js';
+import { answeredByServer, storeError } from '../store/store-error.js';
 
 // How long a page waits, by default, for the shared log to answer (a statement, or a new
 // connection) before it says the log cannot be read: a database that stops answering (a cut

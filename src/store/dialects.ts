@@ -4,8 +4,8 @@ import type { Messages } from '../util/io.js';
 import type { DatabaseConfig } from './database-config.js';
 import type { MysqlConfig } from './mysql/config.js';
 import { mysqlError } from './mysql/errors.js';
-import { answeredByServer, storeError } from './store-error.js';
 import type { FleetRun, SharedDatabase, SharedStore } from './shared.js';
+import { answeredByServer, storeError } from './store-error.js';
 
 // The fleet's database dialects, each by its facts: the one place that tells them apart.
 // Their code and drivers load only when a database of theirs is used.

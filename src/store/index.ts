@@ -2,8 +2,8 @@ import type { DbConfig } from '../pg/config.js';
 import type { ConnectOptions } from '../pg/connect.js';
 import type { PgSession } from '../pg/session.js';
 import type { PostgresStore } from './postgres.js';
+import type { RunStore } from './run-store.js';
 import type { SchemaMemory } from './shared.js';
-import type { RunStore } from './types.js';
 
 // Opens the run logs. Each store's code, and its driver, loads on first use: a run never
 // pays for the one it does not use.

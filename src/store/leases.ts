@@ -1,18 +1,6 @@
 import type { JobStatus } from './jobs.js';
-import type { RunStore } from './types.js';
-
-// A lease held now (see migration 0014), for `locks`, `status` and the web page.
-export interface LeaseRow {
-  readonly job: string;
-  readonly host: string;
-  readonly pid: number;
-  readonly run_id: string | null;
-  readonly epoch: string;
-  readonly key: string;
-  readonly acquired_at: Date;
-  readonly expires_at: Date;
-  readonly expires_in_ms: string;
-}
+import type { RunStore } from './run-store.js';
+import type { LeaseRow } from './types.js';
 
 // A job's lease (-l lease) as `status` and the web page show it: its holder, its epoch (the
 // holder's fencing token), since when it is held and when it expires unless renewed.

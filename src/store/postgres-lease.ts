@@ -1,8 +1,8 @@
-import type { DbConfig } from '../pg/config.js';
 import type { DatabaseLock } from '../lock/database.js';
 import { holdLease } from '../lock/lease.js';
-import type { LockSpec } from '../lock/spec.js';
 import { leaseLine } from '../lock/lease-line.js';
+import type { LockSpec } from '../lock/spec.js';
+import type { DbConfig } from '../pg/config.js';
 import type { Messages } from '../util/io.js';
 import { connectPostgres } from './index.js';
 import { PostgresStore } from './postgres.js';

@@ -1,5 +1,4 @@
 import { migrationKey } from '../lock/postgres.js';
-import { SCHEMA_STATE } from './postgres-sql-schema.js';
 import type { PgSession } from '../pg/session.js';
 import m0001 from './migrations/postgres/0001_initial.sql';
 import m0002 from './migrations/postgres/0002_ticks_and_locks.sql';
@@ -27,6 +26,7 @@ import m0023 from './migrations/postgres/0023_lock_time_start.sql';
 import m0024 from './migrations/postgres/0024_alert_delivery.sql';
 import m0025 from './migrations/postgres/0025_spacing.sql';
 import m0026 from './migrations/postgres/0026_holding.sql';
+import { SCHEMA_STATE } from './postgres-sql-schema.js';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited. The
 // functions they leave, as they run now, are in postgres-functions/ (one file each).

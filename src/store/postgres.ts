@@ -1,19 +1,21 @@
 import type { QueryResultRow } from 'pg';
 import { NotFoundError, PermissionError, UsageError } from '../errors.js';
-import type { PgSession } from '../pg/session.js';
-import { appliedVersion, migratePostgres, POSTGRES_MIGRATIONS, schemaState } from './postgres-migrations.js';
-import { type Statement, statements, listRunsStatement } from './postgres-sql.js';
-import type { SchemaMemory, ServerLock, LockedAdmission, SharedStore } from './shared.js';
 import { advisoryKey, sharedBackend } from '../lock/postgres.js';
-import { type AdvisoryLock, type PgJobStatus, type PgRequest, type PgRow, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow, type AdmitResult, scheduleRefusal, minuteNow, outcomeValues, runJson, runValues } from './postgres-rows.js';
-import type { JobStatus, Paused, PauseEvent, Holding } from './jobs.js';
-import { type RequestRow, type Cancellation, claimedRequest, claimsOf, type NewRequest, requestStatusOf, type SettledRequest, type Unserved } from './requests.js';
-import type { LeaseRow } from './leases.js';
-import { type RunFilter, type RunRow, type RunTail, type UnsettledRun, type AlertClaim, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunOutcome, type LockRelease, type LockRequest, type RunningRow, type StopRequest } from './types.js';
+import type { PgSession } from '../pg/session.js';
 import { printable } from '../util/printable.js';
 import { monotonicMs } from '../util/time.js';
-import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from './spool.js';
 import { type Admission, type AdmitOptions, type Holder, type HolderRow, toHolder } from './admission.js';
+import type { Holding, JobStatus, Paused, PauseEvent } from './jobs.js';
+import { appliedVersion, migratePostgres, POSTGRES_MIGRATIONS, schemaState } from './postgres-migrations.js';
+import { type AdmitResult, type AdvisoryLock, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues, scheduleRefusal, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow } from './postgres-rows.js';
+import { listRunsStatement, type Statement, statements } from './postgres-sql.js';
+import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type SettledRequest, type Unserved } from './requests.js';
+import type { LockedAdmission, SchemaMemory, ServerLock, SharedStore } from './shared.js';
+import { RunKeyTaken } from './spool.js';
+import { outcomeOf, rekeyed, runOf, type SpooledRun } from './spool-record.js';
+import type { LeaseRow } from './types.js';
+import { type AlertClaim, type LockRelease, type LockRequest, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunningRow, type RunOutcome, type RunRow, type RunTail, type StopRequest, type UnsettledRun } from './types.js';
+
 export type { AdvisoryLock } from './postgres-rows.js';
 
 // Errors that mean the schema is missing or older than this code (a table, a schema, a

@@ -1,4 +1,4 @@
-import { outcomeOf, type SpooledRun } from './spool.js';
+import { outcomeOf, type SpooledRun } from './spool-record.js';
 
 // "Run now" requests, as both stores keep them (table `requests`, also the --json shape).
 

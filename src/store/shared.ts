@@ -1,9 +1,10 @@
 import type { CronguardError } from '../errors.js';
 import type { DatabaseLock } from '../lock/database.js';
 import type { LockSpec } from '../lock/spec.js';
-import type { Spool } from './spool.js';
-import type { LockRequest, NewRun, RunStore } from './types.js';
 import type { Admission, AdmitOptions } from './admission.js';
+import type { RunStore } from './run-store.js';
+import type { Spool } from './spool.js';
+import type { LockRequest, NewRun } from './types.js';
 
 // The fleet's database (--db) as the run path sees it: a run log with its spool, and the
 // locks its admission statement can take. A dialect implements it in a file of its own

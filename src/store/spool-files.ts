@@ -5,8 +5,8 @@ import type { Messages } from '../util/io.js';
 import { isSameProcess, processStart } from '../util/process-id.js';
 import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
 import { moveAsideUnlessRoots } from '../util/sharing.js';
-import type { SpooledRun } from './spool.js';
-import type { RunStore } from './types.js';
+import type { RunStore } from './run-store.js';
+import type { SpooledRun } from './spool-record.js';
 
 // The files of the spool (see Spool): its directories, and the delivery of one of them.
 

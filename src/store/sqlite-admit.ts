@@ -1,12 +1,12 @@
 import { isUtf8 } from 'node:buffer';
 import type BetterSqlite3 from 'better-sqlite3';
+import type { Admission, AdmitOptions } from './admission.js';
 import { dueAfterMs } from './jobs.js';
 import { type ClaimedRequest, claimedRequest } from './requests.js';
 import { settleOrphans } from './sqlite-claims.js';
 import { pauseAt } from './sqlite-pause.js';
 import { SQL } from './sqlite-sql.js';
 import type { NewRun, RunningRow } from './types.js';
-import type { Admission, AdmitOptions } from './admission.js';
 
 
 

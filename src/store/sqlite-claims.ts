@@ -1,6 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { claimsOf } from './requests.js';
-import type { SpooledRun } from './spool.js';
+import type { SpooledRun } from './spool-record.js';
 import { SQL } from './sqlite-sql.js';
 import type { NewRun, RunningRow } from './types.js';
 

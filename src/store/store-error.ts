@@ -1,5 +1,5 @@
 import type { CronguardError } from '../errors.js';
-import { answeredError as postgres, isServerError } from '../pg/config.js';
+import { isServerError, answeredError as postgres } from '../pg/config.js';
 import { answeredError as mysql, serverErrno } from './mysql/errors.js';
 import { answeredError as sqlite } from './sqlite-errors.js';
 

@@ -11,8 +11,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { type Pgbouncer, startPgbouncer } from '../pgbouncer.js';
-import { leasePickup } from './lease-pickup.js';
 import { clusterToolsMissing, makeCluster, type SmallCluster } from '../small-cluster.js';
+import { leasePickup } from './lease-pickup.js';
 
 const JOBS = Number(process.env.BENCH_LEASE_JOBS ?? 500);
 const SAME = Number(process.env.BENCH_LEASE_SAME ?? 200);

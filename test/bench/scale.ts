@@ -8,13 +8,14 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { resolveDb } from '../../src/pg/config.js';
-import { listRunsStatement, statements } from '../../src/store/postgres-sql.js';
+import type { AdmitOptions } from '../../src/store/admission.js';
 import { connectPostgres, openPostgresStore } from '../../src/store/index.js';
 import type { PostgresStore } from '../../src/store/postgres.js';
+import { listRunsStatement, statements } from '../../src/store/postgres-sql.js';
+import type { RunStore } from '../../src/store/run-store.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { listRunsSql, SQL } from '../../src/store/sqlite-sql.js';
-import type { NewRun, RunStore } from '../../src/store/types.js';
-import type { AdmitOptions } from '../../src/store/admission.js';
+import type { NewRun } from '../../src/store/types.js';
 import { serveBench } from './serve-bench.js';
 
 const ROWS = Number(process.env.BENCH_SCALE_ROWS ?? 1_000_000);

@@ -1,9 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
+import { userName } from '../../src/util/user.js';
 import { cronguard, fixture, release, sandbox, start, waitFor } from '../helpers.js';
 import { STORES, type StoreBox, storeBox } from '../stores.js';
-import { userName } from '../../src/util/user.js';
 
 interface Event {
   job: string | null;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { cronguard, runs, sandbox } from '../helpers.js';
 import { SQLITE_MIGRATIONS } from '../../src/store/sqlite-migrations.js';
+import { cronguard, runs, sandbox } from '../helpers.js';
 
 async function seed(env: NodeJS.ProcessEnv) {
   await cronguard(['-n', 'alpha', '--', 'true'], env);

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
-import { TLSSocket, createSecureContext } from 'node:tls';
+import { createSecureContext, TLSSocket } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cronguard, ROOT, runFile, sandbox } from '../helpers.js';
 

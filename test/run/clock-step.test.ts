@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { fixture, lines, release, runs, type Sandbox, sandbox, start, type Started, waitFor } from '../helpers.js';
+import { fixture, lines, release, runs, type Sandbox, type Started, sandbox, start, waitFor } from '../helpers.js';
 
 // cronguard with its wall clock stepped by `stepMs` once the test creates `file` (see
 // clock-step.cjs): what NTP does to a host whose clock drifted, or a VM resumed.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { cronguard, lines, start, waitFor } from '../helpers.js';
 import { mysqlBox } from '../commands/mysql-box.js';
+import { cronguard, lines, start, waitFor } from '../helpers.js';
 
 // Requests on a MySQL log, end to end: made by `cronguard request` and by the README's plain
 // INSERT a web application sends, served by --on-request loops that poll (MySQL has no

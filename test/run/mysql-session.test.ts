@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { resolveMysql } from '../../src/store/mysql/url.js';
 import { connectMysql, type MysqlSession } from '../../src/store/mysql/session.js';
-import { mysqlClient, mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
+import { resolveMysql } from '../../src/store/mysql/url.js';
 import { waitFor } from '../helpers.js';
+import { mysqlClient, mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
 
 // The session every MySQL statement of cronguard's goes through: its settings, whatever the
 // server's defaults; a killed connection seen as lost; a deadlocked transaction run again.

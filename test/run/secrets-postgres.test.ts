@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { serve } from '../serve/serve-helpers.js';
 import { cronguard } from '../helpers.js';
+import { serve } from '../serve/serve-helpers.js';
 import { STORES, storeBox } from '../stores.js';
 
 const SECRET = 'tok-1a2b3c4d5e6f';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, isAlive, release, runs, sandbox, start, waitFor } from '../helpers.js';
-import { events, eventStream, runsSoFar, serve } from './serve-helpers.js';
+import { eventStream, events, runsSoFar, serve } from './serve-helpers.js';
 
 // Live updates: server-sent events for state changes and a running job's output.
 describe('serve: live updates', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { cronguard, start } from '../helpers.js';
 import { mysqlBox } from '../commands/mysql-box.js';
+import { cronguard, start } from '../helpers.js';
 import { browserTitle, chromiumPresent, useChromium } from './chromium.js';
 import { serve } from './serve-helpers.js';
 

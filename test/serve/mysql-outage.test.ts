@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
+import { mysqlBox } from '../commands/mysql-box.js';
 import { cronguard, waitFor } from '../helpers.js';
 import { mysqlQuery, mysqlUrl } from '../mysql-helpers.js';
 import { mysqlProxy } from '../mysql-proxy.js';
-import { mysqlBox } from '../commands/mysql-box.js';
 import { serve } from './serve-helpers.js';
 
 // The web page on a MySQL log that stops answering, or answers with an error: 503 pages

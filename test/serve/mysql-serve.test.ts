@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { cronguard, lines, start, waitFor } from '../helpers.js';
 import { mysqlBox } from '../commands/mysql-box.js';
+import { cronguard, lines, start, waitFor } from '../helpers.js';
 import { serve } from './serve-helpers.js';
 
 // `cronguard serve` on a MySQL run log: the JSON API in the CLI's shapes, and the page's

@@ -1,6 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cronguard, sandbox } from '../helpers.js';
 import { databaseUrl, pgSandbox, sql } from '../pg-helpers.js';

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { scheduledRule } from '../../src/schedule/rule.js';
 import type { Admission, AdmitOptions } from '../../src/store/admission.js';
-import type { NewRun, RunStore } from '../../src/store/types.js';
+import type { RunStore } from '../../src/store/run-store.js';
+import type { NewRun } from '../../src/store/types.js';
 import { openStore, STORES, type StoreBox, storeBox } from '../stores.js';
 
 // One admission rule, three implementations (PostgreSQL's admit() in SQL, MySQL's and

@@ -5,8 +5,9 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { resolveDb } from '../../src/pg/config.js';
 import { connectPostgres, openPostgresStore, openSqliteStore } from '../../src/store/index.js';
-import type { SpooledRun } from '../../src/store/spool.js';
-import type { NewRun, RunStore } from '../../src/store/types.js';
+import type { RunStore } from '../../src/store/run-store.js';
+import type { SpooledRun } from '../../src/store/spool-record.js';
+import type { NewRun } from '../../src/store/types.js';
 import { runs, sandbox } from '../helpers.js';
 import { databaseUrl, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach } from 'vitest';
+import type { AdmitOptions } from '../../src/store/admission.js';
 import { connectMysql } from '../../src/store/mysql/session.js';
 import { MysqlStore } from '../../src/store/mysql/store.js';
 import { resolveMysql } from '../../src/store/mysql/url.js';
 import type { NewRun, RunOutcome } from '../../src/store/types.js';
-import type { AdmitOptions } from '../../src/store/admission.js';
 import { mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
 
 // MySQL stores made directly on a session (not through the CLI), each on a throwaway

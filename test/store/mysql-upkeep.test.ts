@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SpooledRun } from '../../src/store/spool.js';
+import type { SpooledRun } from '../../src/store/spool-record.js';
 import { monotonicMs } from '../../src/util/time.js';
 import { mysqlQuery } from '../mysql-helpers.js';
 import { admitted, freshStore, newRun, outcome, RULES } from './mysql-stores.js';

@@ -3,8 +3,8 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterName, freePort } from '../free-port.js';
-import { serve } from '../serve/serve-helpers.js';
 import { cronguard, fixture, lines, type Sandbox, sandbox, start, waitFor } from '../helpers.js';
+import { serve } from '../serve/serve-helpers.js';
 
 // A private cluster whose log this test reads (its name and port are this test's alone):
 // DBAs alert on ERROR, WARNING and FATAL lines, so a healthy fleet must leave none there.

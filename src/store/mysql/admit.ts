@@ -1,10 +1,10 @@
 import { inDatabase } from '../../lock/spec.js';
+import { type Admission, type AdmitOptions, type HolderRow, keepsLock } from '../admission.js';
 import { dueAfterMs } from '../jobs.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { NewRun, RunningRow, UnsettledRun } from '../types.js';
-import { type HolderRow, type Admission, type AdmitOptions, keepsLock } from '../admission.js';
-import { iso, parseJson, runParams } from './rows.js';
 import { type PauseRow, toPaused } from './pause.js';
+import { iso, parseJson, runParams } from './rows.js';
 import type { Answer, MysqlSession, Statement } from './session.js';
 import { LOCK_SQL, type RunSql } from './sql.js';
 import { claimTick, skipForTick } from './ticks.js';

@@ -1,5 +1,5 @@
+import { type Admission, type AdmitOptions, type HolderRow, keepsLock } from '../admission.js';
 import type { NewRun } from '../types.js';
-import { type HolderRow, type Admission, type AdmitOptions, keepsLock } from '../admission.js';
 import { admitLocked } from './admit.js';
 import { serverErrno } from './errors.js';
 import { toHolder } from './rows.js';

@@ -1,7 +1,7 @@
 import type { DatabaseLock } from '../../lock/database.js';
 import { holdLease } from '../../lock/lease.js';
-import type { LockSpec } from '../../lock/spec.js';
 import { leaseLine } from '../../lock/lease-line.js';
+import type { LockSpec } from '../../lock/spec.js';
 import type { Messages } from '../../util/io.js';
 import type { MysqlConfig } from './config.js';
 import { connectMysqlServer } from './connect.js';

@@ -4,8 +4,8 @@ import type { DatabaseLock } from '../../lock/database.js';
 import type { Messages } from '../../util/io.js';
 import type { LockRelease, LockRequest } from '../types.js';
 import { mysqlError, readOnlyServer } from './errors.js';
-import { LOCK_SQL } from './sql.js';
 import type { MysqlSession } from './session.js';
+import { LOCK_SQL } from './sql.js';
 
 // GET_LOCK on a dedicated connection: held as long as the connection lives, freed by the
 // server when it closes (a killed wrapper's too). All statements on it are short: the

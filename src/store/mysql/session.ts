@@ -1,7 +1,7 @@
 import { rootCertificates } from 'node:tls';
 import type { Connection, ConnectionOptions } from 'mysql2/promise';
-import type { SharedSession } from '../shared.js';
 import { readRegularFile } from '../../util/safe-path.js';
+import type { SharedSession } from '../shared.js';
 import type { MysqlConfig } from './config.js';
 import { Session } from './connection.js';
 

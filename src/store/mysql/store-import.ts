@@ -1,5 +1,6 @@
 import { claimsOf } from '../requests.js';
-import { outcomeOf, RunKeyTaken, rekeyed, runOf, type SpooledRun } from '../spool.js';
+import { RunKeyTaken } from '../spool.js';
+import { outcomeOf, rekeyed, runOf, type SpooledRun } from '../spool-record.js';
 import { outcomeParams, runParams } from './rows.js';
 import type { MysqlSession } from './session.js';
 import type { RunSql } from './sql.js';

@@ -1,5 +1,5 @@
-import type { Setting } from '../../util/setting.js';
 import { UsageError } from '../../errors.js';
+import type { Setting } from '../../util/setting.js';
 import { userName } from '../../util/user.js';
 import { MYSQL_SSL_MODES, type MysqlConfig, type MysqlSslMode } from './config.js';
 
