@@ -197,6 +197,6 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   }
   // The training's stand-in server answers each migration; an installed package has no
   // sources to count them in.
-  writeFileSync(join(dist, 'train.json'), `${JSON.stringify({ postgresMigrations: readdirSync(join(root, 'src/store/migrations/postgres')).length })}\n`);
+  writeFileSync(join(dist, 'train.json'), `${JSON.stringify({ postgresMigrations: readdirSync(join(root, 'src/store/postgres/migrations')).length })}\n`);
   await trainCodeCache(dist);
 }

@@ -35,7 +35,7 @@ function dataRow(text, columns = 1) {
   return message('D', int16(columns), ...Array.from({ length: columns }, () => [int32(value.length), value]).flat());
 }
 
-// The schema's state (SCHEMA_STATE in postgres-sql.ts): there, current, and the role may do anything.
+// The schema's state (SCHEMA_STATE in store/postgres/sql.ts): there, current, and the role may do anything.
 const STATE = ['present', 'usable', 'owner', 'may_create', 'versioned', 'may_delete'];
 
 // What a statement returns: admit()'s verdict (admitted, at the schema's current version),

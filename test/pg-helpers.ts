@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterEach, inject } from 'vitest';
-import { advisoryKey } from '../src/lock/postgres.js';
+import { advisoryKey } from '../src/store/postgres/lock.js';
 import type { RunRow } from '../src/store/types.js';
 import { type Sandbox, sandbox } from './helpers.js';
 

@@ -1,10 +1,10 @@
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
-import { resolveDb } from '../src/pg/config.js';
 import { resolveDatabase } from '../src/store/database-config.js';
 import { dialectOf } from '../src/store/dialects.js';
 import { connectPostgres, openPostgresStore, openSqliteStore, type RunStore } from '../src/store/index.js';
+import { resolveDb } from '../src/store/postgres/config.js';
 import type { RequestRow } from '../src/store/requests.js';
 import type { RunRow } from '../src/store/types.js';
 import { runs, type Sandbox, sandbox } from './helpers.js';

@@ -5,7 +5,7 @@ import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 
 // `cronguard migrate [--group G]`: create or upgrade the run-log schema (runs also do it on
 // first use); with --group, let G write requests into it: the embedded log's directory and
-// files become group G's (see sqlite-share.ts), a shared log grants G what a web
+// files become group G's (see store/sqlite/share.ts), a shared log grants G what a web
 // application needs to queue requests and follow them (PostgreSQL: a role; MySQL and
 // MariaDB: a user or role, `user@host` for a user of one host).
 export async function migrate(args: readonly string[], settings: Settings): Promise<number> {
@@ -25,7 +25,7 @@ export async function migrate(args: readonly string[], settings: Settings): Prom
     }
     return 0;
   }
-  if (group !== undefined) (await import('../store/sqlite-share.js')).shareStateDir(choice.stateDir, group);
+  if (group !== undefined) (await import('../store/sqlite/share.js')).shareStateDir(choice.stateDir, group);
   const store = await choice.open();
   try {
     report(await store.migrate());

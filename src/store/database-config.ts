@@ -1,7 +1,7 @@
-import { type DbConfig, resolveDb } from '../pg/config.js';
 import type { Setting } from '../util/setting.js';
 import type { MysqlConfig } from './mysql/config.js';
 import { isMysqlUrl, resolveMysql } from './mysql/url.js';
+import { type DbConfig, resolveDb } from './postgres/config.js';
 
 // The fleet's database as configured: its `dialect` tells which (no consumer needs instanceof).
 export type DatabaseConfig = DbConfig | MysqlConfig;

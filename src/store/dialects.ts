@@ -1,9 +1,9 @@
 import type { CronguardError } from '../errors.js';
-import { type DbConfig, refuseStandbyOnly } from '../pg/config.js';
 import type { Messages } from '../util/io.js';
 import type { DatabaseConfig } from './database-config.js';
 import type { MysqlConfig } from './mysql/config.js';
 import { mysqlError } from './mysql/errors.js';
+import { type DbConfig, refuseStandbyOnly } from './postgres/config.js';
 import type { FleetRun, SharedDatabase, SharedStore } from './shared.js';
 import { answeredByServer, storeError } from './store-error.js';
 
@@ -39,8 +39,8 @@ const POSTGRES: Dialect<DbConfig> = {
   url: 'PostgreSQL',
   checkRun: refuseStandbyOnly,
   place: ({ connection: c, schema }) => `${c.host}-${c.port}-${c.database}-${schema}`,
-  database: async (run, db, say) => (await import('./postgres-shared.js')).postgresDatabase(run, db, say),
-  open: async (db, applicationName, create, abort) => (await import('./postgres-shared.js')).openPostgresShared(db, applicationName, create, abort),
+  database: async (run, db, say) => (await import('./postgres/shared.js')).postgresDatabase(run, db, say),
+  open: async (db, applicationName, create, abort) => (await import('./postgres/shared.js')).openPostgresShared(db, applicationName, create, abort),
   // As the CLI says them.
   pageError: (error) => storeError(error),
 };

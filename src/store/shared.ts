@@ -1,14 +1,14 @@
 import type { CronguardError } from '../errors.js';
-import type { DatabaseLock } from '../lock/database.js';
+import type { Lock, LockBackend } from '../lock/backend.js';
 import type { LockSpec } from '../lock/spec.js';
 import type { Admission, AdmitOptions } from './admission.js';
 import type { RunStore } from './run-store.js';
 import type { Spool } from './spool.js';
-import type { LockRequest, NewRun } from './types.js';
+import type { LockRelease, LockRequest, NewRun } from './types.js';
 
 // The fleet's database (--db) as the run path sees it: a run log with its spool, and the
 // locks its admission statement can take. A dialect implements it in a file of its own
-// (PostgreSQL: postgres-shared.ts), loaded with its driver only when a run uses it, so that
+// (PostgreSQL: postgres/shared.ts), loaded with its driver only when a run uses it, so that
 // run/ connects, records and locks without learning which database it is.
 
 // A connection to the database, counted for --verbose.
@@ -31,6 +31,24 @@ export interface RecorderParts {
   // Whether a failure of the store is a missing privilege (its warning says so: that is
   // what the operator must grant); the dialect's answer.
   readonly denied?: (error: unknown) => boolean;
+}
+
+// A lock taken by the run log's admission statement, in the same round trip that applies
+// the fleet rule, the interval, the pause and the request claims (the advisory lock, a
+// lease). The run path sees the Lock it yields, like any other.
+export interface DatabaseLock {
+  readonly description: string;
+  // What the admission statement is asked to take.
+  readonly request: LockRequest;
+  // The lock taken alone, when the log cannot record the run (its session's advisory lock);
+  // null: the lock lives in the log (a lease), and without the log there is none (69).
+  readonly alone: { tryOnce(): Promise<Lock | null>; readonly backend: LockBackend } | null;
+  // A command under it dies with cronguard: its watchdog can start while the server works.
+  readonly spareWatchdog: boolean;
+  // The admission statement (sent at `sentAt`, monotonicMs) ended holding the lock: the
+  // lock, and what the outcome statement releases.
+  taken(admitted: LockedAdmission, sentAt: number): { readonly lock: Lock; readonly release: LockRelease; releasedElsewhere(): void };
+  close(): Promise<void>;
 }
 
 // An admission under a database lock, and the server session that took it (holding: the

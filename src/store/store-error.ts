@@ -1,7 +1,7 @@
 import type { CronguardError } from '../errors.js';
-import { isServerError, answeredError as postgres } from '../pg/config.js';
 import { answeredError as mysql, serverErrno } from './mysql/errors.js';
-import { answeredError as sqlite } from './sqlite-errors.js';
+import { isServerError, answeredError as postgres } from './postgres/config.js';
+import { answeredError as sqlite } from './sqlite/errors.js';
 
 // A failure of the run log's database, as a subcommand reports it: a missing privilege or a
 // read-only file is 77, anything else that keeps the log from answering 69. Null for errors

@@ -4,7 +4,7 @@ import { userInfo } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { Settings } from '../../src/cli/settings.js';
 import { UsageError } from '../../src/errors.js';
-import { resolveDb } from '../../src/pg/config.js';
+import { resolveDb } from '../../src/store/postgres/config.js';
 import { cronguard, runs, sandbox } from '../helpers.js';
 
 // A user file and a system file in a sandbox, loaded as an invocation would load them.

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { advisoryKey } from '../../src/lock/postgres.js';
+import { advisoryKey } from '../../src/store/postgres/lock.js';
 import { cronguard, fixture, lines, ROOT, runs, sandbox, start, waitFor } from '../helpers.js';
 import { databaseUrl, pgSandbox, sql } from '../pg-helpers.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SQLITE_MIGRATIONS } from '../../src/store/sqlite-migrations.js';
+import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations.js';
 import { cronguard, runs, sandbox } from '../helpers.js';
 
 async function seed(env: NodeJS.ProcessEnv) {

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { migrationKey } from '../../src/lock/postgres.js';
+import { migrationKey } from '../../src/store/postgres/lock.js';
 import { besides, cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
 import { cuttingProxy } from '../pg-faults.js';
 import { holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { advisoryKey } from '../../src/lock/postgres.js';
+import { advisoryKey } from '../../src/store/postgres/lock.js';
 import { cronguard, type Finished, fixture, isAlive, lines, release, type Started, start, startMany, waitFor } from '../helpers.js';
 import { holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 import { hasPgbouncer, PGBOUNCER, type Pgbouncer, startPgbouncer } from '../pgbouncer.js';

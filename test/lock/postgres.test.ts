@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { advisoryKey } from '../../src/lock/postgres.js';
+import { advisoryKey } from '../../src/store/postgres/lock.js';
 import { cronguard, fixture, isAlive, lines, release, sandbox, serialRuns, start, startMany, waitFor } from '../helpers.js';
 import { backendOf, holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { postgresBackend } from '../../src/lock/postgres.js';
-import { resolveDb } from '../../src/pg/config.js';
 import { connectPostgres } from '../../src/store/index.js';
+import { resolveDb } from '../../src/store/postgres/config.js';
+import { postgresBackend } from '../../src/store/postgres/lock.js';
 import { databaseUrl, holdingClient, sql } from '../pg-helpers.js';
 
 // A lock's release through a transaction pool may end the server backend that took the
-// lock, when it holds the key idle for the pooler (lock/postgres.ts, RELEASE). That backend
+// lock, when it holds the key idle for the pooler (store/postgres/lock.ts, RELEASE). That backend
 // is known by its pid, which the kernel hands out again once the backend has gone (the
 // pooler closed it, server_lifetime; a DBA ended it): the pid may then be any session of the
 // server, of another role or database, that holds the same number as an advisory key (an

@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { advisoryKey } from '../../src/lock/postgres.js';
+import { advisoryKey } from '../../src/store/postgres/lock.js';
 import { cronguard, fixture, lines, start, waitFor } from '../helpers.js';
 import { pgSandbox, sql } from '../pg-helpers.js';
 

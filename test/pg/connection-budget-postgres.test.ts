@@ -39,7 +39,7 @@ describe('the connection budget', () => {
     const barrier = box.path('go');
     const run = start(['-v', '-n', job, '--', fixture('hold.sh'), log, barrier], box.env);
     await waitFor(() => lines(log).length > 0, 'the job to start');
-    // The heartbeat's statement (the lock's probe, see lock/postgres.ts) is the last its
+    // The heartbeat's statement (the lock's probe, see store/postgres/lock.ts) is the last its
     // backend ran: at least one was sent.
     await waitFor(async () => {
       const pid = await backendOf(job);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/errors.js';
-import { type DbConfig, resolveDb } from '../../src/pg/config.js';
+import { type DbConfig, resolveDb } from '../../src/store/postgres/config.js';
 
 // libpq's connection strings as cronguard reads them: multi-host URIs, target_session_attrs
 // and keyword/value pairs, never echoing a password.

@@ -1,8 +1,8 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { expect, it } from 'vitest';
-import { resolveDb } from '../../src/pg/config.js';
 import { connectPostgres } from '../../src/store/index.js';
+import { resolveDb } from '../../src/store/postgres/config.js';
 import { databaseUrl } from '../pg-helpers.js';
 
 setFlagsFromString('--expose-gc');

@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { advisoryKey } from '../../src/lock/postgres.js';
+import { advisoryKey } from '../../src/store/postgres/lock.js';
 import type { RunRow } from '../../src/store/types.js';
 import { cronguard, fixture, lines, release, sandbox, spooled, start, waitFor } from '../helpers.js';
 import {

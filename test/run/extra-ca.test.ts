@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, createServer as createTlsServer } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clientConfig } from '../../src/pg/client-config.js';
-import { resolveDb } from '../../src/pg/config.js';
+import { clientConfig } from '../../src/store/postgres/client-config.js';
+import { resolveDb } from '../../src/store/postgres/config.js';
 import { DEFERRED_EXTRA_CA, restoreExtraCaCerts } from '../../src/util/extra-ca.js';
 import { ROOT, runFile, runs, sandbox } from '../helpers.js';
 

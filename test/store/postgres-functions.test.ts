@@ -5,11 +5,11 @@ import { cronguard, ROOT } from '../helpers.js';
 import { pgSandbox, sql } from '../pg-helpers.js';
 
 // The PostgreSQL functions that run now (admit(), finish(), the schedule readers...) are
-// written across many migrations, each replacing the last. src/store/postgres-functions/
+// written across many migrations, each replacing the last. src/store/postgres/functions/
 // holds each as a freshly migrated schema defines it, one file per function, so that nobody
 // reads three migrations to know what runs; this test holds the files to the migrations.
 // After a migration that changes a function: CRONGUARD_WRITE_PG_FUNCTIONS=1 rewrites them.
-const DIR = join(ROOT, 'src', 'store', 'postgres-functions');
+const DIR = join(ROOT, 'src', 'store', 'postgres', 'functions');
 const HEAD = '-- What a schema migrated to the newest version defines (see test/store/postgres-functions.test.ts).\n';
 
 interface Fn {

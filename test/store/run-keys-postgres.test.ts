@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { resolveDb } from '../../src/pg/config.js';
 import { resolveDatabase } from '../../src/store/database-config.js';
 import { dialectOf } from '../../src/store/dialects.js';
 import { connectPostgres, openPostgresStore, openSqliteStore, type RunStore } from '../../src/store/index.js';
+import { resolveDb } from '../../src/store/postgres/config.js';
 import type { SpooledRun } from '../../src/store/spool-record.js';
 import { BINARY, spooled } from '../helpers.js';
 import { mysqlUrl } from '../mysql-helpers.js';

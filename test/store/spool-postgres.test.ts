@@ -1,8 +1,8 @@
 import { readdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { resolveDb } from '../../src/pg/config.js';
 import { connectPostgres, openPostgresStore } from '../../src/store/index.js';
+import { resolveDb } from '../../src/store/postgres/config.js';
 import type { NewRun } from '../../src/store/types.js';
 import { cronguard, spooled } from '../helpers.js';
 import { databaseUrl, pgRuns, pgSandbox, proxy } from '../pg-helpers.js';

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { resolveDb } from '../../src/pg/config.js';
 import { connectPostgres, openPostgresStore } from '../../src/store/index.js';
+import { resolveDb } from '../../src/store/postgres/config.js';
 import { Spool } from '../../src/store/spool.js';
 import type { SpooledRun } from '../../src/store/spool-record.js';
 import { cronguard } from '../helpers.js';

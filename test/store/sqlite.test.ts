@@ -1,8 +1,8 @@
 import { chmodSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SqliteStore } from '../../src/store/sqlite.js';
-import { SQLITE_MIGRATIONS } from '../../src/store/sqlite-migrations.js';
+import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations.js';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { NewRun, RunningRow } from '../../src/store/types.js';
 import { asNobody, cronguard, runs, sandbox, start } from '../helpers.js';
 

@@ -1,13 +1,13 @@
-import type { DatabaseLock } from '../../lock/database.js';
 import { holdLease } from '../../lock/lease.js';
 import { leaseLine } from '../../lock/lease-line.js';
 import type { LockSpec } from '../../lock/spec.js';
 import type { Messages } from '../../util/io.js';
+import type { DatabaseLock } from '../shared.js';
 import type { MysqlConfig } from './config.js';
 import { connectMysqlServer } from './connect.js';
 import { MysqlStore } from './store.js';
 
-// `-l lease` in a MySQL or MariaDB log (as postgres-lease.ts): a row of the log's `leases`
+// `-l lease` in a MySQL or MariaDB log (as ../postgres/lease.ts): a row of the log's `leases`
 // table, taken by the admission's transaction (lease-admit.ts), renewed over the log's
 // session or, while that one is busy or lost, a connection of its own (lock/lease-line.ts).
 // No GET_LOCK and no session holds it: a wrapper that dies leaves a row that expires.

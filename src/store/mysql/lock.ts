@@ -1,7 +1,7 @@
 import type { Lock, LockBackend } from '../../lock/backend.js';
 import { retryUntil } from '../../lock/backend.js';
-import type { DatabaseLock } from '../../lock/database.js';
 import type { Messages } from '../../util/io.js';
+import type { DatabaseLock } from '../shared.js';
 import type { LockRelease, LockRequest } from '../types.js';
 import { mysqlError, readOnlyServer } from './errors.js';
 import type { MysqlSession } from './session.js';

@@ -3,8 +3,8 @@ import { homedir } from 'node:os';
 import { Writable } from 'node:stream';
 import type { ClientConfig } from 'pg';
 import pgpass from 'pgpass';
-import { withExtraCa } from '../util/extra-ca.js';
-import { readRegularFile } from '../util/safe-path.js';
+import { withExtraCa } from '../../util/extra-ca.js';
+import { readRegularFile } from '../../util/safe-path.js';
 import type { Connection } from './config.js';
 
 // The driver's settings for one connection attempt. `tls` says whether this attempt uses TLS

@@ -1,8 +1,8 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { claimsOf } from './requests.js';
-import type { SpooledRun } from './spool-record.js';
-import { SQL } from './sqlite-sql.js';
-import type { NewRun, RunningRow } from './types.js';
+import { claimsOf } from '../requests.js';
+import type { SpooledRun } from '../spool-record.js';
+import type { NewRun, RunningRow } from '../types.js';
+import { SQL } from './sql.js';
 
 // Requests whose run ended without its last attempt: no `running` row is left for an
 // admission to abandon (the wrapper died while it waited to retry, having finished its

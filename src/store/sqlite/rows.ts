@@ -1,8 +1,8 @@
 // The SQLite store's rows as cronguard's types have them (flags as booleans, arguments as
 // lists, times as ISO text), and the run and outcome as its statements take them.
-import type { RequestRow } from './requests.js';
-import type { StoredOutcome } from './spool-record.js';
-import type { NewRun, RunRow } from './types.js';
+import type { RequestRow } from '../requests.js';
+import type { StoredOutcome } from '../spool-record.js';
+import type { NewRun, RunRow } from '../types.js';
 
 export type Row = Omit<RunRow, 'output_truncated'> & { output_truncated: number };
 export type RequestRecord = Omit<RequestRow, 'args'> & { args: string };

@@ -1,7 +1,7 @@
-import { named } from './postgres-sql.js';
+import { named } from './sql.js';
 
 // The PostgreSQL statements about the run log's schema itself, beside the run log's own
-// (postgres-sql.ts): what a session may do with it, and what `migrate --group` grants.
+// (sql.ts): what a session may do with it, and what `migrate --group` grants.
 
 // What this session may do with schema :schema, asked in one statement that cannot fail
 // whatever the schema's state (missing, half made, not ours): a statement that names a

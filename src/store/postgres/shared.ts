@@ -1,12 +1,12 @@
-import { BUSY_RETRY_MS, type Connection, type DbConfig, isPrivilegeError, isServerError, pgError, readOnlyRun } from '../pg/config.js';
-import type { ConnectOptions } from '../pg/connect.js';
-import type { PgSession } from '../pg/session.js';
-import type { Messages } from '../util/io.js';
-import { connectPostgres, openPostgresStore } from './index.js';
-import type { PostgresStore } from './postgres.js';
-import { POSTGRES_MIGRATIONS } from './postgres-migrations.js';
-import type { FleetRun, SchemaMemory, SharedDatabase, SharedLog } from './shared.js';
-import { Spool } from './spool.js';
+import type { Messages } from '../../util/io.js';
+import { connectPostgres, openPostgresStore } from '../index.js';
+import type { FleetRun, SchemaMemory, SharedDatabase, SharedLog } from '../shared.js';
+import { Spool } from '../spool.js';
+import { BUSY_RETRY_MS, type Connection, type DbConfig, isPrivilegeError, isServerError, pgError, readOnlyRun } from './config.js';
+import type { ConnectOptions } from './connect.js';
+import { POSTGRES_MIGRATIONS } from './migrations.js';
+import type { PgSession } from './session.js';
+import type { PostgresStore } from './store.js';
 
 // PostgreSQL as the fleet's database (see shared.ts): the run log in a schema, with its
 // spool, its reconnection to record and the schema stamp; the advisory lock on a session
@@ -48,7 +48,7 @@ export function postgresDatabase(config: FleetRun, db: DbConfig, say: Messages):
       // The code that will use the session loads while the connection is made (its failure
       // is the caller's await; this catch only keeps it from counting as unhandled meanwhile).
       connecting.catch(() => {});
-      return import('../lock/postgres.js').then(() => connecting);
+      return import('./lock.js').then(() => connecting);
     },
     openLog: (lockSession, memory, abort) => openLog(config.stateDir, db, connect, lockSession as PgSession | null, memory(POSTGRES_MIGRATIONS.length), abort),
     async databaseLock(lockSession, store, openError) {
@@ -57,11 +57,11 @@ export function postgresDatabase(config: FleetRun, db: DbConfig, say: Messages):
         if (!store) throw pgError(openError ?? new Error('the run log is out of reach'), db.display);
         const log = store as PostgresStore;
         log.sessionless = true;
-        const { leaseLock } = await import('./postgres-lease.js');
+        const { leaseLock } = await import('./lease.js');
         return leaseLock(config.name, lock, db, log, say);
       }
       if (lock.kind !== 'advisory' || !lockSession) return null;
-      const { advisoryLock } = await import('../lock/postgres.js');
+      const { advisoryLock } = await import('./lock.js');
       return advisoryLock(lockSession as PgSession, lock.key, say);
     },
     error: (error) => pgError(error, db.display),
@@ -96,7 +96,7 @@ async function openLog(
   let openError: unknown = null;
   try {
     // The store's code loads while the connection is made.
-    const [reached] = await Promise.all([session ?? connect(abort), import('./postgres.js')]);
+    const [reached] = await Promise.all([session ?? connect(abort), import('./store.js')]);
     store = await opened(reached);
   } catch (error) {
     if (abort?.aborted) throw error;

@@ -1,4 +1,4 @@
-import { UsageError } from '../errors.js';
+import { UsageError } from '../../errors.js';
 
 // The parts of a libpq connection string that cronguard uses, still as text and not yet
 // merged with the PG* variables. Parsed here rather than by the driver so that a bad value

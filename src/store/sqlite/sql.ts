@@ -1,5 +1,5 @@
-import { FAILED_REQUESTS, RECENT_RUNS } from './jobs.js';
-import type { RunFilter } from './types.js';
+import { FAILED_REQUESTS, RECENT_RUNS } from '../jobs.js';
+import type { RunFilter } from '../types.js';
 
 // Every SQLite statement of the run log, parameterised (@name).
 
@@ -127,7 +127,7 @@ export const SQL = {
   unsettledRuns: `SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key FROM runs WHERE job = @job AND status = 'running'
                   UNION SELECT r.id, r.status, r.host, r.pid, r.wrapper_start, r.lock_backend, r.lock_key
                   FROM requests q JOIN runs r ON r.id = q.run_id WHERE q.job = @job AND q.status = 'running'`,
-  // Pauses (sqlite-pause.ts). The job's own pause, if it holds at `now` (job, now).
+  // Pauses (pause.ts). The job's own pause, if it holds at `now` (job, now).
   paused: `SELECT disabled_reason AS reason, disabled_at AS since, disabled_by AS by, disabled_until AS until FROM jobs
            WHERE name = ? AND disabled AND (disabled_until IS NULL OR disabled_until > ?)`,
   fleetPause: `SELECT reason, paused_at AS since, paused_by AS by, until_at AS until FROM fleet_pause

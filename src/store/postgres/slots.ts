@@ -1,4 +1,4 @@
-import { UnavailableError } from '../errors.js';
+import { UnavailableError } from '../../errors.js';
 
 // SQLSTATE 53300 (too_many_connections) is one code for three limits, told apart only by the
 // server's message; each has its own fix, so the one line cronguard ends with names it.

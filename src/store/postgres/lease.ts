@@ -1,11 +1,11 @@
-import type { DatabaseLock } from '../lock/database.js';
-import { holdLease } from '../lock/lease.js';
-import { leaseLine } from '../lock/lease-line.js';
-import type { LockSpec } from '../lock/spec.js';
-import type { DbConfig } from '../pg/config.js';
-import type { Messages } from '../util/io.js';
-import { connectPostgres } from './index.js';
-import { PostgresStore } from './postgres.js';
+import { holdLease } from '../../lock/lease.js';
+import { leaseLine } from '../../lock/lease-line.js';
+import type { LockSpec } from '../../lock/spec.js';
+import type { Messages } from '../../util/io.js';
+import { connectPostgres } from '../index.js';
+import type { DatabaseLock } from '../shared.js';
+import type { DbConfig } from './config.js';
+import { PostgresStore } from './store.js';
 
 // The lease as the admission statement takes it (see DatabaseLock): in the log's database,
 // renewed over the log's connection or any other. The command learns the epoch (its fencing

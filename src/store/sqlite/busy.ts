@@ -1,5 +1,5 @@
-import { monotonicMs } from '../util/time.js';
-import { isBusy } from './sqlite-errors.js';
+import { monotonicMs } from '../../util/time.js';
+import { isBusy } from './errors.js';
 
 // The embedded log's file is written by every cronguard of its user, and a writer can be
 // stopped or stalled in the middle of a write (SIGSTOP, a frozen container, a starved

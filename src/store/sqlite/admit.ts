@@ -1,12 +1,12 @@
 import { isUtf8 } from 'node:buffer';
 import type BetterSqlite3 from 'better-sqlite3';
-import type { Admission, AdmitOptions } from './admission.js';
-import { dueAfterMs } from './jobs.js';
-import { type ClaimedRequest, claimedRequest } from './requests.js';
-import { settleOrphans } from './sqlite-claims.js';
-import { pauseAt } from './sqlite-pause.js';
-import { SQL } from './sqlite-sql.js';
-import type { NewRun, RunningRow } from './types.js';
+import type { Admission, AdmitOptions } from '../admission.js';
+import { dueAfterMs } from '../jobs.js';
+import { type ClaimedRequest, claimedRequest } from '../requests.js';
+import type { NewRun, RunningRow } from '../types.js';
+import { settleOrphans } from './claims.js';
+import { pauseAt } from './pause.js';
+import { SQL } from './sql.js';
 
 
 
@@ -25,7 +25,7 @@ export function admitIn(
 ): Admission {
   const admit = db.transaction((): Admission => {
     // The run starts now that the log is its own: another writer may have held the file
-    // for seconds (see sqlite-busy.ts), the run's lock held all the while.
+    // for seconds (see busy.ts), the run's lock held all the while.
     const run = { ...given, startedAt: new Date() };
     const now = run.startedAt.toISOString();
     settleOrphans(db, run, options.isGone, now);

@@ -1,7 +1,7 @@
-import { FAILED_REQUESTS, RECENT_RUNS } from './jobs.js';
-import { named } from './postgres-sql.js';
+import { FAILED_REQUESTS, RECENT_RUNS } from '../jobs.js';
+import { named } from './sql.js';
 
-// The PostgreSQL statements about jobs, beside the runs' own (postgres-sql.ts): their alert
+// The PostgreSQL statements about jobs, beside the runs' own (sql.ts): their alert
 // state, pauses (a job's and the fleet's) with their events, schedules, and the status
 // every reader shows. S is the quoted schema.
 export function jobStatements(S: string) {

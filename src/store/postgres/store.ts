@@ -1,22 +1,22 @@
 import type { QueryResultRow } from 'pg';
-import { NotFoundError, PermissionError, UsageError } from '../errors.js';
-import { advisoryKey, sharedBackend } from '../lock/postgres.js';
-import type { PgSession } from '../pg/session.js';
-import { printable } from '../util/printable.js';
-import { monotonicMs } from '../util/time.js';
-import { type Admission, type AdmitOptions, type Holder, type HolderRow, toHolder } from './admission.js';
-import type { Holding, JobStatus, Paused, PauseEvent } from './jobs.js';
-import { appliedVersion, migratePostgres, POSTGRES_MIGRATIONS, schemaState } from './postgres-migrations.js';
-import { type AdmitResult, type AdvisoryLock, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues, scheduleRefusal, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow } from './postgres-rows.js';
-import { listRunsStatement, type Statement, statements } from './postgres-sql.js';
-import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type SettledRequest, type Unserved } from './requests.js';
-import type { LockedAdmission, SchemaMemory, ServerLock, SharedStore } from './shared.js';
-import { RunKeyTaken } from './spool.js';
-import { outcomeOf, rekeyed, runOf, type SpooledRun } from './spool-record.js';
-import type { LeaseRow } from './types.js';
-import { type AlertClaim, type LockRelease, type LockRequest, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunningRow, type RunOutcome, type RunRow, type RunTail, type StopRequest, type UnsettledRun } from './types.js';
+import { NotFoundError, PermissionError, UsageError } from '../../errors.js';
+import { printable } from '../../util/printable.js';
+import { monotonicMs } from '../../util/time.js';
+import { type Admission, type AdmitOptions, type Holder, type HolderRow, toHolder } from '../admission.js';
+import type { Holding, JobStatus, Paused, PauseEvent } from '../jobs.js';
+import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type SettledRequest, type Unserved } from '../requests.js';
+import type { LockedAdmission, SchemaMemory, ServerLock, SharedStore } from '../shared.js';
+import { RunKeyTaken } from '../spool.js';
+import { outcomeOf, rekeyed, runOf, type SpooledRun } from '../spool-record.js';
+import type { LeaseRow } from '../types.js';
+import { type AlertClaim, type LockRelease, type LockRequest, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunningRow, type RunOutcome, type RunRow, type RunTail, type StopRequest, type UnsettledRun } from '../types.js';
+import { advisoryKey, sharedBackend } from './lock.js';
+import { appliedVersion, migratePostgres, POSTGRES_MIGRATIONS, schemaState } from './migrations.js';
+import { type AdmitResult, type AdvisoryLock, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues, scheduleRefusal, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow } from './rows.js';
+import type { PgSession } from './session.js';
+import { listRunsStatement, type Statement, statements } from './sql.js';
 
-export type { AdvisoryLock } from './postgres-rows.js';
+export type { AdvisoryLock } from './rows.js';
 
 // Errors that mean the schema is missing or older than this code (a table, a schema, a
 // column, a function): migrate and try again.
@@ -374,7 +374,7 @@ export class PostgresStore implements SharedStore {
   }
 
   async allowRequests(role: string): Promise<string> {
-    await (await import('./postgres-grants.js')).allowRequests(this.session, this.schema, role);
+    await (await import('./grants.js')).allowRequests(this.session, this.schema, role);
     return `role ${role} may write requests and schedules and read the run log in schema ${this.schema}`;
   }
 

@@ -1,11 +1,11 @@
-import { UnavailableError, UsageError } from '../errors.js';
-import { DEFAULT_SCHEMA, pgError } from '../pg/config.js';
-import { standbyRefusal } from '../pg/server-state.js';
-import type { PgSession } from '../pg/session.js';
-import { type Messages, sleep } from '../util/io.js';
-import { sha256 } from '../util/sha256.js';
-import { type Lock, type LockBackend, retryUntil } from './backend.js';
-import type { DatabaseLock } from './database.js';
+import { UnavailableError, UsageError } from '../../errors.js';
+import { type Lock, type LockBackend, retryUntil } from '../../lock/backend.js';
+import { type Messages, sleep } from '../../util/io.js';
+import { sha256 } from '../../util/sha256.js';
+import type { DatabaseLock } from '../shared.js';
+import { DEFAULT_SCHEMA, pgError } from './config.js';
+import { standbyRefusal } from './server-state.js';
+import type { PgSession } from './session.js';
 
 export interface PostgresLockBackend extends LockBackend {
   // The lock as held by this session, for a statement that took it together with the

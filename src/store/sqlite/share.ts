@@ -1,9 +1,9 @@
 import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lstatSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { fileError, PermissionError, UsageError } from '../errors.js';
-import { mkdirp } from '../util/io.js';
-import { checkPrivateDirectory } from '../util/safe-path.js';
-import { euid, groupId, SHARED_DIR_MODE } from '../util/sharing.js';
+import { fileError, PermissionError, UsageError } from '../../errors.js';
+import { mkdirp } from '../../util/io.js';
+import { checkPrivateDirectory } from '../../util/safe-path.js';
+import { euid, groupId, SHARED_DIR_MODE } from '../../util/sharing.js';
 
 // `cronguard migrate --group G` for the embedded run log: the users of group G (a web
 // application's www-data) may write to it, requests included, and nobody else. SQLite
@@ -12,7 +12,7 @@ import { euid, groupId, SHARED_DIR_MODE } from '../util/sharing.js';
 // made root's, shared as root's own shared directories are (setgid and sticky, 3770: what
 // a member makes there belongs to the group, and nobody can rename or remove what another
 // made); root's runs then take the files over before SQLite opens them and refuse a link in
-// their place (sqlite-files.ts). That protection is root's to give, so root does this: a
+// their place (files.ts). That protection is root's to give, so root does this: a
 // member must never be able to plant a file that a job's owner would then follow.
 // Returns the group's id; the files follow when the store opens (prepareSqliteFiles).
 export function shareStateDir(dir: string, group: string): number {

@@ -1,6 +1,6 @@
-import { advisoryHeld, BACKEND_START } from '../lock/postgres.js';
-import { jobStatements } from './postgres-sql-jobs.js';
-import type { RunFilter } from './types.js';
+import type { RunFilter } from '../types.js';
+import { advisoryHeld, BACKEND_START } from './lock.js';
+import { jobStatements } from './sql-jobs.js';
 
 // Every PostgreSQL statement of the run log, parameterised; S is the quoted schema.
 // Statements name their parameters (:job); named() turns them into $1.. and remembers the

@@ -1,4 +1,4 @@
-import { UnavailableError } from '../errors.js';
+import { UnavailableError } from '../../errors.js';
 import type { TargetSessionAttrs } from './config.js';
 import type { PgSession } from './session.js';
 

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
-import { CronguardError, PermissionError, UnavailableError, UsageError } from '../errors.js';
-import type { Setting } from '../util/setting.js';
-import { userName } from '../util/user.js';
+import { CronguardError, PermissionError, UnavailableError, UsageError } from '../../errors.js';
+import type { Setting } from '../../util/setting.js';
+import { userName } from '../../util/user.js';
 import { parseConnectionString, type UriParts } from './url.js';
 
 type Env = Readonly<Record<string, string | undefined>>;

@@ -1,25 +1,25 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { loadAddon } from '../util/addon.js';
-import { SQLITE_FILE } from '../util/paths.js';
-import { preparePrivateDirectory } from '../util/safe-path.js';
-import { monotonicMs } from '../util/time.js';
-import type { Admission, AdmitOptions, Holder } from './admission.js';
-import { type HolderRow, toHolder } from './admission.js';
-import { type Holding, type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type PauseEvent, type RecentRun } from './jobs.js';
-import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type SettledRequest, type Unserved } from './requests.js';
-import type { RunStore } from './run-store.js';
-import { RunKeyTaken } from './spool.js';
-import { outcomeOf, rekeyed, runOf, type SpooledRun } from './spool-record.js';
-import { admitIn } from './sqlite-admit.js';
-import { patiently, patientStore, SYNC_WAIT_MS } from './sqlite-busy.js';
-import { withClaimsSettled } from './sqlite-claims.js';
-import { prepareSqliteFiles } from './sqlite-files.js';
-import { migrateSqlite } from './sqlite-migrations.js';
-import { fleetPauseAt, pauseEventsIn, setPauseIn } from './sqlite-pause.js';
-import { outcomeParams, type RequestRecord, type Row, runParams, toRequestRow, toRunRow } from './sqlite-rows.js';
-import { listRunsSql, SQL } from './sqlite-sql.js';
-import { type AlertClaim, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome, type RunRow, type RunTail, type StopRequest, type UnsettledRun } from './types.js';
+import { loadAddon } from '../../util/addon.js';
+import { SQLITE_FILE } from '../../util/paths.js';
+import { preparePrivateDirectory } from '../../util/safe-path.js';
+import { monotonicMs } from '../../util/time.js';
+import type { Admission, AdmitOptions, Holder } from '../admission.js';
+import { type HolderRow, toHolder } from '../admission.js';
+import { type Holding, type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type PauseEvent, type RecentRun } from '../jobs.js';
+import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, type SettledRequest, type Unserved } from '../requests.js';
+import type { RunStore } from '../run-store.js';
+import { RunKeyTaken } from '../spool.js';
+import { outcomeOf, rekeyed, runOf, type SpooledRun } from '../spool-record.js';
+import { type AlertClaim, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunOutcome, type RunRow, type RunTail, type StopRequest, type UnsettledRun } from '../types.js';
+import { admitIn } from './admit.js';
+import { patiently, patientStore, SYNC_WAIT_MS } from './busy.js';
+import { withClaimsSettled } from './claims.js';
+import { prepareSqliteFiles } from './files.js';
+import { migrateSqlite } from './migrations.js';
+import { fleetPauseAt, pauseEventsIn, setPauseIn } from './pause.js';
+import { outcomeParams, type RequestRecord, type Row, runParams, toRequestRow, toRunRow } from './rows.js';
+import { listRunsSql, SQL } from './sql.js';
 
 // The addon by its file: better-sqlite3's own lookup (`bindings`) probes a dozen paths per start.
 const sqliteAddon = (): object => loadAddon('better-sqlite3', 'build/Release/better_sqlite3.node');
@@ -30,7 +30,7 @@ export class SqliteStore implements RunStore {
   private constructor(private readonly db: Database.Database) {}
 
   // Opened, and every statement retried while another writer holds the file, without
-  // stopping the process (see sqlite-busy.ts).
+  // stopping the process (see busy.ts).
   static async open(stateDir: string): Promise<SqliteStore> {
     const gid = preparePrivateDirectory(stateDir, 'state directory');
     prepareSqliteFiles(stateDir, gid);
@@ -231,7 +231,7 @@ export class SqliteStore implements RunStore {
 
   async unsettledRuns(job: string): Promise<UnsettledRun[]> { return this.db.prepare(SQL.unsettledRuns).all({ job }) as UnsettledRun[]; }
 
-  // Pauses (sqlite-pause.ts): the job's own, the fleet's, their events.
+  // Pauses (pause.ts): the job's own, the fleet's, their events.
   async setPaused(job: string, paused: Paused | null, by: string, at: string): Promise<void> { setPauseIn(this.db, job, paused, by, at); }
   async setFleetPause(paused: Paused | null, by: string, at: string): Promise<boolean> { return setPauseIn(this.db, null, paused, by, at); }
   async fleetPause(): Promise<Paused | null> { return fleetPauseAt(this.db, new Date().toISOString()); }

@@ -1,8 +1,8 @@
-import { type CronguardError, PermissionError, UnavailableError } from '../errors.js';
+import { type CronguardError, PermissionError, UnavailableError } from '../../errors.js';
 
 // SQLite's result codes, as better-sqlite3 names them.
 
-// Another writer holds the file (see sqlite-busy.ts).
+// Another writer holds the file (see busy.ts).
 export function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   return typeof code === 'string' && (code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_'));

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import Client from 'pg/lib/client.js';
-import { monotonicMs } from '../util/time.js';
+import { monotonicMs } from '../../util/time.js';
 import { clientConfig } from './client-config.js';
 import type { DbConfig } from './config.js';
 
@@ -26,7 +26,7 @@ export class PgSession {
   // what the heartbeat asks instead of SELECT 1 (see holdsLock); `lockGone`: why the lock is
   // no longer proven held though the connection lives on (the run's outcome still goes out).
   lockBackend: number | null = null;
-  // When that backend started (text, see lock/postgres.ts): with the pid, it names the backend.
+  // When that backend started (text, see lock.ts): with the pid, it names the backend.
   lockBackendStart: string | null = null;
   private probe: LockProbe | null = null;
   private lockGone: string | null = null;
@@ -190,7 +190,7 @@ export class PgSession {
   }
 
   // The session's advisory lock was taken on server backend `backend`; from now on the
-  // heartbeat asks `probe` whether it is still held there (see lock/postgres.ts).
+  // heartbeat asks `probe` whether it is still held there (see lock.ts).
   holdsLock(backend: number, backendStart: string | null, probe: LockProbe): void {
     this.lockBackend = backend;
     this.lockBackendStart = backendStart;

@@ -1,11 +1,11 @@
 // The PostgreSQL store's rows as cronguard's types have them (ids as numbers, times as ISO
 // text), and the run and outcome as its statements take them.
-import { printable } from '../util/printable.js';
-import type { HolderRow, Refusal, ScheduledRule } from './admission.js';
-import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type PauseEvent, type RecentRun } from './jobs.js';
-import type { RequestRow } from './requests.js';
-import type { StoredOutcome } from './spool-record.js';
-import type { NewRun, RunningRow, RunRow } from './types.js';
+import { printable } from '../../util/printable.js';
+import type { HolderRow, Refusal, ScheduledRule } from '../admission.js';
+import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, type PauseEvent, type RecentRun } from '../jobs.js';
+import type { RequestRow } from '../requests.js';
+import type { StoredOutcome } from '../spool-record.js';
+import type { NewRun, RunningRow, RunRow } from '../types.js';
 
 // What the admit() function returns (migration 0005).
 export interface AdmitResult {

@@ -1,6 +1,6 @@
-import { PermissionError, UsageError } from '../errors.js';
-import type { PgSession } from '../pg/session.js';
-import { grantRequests } from './postgres-sql-schema.js';
+import { PermissionError, UsageError } from '../../errors.js';
+import type { PgSession } from './session.js';
+import { grantRequests } from './sql-schema.js';
 
 // Lets `role` write requests into the shared log (`cronguard migrate --group ROLE`), in one
 // transaction: all of it or nothing. Run by the schema's owner (or a superuser).

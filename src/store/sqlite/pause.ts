@@ -1,10 +1,10 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import type { Paused, PauseEvent } from './jobs.js';
-import { SQL } from './sqlite-sql.js';
+import type { Paused, PauseEvent } from '../jobs.js';
+import { SQL } from './sql.js';
 
 // Pauses in the embedded log (migration 0011): a job's own (jobs.disabled, until
 // disabled_until), the fleet's (the one row of fleet_pause), and the events that keep who
-// paused and resumed what (SQL in sqlite-sql.ts). Times are ISO-8601 UTC text, so they
+// paused and resumed what (SQL in sql.ts). Times are ISO-8601 UTC text, so they
 // compare as text; `now` is this host's clock, which is the embedded log's.
 
 // The pause an admission at `now` finds: the job's own, else the fleet's.

@@ -1,6 +1,6 @@
-import { CronguardError, UnavailableError } from '../errors.js';
-import { sleep } from '../util/io.js';
-import { monotonicMs } from '../util/time.js';
+import { CronguardError, UnavailableError } from '../../errors.js';
+import { sleep } from '../../util/io.js';
+import { monotonicMs } from '../../util/time.js';
 import { pgpassWarnings } from './client-config.js';
 import { atServer, type DbConfig, pgError, type Server } from './config.js';
 

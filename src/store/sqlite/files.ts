@@ -1,9 +1,9 @@
 import { closeSync, constants, fchmodSync, fstatSync, lstatSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { PermissionError } from '../errors.js';
-import { SQLITE_FILE } from '../util/paths.js';
-import { openInDirectory } from '../util/safe-path.js';
-import { euid, fileMode, settleFile } from '../util/sharing.js';
+import { PermissionError } from '../../errors.js';
+import { SQLITE_FILE } from '../../util/paths.js';
+import { openInDirectory } from '../../util/safe-path.js';
+import { euid, fileMode, settleFile } from '../../util/sharing.js';
 
 // The embedded run log's files, made ready before SQLite opens them by name. SQLite creates
 // -wal and -shm with the database file's mode, so creating the file 0600 (0660 for the group
