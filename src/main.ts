@@ -4,7 +4,7 @@ import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
 import { Settings } from './cli/settings.js';
 import { CronguardError, EXIT, UsageError } from './errors.js';
 import { runJob } from './run/job.js';
-import { answerDoorbell } from './run/stop-listener.js';
+import { answerDoorbell } from './run/stop/stop-listener.js';
 import { storeError } from './store/store-error.js';
 import { restoreExtraCaCerts } from './util/extra-ca.js';
 import { flushed, messages, ownLine } from './util/io.js';
@@ -146,7 +146,7 @@ const EXIT_FALLBACK_MS = 250;
 
 async function exit(code: number): Promise<never> {
   await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
-  // Output given up on (its reader stopped reading; see relay.ts) is dropped at once.
+  // Output given up on (its reader stopped reading; see run/supervisor/relay.ts) is dropped at once.
   if (process.stdout.writableLength > 0 || process.stderr.writableLength > 0) process.exit(code);
   process.exitCode = code;
   setTimeout(() => process.exit(code), EXIT_FALLBACK_MS).unref();

@@ -1,11 +1,11 @@
 import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
-import { inDatabase, type LockBackendName, type LockSpec } from '../lock/spec.js';
+import { inDatabase, type LockBackendName, type LockSpec } from '../lock/lock-spec.js';
 import { type DatabaseConfig, resolveDatabase } from '../store/database-config.js';
 import { dialectOf, dialectWithLock } from '../store/dialects.js';
+import type { LogSpec } from '../store/log-spec.js';
 import { mysqlLockName } from '../store/mysql/lock-name.js';
 import { advisoryKey, parseLockKey } from '../store/postgres/lock.js';
-import type { LogSpec } from '../store/spec.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';

@@ -1,5 +1,5 @@
-import type { LockSpec } from '../lock/spec.js';
-import type { LogSpec } from '../store/spec.js';
+import type { LockSpec } from '../lock/lock-spec.js';
+import type { LogSpec } from '../store/log-spec.js';
 import type { NotifyConfig } from './notify.js';
 import type { PingConfig } from './ping.js';
 import type { SyslogConfig } from './syslog.js';
@@ -30,7 +30,7 @@ export interface RunConfig {
   readonly failOnStderr: { readonly ps4: string } | null;
   // Fleet rule off: run even when another host already ran this job in this minute.
   readonly everyTick: boolean;
-  // --replace: stop the job's running copy first (see run/replace.ts).
+  // --replace: stop the job's running copy first (see run/stop/replace.ts).
   readonly replace: boolean;
   readonly minIntervalMs: number | null;
   readonly onRequest: boolean;

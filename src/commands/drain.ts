@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { describe as explain, UnavailableError } from '../errors.js';
-import { leftOf } from '../run/stop-run.js';
+import { leftOf } from '../run/stop/stop-run.js';
 import type { RunStore } from '../store/run-store.js';
 import type { RunRow } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';

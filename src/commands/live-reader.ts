@@ -1,6 +1,6 @@
 import { closeSync, constants, fstatSync, lstatSync, readSync } from 'node:fs';
 import { join } from 'node:path';
-import { STOPPED_SUFFIX, UNCAPTURED_SUFFIX } from '../run/live-file.js';
+import { STOPPED_SUFFIX, UNCAPTURED_SUFFIX } from '../run/supervisor/live-file.js';
 import { openInDirectory } from '../util/safe-path.js';
 
 const CHUNK = 64 * 1024;

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
 import { LocalLocks } from '../lock/held.js';
-import { heldBySession } from '../lock/spec.js';
+import { heldBySession } from '../lock/lock-spec.js';
 import type { JobStatus } from '../store/jobs.js';
 import type { ServerLock, SharedStore } from '../store/shared.js';
 import type { LeaseRow, RunRow } from '../store/types.js';

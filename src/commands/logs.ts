@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError, UsageError } from '../errors.js';
-import { liveDir, liveName } from '../run/live-file.js';
+import { liveDir, liveName } from '../run/supervisor/live-file.js';
 import type { RunStore } from '../store/run-store.js';
 import type { RunRow } from '../store/types.js';
 import { validateName } from '../util/name.js';

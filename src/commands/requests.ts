@@ -1,6 +1,6 @@
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError, UsageError } from '../errors.js';
-import { argumentFits, argumentRoom, execBytes, MAX_ARG_BYTES } from '../run/arg-limits.js';
+import { argumentFits, argumentRoom, execBytes, MAX_ARG_BYTES } from '../run/supervisor/arg-limits.js';
 import type { RequestRow } from '../store/requests.js';
 import type { RunStore } from '../store/run-store.js';
 import { parseDuration } from '../util/duration.js';

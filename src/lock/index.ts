@@ -5,7 +5,7 @@ import { type Messages, mkdirp } from '../util/io.js';
 import { euid, isSharedPath, makeRootDir, notShared, sharedWithMe, sharingGid } from '../util/sharing.js';
 import type { Lock, LockBackend } from './backend.js';
 import { flockBackend } from './flock.js';
-import type { LockSpec } from './spec.js';
+import type { LockSpec } from './lock-spec.js';
 
 // The "none" backend: every invocation runs. Still a Lock, so the run path has one shape.
 const noLock: LockBackend = {
@@ -21,13 +21,13 @@ const noLock: LockBackend = {
 };
 
 // The locks of this machine, each prepared by its kind; the lockfile backend is loaded only
-// when used. A lock of the fleet's database is taken by its admission statement (wiring.ts).
+// when used. A lock of the fleet's database is taken by its admission statement (run/gate/).
 export async function openLockBackend(spec: LockSpec, say: Messages): Promise<LockBackend> {
   switch (spec.kind) {
     case 'advisory':
     case 'named':
     case 'lease':
-      throw new Error(`the ${spec.kind} lock is taken by the run log's admission; src/run/wiring.ts builds it`);
+      throw new Error(`the ${spec.kind} lock is taken by the run log's admission; src/run/gate/gate.ts builds it`);
     case 'none':
       return noLock;
     case 'lockfile': {

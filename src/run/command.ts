@@ -5,11 +5,11 @@ import { CommandNotFoundError, CronguardError, NotExecutableError } from '../err
 import type { NewRun } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { summaryLine } from './attempts.js';
-import type { Notifier } from './notify.js';
-import type { Pinger } from './ping.js';
+import { openRecorder } from './gate/gate.js';
+import type { Notifier } from './report/notify.js';
+import type { Pinger } from './report/ping.js';
+import type { Syslog } from './report/syslog.js';
 import { recordedText } from './secrets.js';
-import type { Syslog } from './syslog.js';
-import { openRecorder } from './wiring.js';
 
 // What hears of a run besides the run log: each null when not configured.
 export interface Monitors {

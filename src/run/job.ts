@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { isatty } from 'node:tty';
 import type { RunConfig } from '../cli/config.js';
-import { backendOf, mayBeShared, recordedKey } from '../lock/spec.js';
+import { backendOf, mayBeShared, recordedKey } from '../lock/lock-spec.js';
 import type { AdmitOptions } from '../store/admission.js';
 import { dueAfterMs } from '../store/jobs.js';
 import type { NewRun, RunningRow } from '../store/types.js';
@@ -13,17 +13,17 @@ import { monotonicMs } from '../util/time.js';
 import { userName } from '../util/user.js';
 import { type Attempts, LockGuard, runAttempts } from './attempts.js';
 import { startable } from './command.js';
-import { notDue, scheduledLook } from './due.js';
+import { type Entry, type Gate, openGate } from './gate/gate.js';
 import { housekeep } from './housekeeping.js';
-import { Interrupted } from './interrupted.js';
+import { notDue, scheduledLook } from './loop/due.js';
+import { RequestWatch } from './loop/watch.js';
 import type { Refused } from './recorder.js';
 import { loadSecrets, recordedCommand } from './secrets.js';
 import { skipped } from './skip.js';
-import { StopListener } from './stop-listener.js';
-import { FORWARDED } from './supervisor.js';
-import { RequestWatch } from './watch.js';
-import { discardSpareWatchdog } from './watchdog.js';
-import { type Entry, type Gate, openGate } from './wiring.js';
+import { Interrupted } from './stop/interrupted.js';
+import { StopListener } from './stop/stop-listener.js';
+import { FORWARDED } from './supervisor/supervisor.js';
+import { discardSpareWatchdog } from './supervisor/watchdog.js';
 
 // One invocation of `cronguard run`: admit (lock, pause, requests, interval, fleet rule,
 // record), run (with retries), and with --every/--for again while the lock is held; then
@@ -32,17 +32,17 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   // First of all: nothing may be recorded or said before its secrets are known.
   const fileEnv = await loadSecrets(config);
   // Imported on demand: a run that masks nothing loads none of the code that would.
-  const masker = masking() ? (await import('./mask.js')).LineMasker : null;
+  const masker = masking() ? (await import('./supervisor/mask.js')).LineMasker : null;
   const manual = isatty(0);
   const run = newRun(config, manual);
   // A loop's window and period are durations: counted on the monotonic clock, which a step
   // of the wall clock (NTP) neither shortens nor lengthens.
   const invokedMs = monotonicMs();
   // Imported on demand: a run without --ping-url loads none of its code.
-  const pinger = config.ping ? new (await import('./ping.js')).Pinger(config.ping, config.name, say) : null;
+  const pinger = config.ping ? new (await import('./report/ping.js')).Pinger(config.ping, config.name, say) : null;
   // The same for --notify and --notify-url.
-  const notifier = config.notify ? new (await import('./notify.js')).Notifier(config.notify, config.name, say) : null;
-  const syslog = config.syslog ? new (await import('./syslog.js')).Syslog(config.syslog, config.name) : null;
+  const notifier = config.notify ? new (await import('./report/notify.js')).Notifier(config.notify, config.name, say) : null;
+  const syslog = config.syslog ? new (await import('./report/syslog.js')).Syslog(config.syslog, config.name) : null;
   const file = await startable(config, run, say, { pinger, notifier, syslog }, fileEnv?.PATH ?? process.env.PATH);
   // At a terminal: another user's run of this job under a lock of its own (see private-note.ts).
   if (manual && config.lock.kind === 'flock' && config.lock.dir?.isDefault) {
@@ -76,8 +76,8 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
       if (!stop.signal.aborted) stop.abort(request.signal);
     });
     // Loaded with the flag only, as ping.js is.
-    const replacing = config.replace ? await (await import('./replace.js')).replaceRunning(gate.recorder, config, run, say) : [];
-    // A lock other jobs share is taken only by a job that is due (see due.ts).
+    const replacing = config.replace ? await (await import('./stop/replace.js')).replaceRunning(gate.recorder, config, run, say) : [];
+    // A lock other jobs share is taken only by a job that is due (see loop/due.ts).
     const early = mayBeShared(config.lock) ? await notDue(gate.recorder, config, options, run) : null;
     admission = early ?? (await gate.admit(stop.signal).catch(notRun));
     // Runs of a loop are spaced from here: at or after the first run's recorded start.
@@ -96,7 +96,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
       await gate.recorder.finish(notStarted(stop.signal.reason, stopListener.request?.by ?? null), true);
       throw interrupted('before the command started; nothing ran');
     }
-    if (replacing.length > 0) await (await import('./replace.js')).replaced(gate.recorder, replacing, run.host);
+    if (replacing.length > 0) await (await import('./stop/replace.js')).replaced(gate.recorder, replacing, run.host);
     const code = await runAttempts(ctx, run, admission.requests);
     return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt, firstAt: null }, code, scheduledLook(config, null));
   } finally {

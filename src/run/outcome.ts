@@ -2,7 +2,7 @@ import { constants } from 'node:os';
 import { EXIT } from '../errors.js';
 import type { RunOutcome } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
-import type { ChildResult } from './supervisor.js';
+import type { ChildResult } from './supervisor/supervisor.js';
 
 export interface Judgement {
   readonly exitCode: number;

@@ -4,7 +4,7 @@ import type { ClaimedRequest } from '../store/requests.js';
 import type { SpooledRun } from '../store/spool-record.js';
 import type { LockRelease, NewRun, RunOutcome } from '../store/types.js';
 import { LogLink } from './log-link.js';
-import type { Notifier } from './notify.js';
+import type { Notifier } from './report/notify.js';
 
 
 // What the log says about one invocation: go ahead (serving these requests), or why not.

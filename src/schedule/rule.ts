@@ -8,7 +8,7 @@ import { hostZone, parseSchedule } from './spec.js';
 export const UNSCHEDULED_SAID_EVERY_MS = 24 * 3600_000;
 
 // --scheduled, for the stores that decide in TypeScript (SQLite, MySQL) and for the look
-// before a shared lock (run/due.ts); PostgreSQL's admit() decides by the same rules in SQL
+// before a shared lock (run/loop/due.ts); PostgreSQL's admit() decides by the same rules in SQL
 // (migration 0018) and reads a schedule without a zone in `zone`, the host's. Loaded only
 // with --scheduled: it brings croner.
 // `early`: an invocation's first admission allows for cron's jitter; a loop's later looks

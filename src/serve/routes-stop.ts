@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type { Context, Hono } from 'hono';
-import { type Stopping, stopRun } from '../run/stop-run.js';
+import { type Stopping, stopRun } from '../run/stop/stop-run.js';
 import type { RunRow } from '../store/types.js';
 import { badRequest, idOf, nameOf, notFound, type ServeContext } from './context.js';
 import { requester } from './proxy.js';

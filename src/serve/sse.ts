@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import type { Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import { LiveReader, type LiveState } from '../commands/live-reader.js';
-import { liveDir, liveName } from '../run/live-file.js';
+import { liveDir, liveName } from '../run/supervisor/live-file.js';
 import type { RunRow } from '../store/types.js';
 import { validateName } from '../util/name.js';
 import { AnsiHtml } from './ansi.js';

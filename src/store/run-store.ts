@@ -28,7 +28,7 @@ export interface RunStore {
   alertSent(job: string, token: string, delivered: boolean | null, forMs: number): Promise<AlertClaim | null>;
   // Asks a running run's wrapper to stop it (a later request replaces an earlier one);
   // false when the run is not `running` (any more). `between`: the run has ended but its
-  // wrapper lives on, between a retry's attempts or a loop's runs (see stop-between.ts).
+  // wrapper lives on, between a retry's attempts or a loop's runs (see run/stop/stop-between.ts).
   requestStop(runId: number, stop: StopRequest, between?: boolean): Promise<boolean>;
   // The stop asked of a run, or null: its wrapper's question while the command runs.
   stopRequest(runId: number): Promise<StopRequest | null>;
@@ -72,7 +72,7 @@ export interface RunStore {
   // Whether a request for the job is due: cheap, for loops waiting for one.
   hasDueRequest(job: string): Promise<boolean>;
   // The job's runs still `running`, and those whose claims are: what its next admission may
-  // find its wrapper gone and settle (asked before a shared lock is taken, see due.ts).
+  // find its wrapper gone and settle (asked before a shared lock is taken, see run/loop/due.ts).
   unsettledRuns(job: string): Promise<UnsettledRun[]>;
   // Calls `wake` whenever a request for the job is made, where the store can tell at once
   // (PostgreSQL's NOTIFY); elsewhere loops poll hasDueRequest.

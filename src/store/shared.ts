@@ -1,6 +1,6 @@
 import type { CronguardError } from '../errors.js';
 import type { Lock, LockBackend } from '../lock/backend.js';
-import type { LockSpec } from '../lock/spec.js';
+import type { LockSpec } from '../lock/lock-spec.js';
 import type { Admission, AdmitOptions } from './admission.js';
 import type { RunStore } from './run-store.js';
 import type { Spool } from './spool.js';
@@ -105,7 +105,7 @@ export interface SharedLog {
 }
 
 // A host's memory that the log's schema was found current (a stamp file in the state dir,
-// run/log-open.ts): with it, a run sends no statement to ask.
+// run/gate/log-open.ts): with it, a run sends no statement to ask.
 export interface SchemaMemory {
   readonly current: boolean;
   remember(): void;

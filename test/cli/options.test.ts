@@ -71,7 +71,7 @@ describe('resolveRunConfig', () => {
       lock: { path: '/run/lock/cronguard/j.lock', dir: { isDefault: true }, byHand: false },
       stateDir: '/var/lib/cronguard',
     });
-    // A lock named by hand may be shared with other jobs (see src/run/due.ts).
+    // A lock named by hand may be shared with other jobs (see src/run/loop/due.ts).
     expect(resolve(['-n', 'j', '--lock-file', '/l/db.lock', 'true'], contextOf({}, true))).toMatchObject({ lock: { byHand: true } });
   });
 

@@ -41,7 +41,7 @@ describe.each(STORES)('maintenance: disable --all (%s)', (kind) => {
       expect(skipped.code).toBe(0);
       expect(skipped.stderr).toMatch(new RegExp(`${job}: paused fleet-wide since \\S+ by \\S+@\\S+: db upgrade \\(cronguard enable --all resumes it\\); skipping with exit 0`));
     }
-    // The look before a shared lock (run/due.ts) and a lease's admission say the same.
+    // The look before a shared lock (run/loop/due.ts) and a lease's admission say the same.
     const locks = [['-l', 'flock', '--lock-file', box.path('shared.lock')], ...(kind === 'sqlite' ? [] : [['-l', 'lease']])];
     for (const lock of locks) {
       const skipped = await cronguard(['-v', '-n', fresh, ...lock, '--', 'sh', '-c', `echo x >> ${marker}`], box.env);

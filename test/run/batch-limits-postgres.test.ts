@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { argumentRoom } from '../../src/run/arg-limits.js';
+import { argumentRoom } from '../../src/run/supervisor/arg-limits.js';
 import { cronguard, lines, sandbox } from '../helpers.js';
 import { STORES, storeBox } from '../stores.js';
 

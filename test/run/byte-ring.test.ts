@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ByteRing } from '../../src/run/byte-ring.js';
+import { ByteRing } from '../../src/run/supervisor/byte-ring.js';
 
 describe('ByteRing (the tail and the live copy hold output in it, not in the chunks read)', () => {
   it('keeps the last `capacity` bytes when evicting, whatever the chunk sizes', () => {

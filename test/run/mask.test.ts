@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LineMasker } from '../../src/run/mask.js';
+import { LineMasker } from '../../src/run/supervisor/mask.js';
 import { addMaskedValue, addPattern, MIN_MASKED_LENGTH, maskSecrets, redact } from '../../src/util/redact.js';
 
 const SECRET = 'hunter2-secret-value';

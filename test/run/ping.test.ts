@@ -2,7 +2,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runUuid, signalUrl, tail } from '../../src/run/ping.js';
+import { runUuid, signalUrl, tail } from '../../src/run/report/ping.js';
 import { cronguard, fixture, runs, sandbox } from '../helpers.js';
 
 // One request as the monitoring server saw it.

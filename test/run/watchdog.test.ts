@@ -2,8 +2,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { Heartbeat } from '../../src/lock/backend.js';
-import { Watchdog } from '../../src/run/watchdog.js';
-import { WATCHDOG_SCRIPT } from '../../src/run/watchdog-script.js';
+import { Watchdog } from '../../src/run/supervisor/watchdog.js';
+import { WATCHDOG_SCRIPT } from '../../src/run/supervisor/watchdog-script.js';
 import { isAlive, lines, type Sandbox, sandbox, waitFor } from '../helpers.js';
 
 // A process group of its own, as the supervisor gives a command.

@@ -1,4 +1,4 @@
-import { inDatabase } from '../../lock/spec.js';
+import { inDatabase } from '../../lock/lock-spec.js';
 import { type Admission, type AdmitOptions, type HolderRow, keepsLock } from '../admission.js';
 import { dueAfterMs } from '../jobs.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';

@@ -1,6 +1,6 @@
 import { holdLease } from '../../lock/lease.js';
 import { leaseLine } from '../../lock/lease-line.js';
-import type { LockSpec } from '../../lock/spec.js';
+import type { LockSpec } from '../../lock/lock-spec.js';
 import type { Messages } from '../../util/io.js';
 import type { DatabaseLock } from '../shared.js';
 import type { MysqlConfig } from './config.js';

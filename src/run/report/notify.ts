@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { constants, hostname } from 'node:os';
-import type { NotifyConfig } from '../cli/notify.js';
-import { EXIT } from '../errors.js';
-import type { AlertClaim, RunOutcome, RunRow } from '../store/types.js';
-import type { Messages } from '../util/io.js';
-import { redact } from '../util/redact.js';
-import type { LogLink } from './log-link.js';
+import type { NotifyConfig } from '../../cli/notify.js';
+import { EXIT } from '../../errors.js';
+import type { AlertClaim, RunOutcome, RunRow } from '../../store/types.js';
+import type { Messages } from '../../util/io.js';
+import { redact } from '../../util/redact.js';
+import type { LogLink } from '../log-link.js';
+import { FORWARDED } from '../supervisor/supervisor.js';
 import { type Alert, postAlert, runNotifyCommand } from './notify-send.js';
 import { tail } from './ping.js';
-import { FORWARDED } from './supervisor.js';
 
 // Alerts once per incident (--notify, --notify-url). This module is imported only when a
 // notifier is configured: a run without one loads none of it.

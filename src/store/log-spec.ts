@@ -1,4 +1,4 @@
-import type { LockSpec } from '../lock/spec.js';
+import type { LockSpec } from '../lock/lock-spec.js';
 import type { DatabaseConfig } from './database-config.js';
 
 // The run log of one invocation as the CLI resolved it: the embedded one in the state dir,

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { ClaimedRequest, Unserved } from '../store/requests.js';
+import type { ClaimedRequest, Unserved } from '../../store/requests.js';
 
 // What one exec(2) can carry on Linux: each argument (or environment string) at most
 // MAX_ARG_STRLEN bytes with its NUL, and all of them, with a pointer each, at most a quarter

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { CronguardError, EXIT } from '../errors.js';
-import type { Heartbeat } from '../lock/backend.js';
-import { messages } from '../util/io.js';
+import { CronguardError, EXIT } from '../../errors.js';
+import type { Heartbeat } from '../../lock/backend.js';
+import { messages } from '../../util/io.js';
 import { WATCHDOG_SCRIPT } from './watchdog-script.js';
 
 // How often cronguard looks whether its watchdog was stopped (SIGSTOP): a stopped one would

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
-import type { SyslogConfig } from '../cli/syslog.js';
-import type { RunOutcome } from '../store/types.js';
-import { redact } from '../util/redact.js';
+import type { SyslogConfig } from '../../cli/syslog.js';
+import type { RunOutcome } from '../../store/types.js';
+import { redact } from '../../util/redact.js';
 
 // --syslog: a line at the start and one at the end of each run (each attempt: it has its
 // own run id) to the local syslog socket, for fleets that read journald or rsyslog and

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { setLongTimeout, sleep } from '../util/io.js';
-import { monotonicMs } from '../util/time.js';
+import { setLongTimeout, sleep } from '../../util/io.js';
+import { monotonicMs } from '../../util/time.js';
 
 const POLL_MS = 20;
 // After SIGKILL, members normally vanish at once; this bounds the wait for zombies that an

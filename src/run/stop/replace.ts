@@ -1,8 +1,8 @@
-import type { RunConfig } from '../cli/config.js';
-import type { NewRun, RunRow } from '../store/types.js';
-import { formatDuration } from '../util/duration.js';
-import type { Messages } from '../util/io.js';
-import type { RunRecorder } from './recorder.js';
+import type { RunConfig } from '../../cli/config.js';
+import type { NewRun, RunRow } from '../../store/types.js';
+import { formatDuration } from '../../util/duration.js';
+import type { Messages } from '../../util/io.js';
+import type { RunRecorder } from '../recorder.js';
 import { betweenRuns } from './stop-between.js';
 import { STOP_POLL_MS } from './stop-listener.js';
 import { stopRun } from './stop-run.js';

@@ -1,8 +1,8 @@
 import { closeSync, openSync, readSync, unlinkSync, writeSync, writevSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe } from '../errors.js';
-import { YoungCollector } from '../util/young-gc.js';
+import { describe } from '../../errors.js';
+import { YoungCollector } from '../../util/young-gc.js';
 import type { StreamId } from './output.js';
 
 // Past this much held output, -q spills to a temporary file instead of growing memory.

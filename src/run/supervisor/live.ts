@@ -1,9 +1,9 @@
 import { closeSync, constants, renameSync, unlinkSync, writeSync, writev } from 'node:fs';
 import { join } from 'node:path';
-import { describe } from '../errors.js';
-import { type Messages, mkdirp } from '../util/io.js';
-import { checkPrivateDirectory, createExclusive, preparePrivateDirectory } from '../util/safe-path.js';
-import { moveAsideUnlessRoots } from '../util/sharing.js';
+import { describe } from '../../errors.js';
+import { type Messages, mkdirp } from '../../util/io.js';
+import { checkPrivateDirectory, createExclusive, preparePrivateDirectory } from '../../util/safe-path.js';
+import { moveAsideUnlessRoots } from '../../util/sharing.js';
 import { ByteRing } from './byte-ring.js';
 import { liveDir, liveName, NEXT_SUFFIX, STOPPED_SUFFIX, sweepStale, UNCAPTURED_SUFFIX } from './live-file.js';
 

@@ -1,5 +1,5 @@
 import { constants } from 'node:os';
-import { CronguardError } from '../errors.js';
+import { CronguardError } from '../../errors.js';
 
 // cronguard got a signal while nothing of the job was running (waiting for the lock, for a
 // retry, for the next run of a loop): it stops there, one line, exit 128+N.

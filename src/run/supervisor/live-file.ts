@@ -1,7 +1,7 @@
 import { readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { isSameProcess } from '../util/process-id.js';
-import { ownSubdir } from '../util/sharing.js';
+import { isSameProcess } from '../../util/process-id.js';
+import { ownSubdir } from '../../util/sharing.js';
 
 // Where a running job's output is copied for `logs -f`, and how its files are named. The
 // wrapper writes, `logs -f` reads; both derive the names from the run's key alone, so the

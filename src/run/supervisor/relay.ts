@@ -1,8 +1,8 @@
 import type { Readable } from 'node:stream';
-import { describe } from '../errors.js';
-import { abandon, handedOn, type Messages, setStderrMidLine, sleep } from '../util/io.js';
-import { monotonicMs } from '../util/time.js';
-import { YoungCollector } from '../util/young-gc.js';
+import { describe } from '../../errors.js';
+import { abandon, handedOn, type Messages, setStderrMidLine, sleep } from '../../util/io.js';
+import { monotonicMs } from '../../util/time.js';
+import { YoungCollector } from '../../util/young-gc.js';
 import type { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
 import type { LineMasker } from './mask.js';

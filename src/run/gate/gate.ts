@@ -1,19 +1,19 @@
-import type { RunConfig } from '../cli/config.js';
-import { CronguardError } from '../errors.js';
-import type { Lock, LockBackend } from '../lock/backend.js';
-import { retryUntil } from '../lock/backend.js';
-import { openLockBackend } from '../lock/index.js';
-import { type AdmitOptions, keepsLock } from '../store/admission.js';
-import { dialectOf } from '../store/dialects.js';
-import type { ClaimedRequest } from '../store/requests.js';
-import type { DatabaseLock, LockedAdmission, SharedDatabase, SharedSession } from '../store/shared.js';
-import { databaseOf } from '../store/spec.js';
-import type { NewRun } from '../store/types.js';
-import { formatDuration } from '../util/duration.js';
-import type { Messages } from '../util/io.js';
+import type { RunConfig } from '../../cli/config.js';
+import { CronguardError } from '../../errors.js';
+import type { Lock, LockBackend } from '../../lock/backend.js';
+import { retryUntil } from '../../lock/backend.js';
+import { openLockBackend } from '../../lock/index.js';
+import { type AdmitOptions, keepsLock } from '../../store/admission.js';
+import { dialectOf } from '../../store/dialects.js';
+import { databaseOf } from '../../store/log-spec.js';
+import type { ClaimedRequest } from '../../store/requests.js';
+import type { DatabaseLock, LockedAdmission, SharedDatabase, SharedSession } from '../../store/shared.js';
+import type { NewRun } from '../../store/types.js';
+import { formatDuration } from '../../util/duration.js';
+import type { Messages } from '../../util/io.js';
+import type { Refused, RunRecorder, Verdict } from '../recorder.js';
+import { prestartWatchdog } from '../supervisor/watchdog.js';
 import { type OpenedLog, sharedLog, sqliteLog } from './log-open.js';
-import type { Refused, RunRecorder, Verdict } from './recorder.js';
-import { prestartWatchdog } from './watchdog.js';
 
 // Whether an invocation may run, and if so the lock it holds and the requests it serves. A
 // loop (--for) that found nothing due yet holds the lock (`held`) to wait for work.

@@ -1,15 +1,15 @@
 import { type StdioOptions, spawn } from 'node:child_process';
-import type { Heartbeat } from '../lock/backend.js';
-import type { StopRequest } from '../store/types.js';
-import { type Messages, setLongTimeout } from '../util/io.js';
-import { monotonicMs } from '../util/time.js';
+import type { Heartbeat } from '../../lock/backend.js';
+import type { StopRequest } from '../../store/types.js';
+import { type Messages, setLongTimeout } from '../../util/io.js';
+import { monotonicMs } from '../../util/time.js';
+import type { StderrRule } from '../stderr-rule.js';
 import { ProcessGroup } from './group.js';
 import type { LiveCopy } from './live.js';
 import type { LineMasker } from './mask.js';
 import { TailBuffer } from './output.js';
 import type { QuietBuffer } from './quiet.js';
 import { Relay } from './relay.js';
-import type { StderrRule } from './stderr-rule.js';
 import { Watchdog } from './watchdog.js';
 
 export interface SuperviseOptions {

@@ -2,12 +2,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { createRequire } from 'node:module';
 import type { SecureContext } from 'node:tls';
-import { VERSION } from '../cli/options.js';
-import { describe } from '../errors.js';
-import { formatDuration } from '../util/duration.js';
-import { withExtraCa } from '../util/extra-ca.js';
-import { printable } from '../util/printable.js';
-import { redact } from '../util/redact.js';
+import { VERSION } from '../../cli/options.js';
+import { describe } from '../../errors.js';
+import { formatDuration } from '../../util/duration.js';
+import { withExtraCa } from '../../util/extra-ca.js';
+import { printable } from '../../util/printable.js';
+import { redact } from '../../util/redact.js';
 
 // What a notifier is told: the same fields as environment variables (--notify) and as JSON
 // (--notify-url), all of them redacted already.

@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { maskedValues, maskSecrets } from '../util/redact.js';
+import { maskedValues, maskSecrets } from '../../util/redact.js';
 
 // Masks a stream of output (--redact, --env-file) before anything sees it: the pass-through,
 // the run log's tail, the live copy for `logs -f`, -q's replay, the ping's body. Loaded only

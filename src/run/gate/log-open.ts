@@ -1,14 +1,14 @@
 import { join } from 'node:path';
-import type { RunConfig } from '../cli/config.js';
-import { openSqliteStore } from '../store/index.js';
-import type { RunStore } from '../store/run-store.js';
-import type { SchemaMemory, SharedDatabase, SharedLog, SharedSession } from '../store/shared.js';
-import type { Messages } from '../util/io.js';
-import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
-import { logTarget } from './housekeeping.js';
-import { RunRecorder } from './recorder.js';
+import type { RunConfig } from '../../cli/config.js';
+import { openSqliteStore } from '../../store/index.js';
+import type { RunStore } from '../../store/run-store.js';
+import type { SchemaMemory, SharedDatabase, SharedLog, SharedSession } from '../../store/shared.js';
+import type { Messages } from '../../util/io.js';
+import { touch, touchedSince, unlinkQuietly } from '../../util/stamp.js';
+import { logTarget } from '../housekeeping.js';
+import { RunRecorder } from '../recorder.js';
 
-// The run log of an invocation, as wiring.ts opens it: the embedded one, or the shared one
+// The run log of an invocation, as gate.ts opens it: the embedded one, or the shared one
 // in the fleet's database (its spool and reconnection are the dialect's, see store/shared.ts).
 
 export async function sqliteLog(config: RunConfig, say: Messages): Promise<RunRecorder> {

@@ -1,6 +1,6 @@
-import { sleep } from '../util/io.js';
-import { monotonicMs } from '../util/time.js';
-import type { RunRecorder } from './recorder.js';
+import { sleep } from '../../util/io.js';
+import { monotonicMs } from '../../util/time.js';
+import type { RunRecorder } from '../recorder.js';
 
 // How often a waiting loop asks whether a request is due: often where asking is a local
 // read (SQLite), seldom where the server says so the moment a request is made (PostgreSQL

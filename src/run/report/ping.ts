@@ -2,14 +2,14 @@ import { createHash } from 'node:crypto';
 import type { ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 import { createRequire } from 'node:module';
 import type { SecureContext } from 'node:tls';
-import { VERSION } from '../cli/options.js';
-import type { PingConfig } from '../cli/ping.js';
-import { describe } from '../errors.js';
-import { formatDuration } from '../util/duration.js';
-import { withExtraCa } from '../util/extra-ca.js';
-import { type Messages, sleep } from '../util/io.js';
-import { maskSecrets } from '../util/redact.js';
-import { monotonicMs } from '../util/time.js';
+import { VERSION } from '../../cli/options.js';
+import type { PingConfig } from '../../cli/ping.js';
+import { describe } from '../../errors.js';
+import { formatDuration } from '../../util/duration.js';
+import { withExtraCa } from '../../util/extra-ca.js';
+import { type Messages, sleep } from '../../util/io.js';
+import { maskSecrets } from '../../util/redact.js';
+import { monotonicMs } from '../../util/time.js';
 
 // Monitoring pings in the Healthchecks protocol. This module is imported only when
 // --ping-url is given, and loads node:http or node:https only when the first ping goes
@@ -62,7 +62,7 @@ export class Pinger {
   // /0 as success), else as success or failure.
   end(exitCode: number, output: string | null): { readonly signal: string; readonly body: Buffer } {
     const signal = this.config.exitCode ? String(exitCode) : exitCode === 0 ? 'success' : 'fail';
-    // The output was masked as it came (see mask.ts); a message of cronguard's is masked here.
+    // The output was masked as it came (see supervisor/mask.ts); a message of cronguard's is masked here.
     return { signal, body: tail(output === null ? null : maskSecrets(output), this.config.bodyBytes) };
   }
 

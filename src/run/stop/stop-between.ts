@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
-import type { RunStore } from '../store/run-store.js';
-import type { RunRow } from '../store/types.js';
-import { sleep } from '../util/io.js';
-import { isSameProcess } from '../util/process-id.js';
+import type { RunStore } from '../../store/run-store.js';
+import type { RunRow } from '../../store/types.js';
+import { sleep } from '../../util/io.js';
+import { isSameProcess } from '../../util/process-id.js';
 import { DOORBELL } from './stop-listener.js';
 
 // An invocation between two runs: a retry's delay (--retries), a loop's wait for its next run

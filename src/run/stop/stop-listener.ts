@@ -1,6 +1,6 @@
-import type { StopRequest } from '../store/types.js';
-import type { RunRecorder } from './recorder.js';
-import type { Supervision } from './supervisor.js';
+import type { StopRequest } from '../../store/types.js';
+import type { RunRecorder } from '../recorder.js';
+import type { Supervision } from '../supervisor/supervisor.js';
 
 // The signal `cronguard stop` on this host sends the wrapper to say "read your stop request
 // now". Only a doorbell: the request itself, with the signal and who asked, is in the run's

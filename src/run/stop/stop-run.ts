@@ -1,12 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { PermissionError } from '../errors.js';
-import type { RunStore } from '../store/run-store.js';
-import type { RunRow } from '../store/types.js';
-import { formatDuration } from '../util/duration.js';
-import { sleep } from '../util/io.js';
-import { isSameProcess } from '../util/process-id.js';
-import { ProcessGroup } from './group.js';
+import { PermissionError } from '../../errors.js';
+import type { RunStore } from '../../store/run-store.js';
+import type { RunRow } from '../../store/types.js';
+import { formatDuration } from '../../util/duration.js';
+import { sleep } from '../../util/io.js';
+import { isSameProcess } from '../../util/process-id.js';
+import { ProcessGroup } from '../supervisor/group.js';
 import { DOORBELL } from './stop-listener.js';
 
 // Stopping a running run (cronguard stop, --replace), wherever it runs. The request goes in
