@@ -3,9 +3,9 @@ import { quote } from '../cli/config.js';
 import { EXIT } from '../errors.js';
 import type { Lock } from '../lock/backend.js';
 import type { Textfile } from '../metrics/textfile.js';
-import { describePause, resumeHint } from '../store/jobs.js';
+import { describePause, type Paused, pauseOf, resumeHint } from '../store/jobs.js';
 import type { ClaimedRequest, SettledRequest, Unserved } from '../store/requests.js';
-import type { NewRun } from '../store/types.js';
+import type { NewRun, RunOutcome } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
 import { type Messages, setStderrMidLine, sleep } from '../util/io.js';
 import { printable } from '../util/printable.js';
@@ -16,7 +16,6 @@ import type { RunRecorder } from './recorder.js';
 import type { Pinger } from './report/ping.js';
 import type { Syslog, SyslogRun } from './report/syslog.js';
 import type { ResultsFile } from './results.js';
-import { pausedBeforeRetry } from './retry-pause.js';
 import { recordedCommand } from './secrets.js';
 import { Interrupted } from './stop/interrupted.js';
 import type { StopListener } from './stop/stop-listener.js';
@@ -308,4 +307,35 @@ function retryable(judgement: Judgement, config: RunConfig): boolean {
 // printed nothing.
 export function summaryLine(name: string, summary: string, runId: number | null): string {
   return `${name}: ${summary}${runId === null ? '' : ` (run ${runId}; cronguard logs ${runId})`}`;
+}
+
+// Whether a job paused (`disable NAME`, `disable --all`) before its next attempt (--retries)
+// could start; if so, the attempts end here, recorded, and this is the pause.
+//
+// It is looked for before the next attempt's row is recorded, and again after: a pause
+// committed between the first look and that row left a `disable --drain` begun after it no
+// row `running` to see (the last attempt had ended, the next was not there yet), so it said
+// drained, and the attempt would have started after it. A pause after the second look finds
+// the row, and its drain waits for the attempt. Found by the second look, the attempt is
+// recorded as not started, with the outcome of the one before it (the invocation's own).
+async function pausedBeforeRetry(ctx: Attempts, next: NewRun, last: RunOutcome): Promise<Paused | null> {
+  const early = await pausedNow(ctx);
+  if (early) {
+    // The attempt was recorded as one more to come; it is the last after all.
+    await ctx.recorder.finish(last, true);
+    return early;
+  }
+  await ctx.recorder.retry(next);
+  const late = await pausedNow(ctx);
+  if (late) {
+    const error = `not started: the job was paused as attempt ${next.attempt} was recorded; attempt ${next.attempt - 1}'s outcome stands`;
+    await ctx.recorder.finish({ ...last, finishedAt: new Date(), durationMs: 0, output: null, outputTruncated: false, error }, true);
+  }
+  return late;
+}
+
+// The job's pause, its own or the fleet's, now (null: not paused, or the log out of reach).
+async function pausedNow(ctx: Attempts): Promise<Paused | null> {
+  const [status] = (await ctx.recorder.consult('look for a pause', (store) => store.jobStatus(ctx.config.name))) ?? [];
+  return status ? pauseOf(status) : null;
 }

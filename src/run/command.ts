@@ -5,7 +5,7 @@ import { CommandNotFoundError, CronguardError, NotExecutableError } from '../err
 import type { NewRun } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { summaryLine } from './attempts.js';
-import { openRecorder } from './gate/gate.js';
+import { openRecorder } from './gate/open.js';
 import type { Notifier } from './report/notify.js';
 import type { Pinger } from './report/ping.js';
 import type { Syslog } from './report/syslog.js';

@@ -1,0 +1,76 @@
+import type { RunConfig } from '../../cli/config.js';
+import type { Lock, LockBackend } from '../../lock/backend.js';
+import { keepsLock } from '../../store/admission.js';
+import type { NewRun } from '../../store/types.js';
+import { formatDuration } from '../../util/duration.js';
+import type { Messages } from '../../util/io.js';
+import type { RunRecorder } from '../recorder.js';
+import type { Entry, Gate, GateOptions, RoundTrips } from './gate.js';
+
+interface LocalGate extends Gate {
+  // After the lock is held: the log's verdict, releasing the lock if it says no.
+  admitHeld(lock: Lock): Promise<Entry>;
+}
+
+// A lock taken first, then the log asked (flock, lockfile, none; the postgres lock when
+// the log is elsewhere or failed).
+export function localGate(
+  backend: LockBackend,
+  recorder: RunRecorder,
+  run: NewRun,
+  config: RunConfig,
+  options: GateOptions,
+  say: Messages,
+  roundTrips: () => RoundTrips,
+): LocalGate {
+  const admitHeld = async (lock: Lock): Promise<Entry> => {
+    await recorder.deliverSpool();
+    const verdict = await recorder.admit(atLock(run), options);
+    if (verdict.admitted) return { ...verdict, lock };
+    if (keepsLock(verdict, options)) return { ...verdict, held: lock };
+    await lock.release();
+    return verdict;
+  };
+  // A loop's later admissions: a stored schedule is due at its time, not cron's jitter early;
+  // the loop spaces its runs itself.
+  const inLoop = { ...options, spacingMs: null, scheduled: options.scheduled?.inLoop() ?? null };
+  return {
+    recorder,
+    description: backend.description,
+    admitHeld,
+    readmit: (next) => recorder.admit(atLock(next), inLoop),
+    admit: async (abort) => {
+      let lock = await backend.acquire({ waitMs: 0, abort });
+      if (!lock && config.waitMs > 0) {
+        waiting(config, backend.description, say)();
+        lock = await backend.acquire({ waitMs: config.waitMs, abort });
+      }
+      if (lock) return admitHeld(lock);
+      const holder = await backend.holder?.();
+      if (holder?.stranger) {
+        // Even under cron: the job did not run, and someone who does not share it is why.
+        say.warn(`${config.name} did not run: its lock (${backend.description}) is held by ${holder.stranger}, who does not share this job; stop that process`);
+        await recorder.consult('note who held the lock', (store) => store.recordBlocked(config.name, holder.stranger as string));
+      }
+      const counted = await recorder.overlap(config.name, holder ? run.host : null, holder?.pid ?? null);
+      return { admitted: false, reason: 'locked', holder: counted, reported: holder?.stranger != null };
+    },
+    roundTrips,
+    close: () => recorder.close(),
+  };
+}
+
+// For -v, once: the lock is held, and this invocation waits for it (-w, or a loop's hand-over).
+export function waiting(config: RunConfig, lock: string, say: Messages): () => null {
+  let said = false;
+  return () => {
+    if (!said && config.waitMs > 0) say.verbose(`${config.name}: ${lock} is held; waiting up to ${formatDuration(config.waitMs)} for it`);
+    said = true;
+    return null;
+  };
+}
+
+// The run as recorded: it started when it got the lock.
+export function atLock(run: NewRun): NewRun {
+  return { ...run, startedAt: new Date() };
+}

@@ -1,0 +1,80 @@
+import type { RunConfig } from '../../cli/config.js';
+import { CronguardError } from '../../errors.js';
+import type { Lock } from '../../lock/backend.js';
+import { retryUntil } from '../../lock/backend.js';
+import { keepsLock } from '../../store/admission.js';
+import type { DatabaseLock, LockedAdmission, SharedDatabase } from '../../store/shared.js';
+import type { NewRun } from '../../store/types.js';
+import type { Messages } from '../../util/io.js';
+import { prestartWatchdog } from '../supervisor/watchdog.js';
+import type { Entry, Gate, GateOptions, RoundTrips } from './gate.js';
+import { atLock, localGate, waiting } from './local.js';
+import type { OpenedLog } from './log-open.js';
+
+// One statement takes the lock, applies the fleet rule and records the run. If the log
+// fails inside it (no privilege, a timeout), a lock that can be taken alone is, and the
+// record spooled; never on a server that refused it as read-only.
+export function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log: OpenedLog, run: NewRun, config: RunConfig, options: GateOptions, say: Messages, roundTrips: () => RoundTrips): Gate {
+  const fallback = dbLock.alone?.backend ?? { description: dbLock.description, acquire: async () => null };
+  const gate = localGate(fallback, log.recorder, run, config, options, say, roundTrips);
+  const close = async () => {
+    await gate.close();
+    await dbLock.close();
+  };
+  const combined = log.store;
+  if (!combined) return { ...gate, close };
+  const hold = (admitted: LockedAdmission, sentAt: number): Lock => {
+    const { lock, release, releasedElsewhere } = dbLock.taken(admitted, sentAt);
+    log.recorder.releasesLock(release, releasedElsewhere);
+    return lock;
+  };
+  const attempt = async (): Promise<Entry | null> => {
+    if (log.recorder.writable) {
+      const stamped = atLock(run);
+      try {
+        const admitting = combined.lockAndAdmit(stamped, dbLock.request, options, config.waitMs === 0);
+        // A command under a database lock needs a watchdog: it starts while the server works.
+        if (dbLock.spareWatchdog) prestartWatchdog();
+        const admitted = await admitting;
+        const { admission } = admitted;
+        const held = admitted.holding ? hold(admitted, admitted.sentAt) : null;
+        if (!admission.admitted) {
+          if (held && keepsLock(admission, options)) return { ...admission, held };
+          return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;
+        }
+        log.recorder.adopt(admission.startedAt ? { ...stamped, startedAt: admission.startedAt } : stamped, admission.runId);
+        return { admitted: true, lock: held as Lock, requests: admission.requests };
+      } catch (error) {
+        // A refusal of cronguard's own (a server connection shared by a pooler): nothing ran.
+        if (error instanceof CronguardError) throw error;
+        // A read-only server is a standby or a replica (one a pooler still passes off as the
+        // primary): a lock taken there alone would run the job beside the primary's run.
+        const readOnly = database.readOnly(error);
+        if (readOnly) throw readOnly;
+        // Only an error the server sent is the log's; anything else is the connection, and
+        // without it there is no lock (69), though the statement may have committed.
+        if (combined.connectionLost || !database.isServerError(error) || !dbLock.alone) {
+          log.recorder.lostAdmission(stamped);
+          throw database.error(error);
+        }
+        log.recorder.unavailable('record the start', error);
+      }
+    }
+    if (!dbLock.alone) throw database.error(log.recorder.openFailure ?? new Error('the run log is out of reach'));
+    const lock = await dbLock.alone.tryOnce();
+    return lock && gate.admitHeld(lock);
+  };
+  const tell = waiting(config, dbLock.description, say);
+  const admit = async (abort: AbortSignal): Promise<Entry> => {
+    // Before the admission, as a local lock's gate does: a record of this host's that says
+    // its run never started the command (the reply to its admission lost) gives its claims
+    // back first, for this admission to serve, rather than the admission ending them failed
+    // with the row it abandons.
+    await log.recorder.deliverSpool();
+    return (
+      (await retryUntil(async () => (await attempt()) ?? tell(), config.waitMs, abort)) ??
+      { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) }
+    );
+  };
+  return { ...gate, description: dbLock.description, admit, close };
+}
