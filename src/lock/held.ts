@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { openRegular } from '../util/safe-path.js';
 import type { LocalHolder } from './backend.js';
-import { epochPath, highestEpoch, isFresh } from './lockfile.js';
+import { epochPath, highestEpoch, isFresh } from './lockfile-epochs.js';
 import { strangerHolding } from './stranger.js';
 
 // Who holds the lock at `path` (see LocalHolder); `gid`: the group it is shared with.

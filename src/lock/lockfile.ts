@@ -1,17 +1,17 @@
-import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lstatSync, lutimesSync, mkdirSync, openSync, readdirSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lutimesSync, mkdirSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { CantCreateError, CronguardError, fileError } from '../errors.js';
 import { createExclusive } from '../util/safe-path.js';
 import { euid, fileMode, settleFile, stillNamed } from '../util/sharing.js';
 import { monotonicMs } from '../util/time.js';
 import { type Lock, type LockBackend, type LockPlace, retryUntil } from './backend.js';
+import { epochName, epochPath, highestEpoch, isFresh, STALE_MS } from './lockfile-epochs.js';
 
 // A lease for file systems where flock(2) cannot be trusted (NFS): the holder refreshes it
 // every UPDATE_MS; one not refreshed for STALE_MS was abandoned and may be taken over. Its
 // holder counts it lost once it went LAPSE_MS without a refresh (cronguard was stopped or
 // stalled), and so does the command's watchdog, which stops the command then: well before
 // another waiter may take the lease over.
-export const STALE_MS = 10_000;
 const UPDATE_MS = 1_000;
 const LAPSE_MS = 5_000;
 
@@ -156,47 +156,5 @@ function unlinkQuietly(path: string): void {
     unlinkSync(path);
   } catch {
     // Gone already, or not a file: it holds nothing either way.
-  }
-}
-
-// Epoch numbers in canonical decimal only, compared as BigInt: a Number would round
-// epoch-9007199254740993 down to its predecessor, and print 10^21 as "1e+21", a name the
-// next reader does not count. At most 240 digits, so that the next one's name still fits a
-// file name (255 bytes): a longer one planted would stop every run. Any other name in the
-// container is not an epoch.
-const EPOCH = /^epoch-([1-9]\d{0,239})$/;
-
-// The highest epoch in the container; 0 when there is none yet.
-export function highestEpoch(container: string): bigint {
-  let names: string[];
-  try {
-    names = readdirSync(container);
-  } catch (error) {
-    throw fileError('lock directory', container, error);
-  }
-  let max = 0n;
-  for (const name of names) {
-    const digits = EPOCH.exec(name)?.[1];
-    if (digits !== undefined && BigInt(digits) > max) max = BigInt(digits);
-  }
-  return max;
-}
-
-export function epochPath(container: string, epoch: bigint): string {
-  return `${container}/${epochName(epoch)}`;
-}
-
-function epochName(epoch: bigint): string {
-  return `epoch-${epoch}`;
-}
-
-// A lease is an epoch that is a regular file refreshed within STALE_MS: a link, FIFO or
-// device planted in its place holds nothing, and is never followed or opened.
-export function isFresh(path: string): boolean {
-  try {
-    const stat = lstatSync(path);
-    return stat.isFile() && Date.now() - stat.mtimeMs < STALE_MS;
-  } catch {
-    return false;
   }
 }

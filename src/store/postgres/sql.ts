@@ -1,24 +1,10 @@
 import type { RunFilter } from '../types.js';
 import { advisoryHeld, BACKEND_START } from './lock.js';
 import { jobStatements } from './sql-jobs.js';
+import { named, type Statement } from './statement.js';
 
-// Every PostgreSQL statement of the run log, parameterised; S is the quoted schema.
-// Statements name their parameters (:job); named() turns them into $1.. and remembers the
-// order, so that a statement and its values cannot drift apart.
-
-export interface Statement {
-  readonly text: string;
-  readonly names: readonly string[];
-}
-
-export function named(text: string): Statement {
-  const names: string[] = [];
-  const out = text.replace(/(?<!:):([a-z_]+)\b/g, (_, name: string) => {
-    const index = names.includes(name) ? names.indexOf(name) : names.push(name) - 1;
-    return `$${index + 1}`;
-  });
-  return { text: out, names };
-}
+// Every PostgreSQL statement of the run log, parameterised (see statement.ts); S is the
+// quoted schema.
 
 // The server's identity: the same on a physical standby and after its promotion.
 const SYSTEM_IDENTIFIER = 'SELECT system_identifier::text FROM pg_catalog.pg_control_system()';

@@ -14,7 +14,8 @@ import { advisoryKey, sharedBackend } from './lock.js';
 import { appliedVersion, migratePostgres, POSTGRES_MIGRATIONS, schemaState } from './migrations.js';
 import { type AdmitResult, type AdvisoryLock, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues, scheduleRefusal, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow } from './rows.js';
 import type { PgSession } from './session.js';
-import { listRunsStatement, type Statement, statements } from './sql.js';
+import { listRunsStatement, statements } from './sql.js';
+import type { Statement } from './statement.js';
 
 export type { AdvisoryLock } from './rows.js';
 
