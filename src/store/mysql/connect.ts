@@ -1,18 +1,10 @@
-import { sleep } from '../../util/io.js';
-import { monotonicMs } from '../../util/time.js';
+import { connectRetrying, type RetryOptions } from '../connect-retry.js';
 import type { MysqlConfig } from './config.js';
 import { isBusyError, mysqlError, serverErrno } from './errors.js';
 import { connectMysql, type MysqlSession } from './session.js';
 
-const FIRST_DELAY_MS = 100;
-const MAX_DELAY_MS = 1000;
-
-export interface MysqlConnectOptions {
-  // How long to keep retrying while the server has no free connection (1040, 1203).
-  readonly retryForMs: number;
-  readonly onRetry?: (retry: number, delayMs: number, reason: string) => void;
-  // A signal to cronguard: stops connecting, and waiting to, at once.
-  readonly abort?: AbortSignal;
+// A server with no free connection (1040, 1203) is retried (see connect-retry.ts).
+export interface MysqlConnectOptions extends RetryOptions {
   // The server ends the session after this many seconds without a statement (the lock's:
   // see lock.ts); the server's wait_timeout otherwise.
   readonly idleTimeoutS?: number;
@@ -22,26 +14,22 @@ export interface MysqlConnectOptions {
 // connections (a fleet connecting at the top of the minute), up to retryForMs. Every failure
 // ends as one of the contract's errors (69, 77), naming the server, never the password.
 export async function connectMysqlServer(config: MysqlConfig, applicationName: string, options: MysqlConnectOptions): Promise<MysqlSession> {
-  const deadline = monotonicMs() + options.retryForMs;
   const { abort } = options;
-  for (let retry = 1; ; retry++) {
-    abort?.throwIfAborted();
+  return connectRetrying<MysqlSession>(options, async () => {
     try {
-      return await attempt(config, applicationName, abort, options.idleTimeoutS);
+      return { session: await attempt(config, applicationName, abort, options.idleTimeoutS) };
     } catch (error) {
       if (abort?.aborted) throw abort.reason;
-      const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (retry - 1)) * (0.5 + Math.random() / 2);
-      if (!isBusyError(error) || monotonicMs() + delay > deadline) {
+      const failure = (retries: number): Error => {
         const failed = mysqlError(error, config.display);
-        if (retry > 1) failed.message += ` (retried ${retry - 1} times)`;
+        if (retries > 0) failed.message += ` (retried ${retries} times)`;
         // MariaDB's answer to a plain connection under require_secure_transport.
         if (config.sslMode === 'disabled' && serverErrno(error) === 1045) failed.message += '; if the server requires TLS, set ssl-mode=required in the URL';
-        throw failed;
-      }
-      options.onRetry?.(retry, Math.round(delay), (error as Error).message);
-      await sleep(delay, abort);
+        return failed;
+      };
+      return { busy: isBusyError(error) ? (error as Error).message : null, failure };
     }
-  }
+  });
 }
 
 // ssl-mode=preferred: TLS when the server offers it, else the same connection without, as

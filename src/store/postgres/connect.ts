@@ -1,11 +1,10 @@
 import { CronguardError, UnavailableError } from '../../errors.js';
-import { sleep } from '../../util/io.js';
-import { monotonicMs } from '../../util/time.js';
 import { pgpassWarnings } from './client-config.js';
 import { atServer, type DbConfig, pgError, type Server } from './config.js';
 
 export { BUSY_RETRY_MS } from './config.js';
 
+import { connectRetrying, type RetryOptions } from '../connect-retry.js';
 import { accepts, askedState, describeState, type ServerState, serverState, standbyRefusal } from './server-state.js';
 import { PgSession } from './session.js';
 import { noFreeSlot } from './slots.js';
@@ -13,16 +12,8 @@ import { noFreeSlot } from './slots.js';
 // Errors that pass: no free connection slot (a fleet connecting at the top of the minute)
 // or a server still starting up.
 const BUSY = new Set(['53300', '57P03']);
-const FIRST_DELAY_MS = 100;
-const MAX_DELAY_MS = 1000;
 
-export interface ConnectOptions {
-  // How long to keep retrying while the server is busy.
-  readonly retryForMs: number;
-  readonly onRetry?: (retry: number, delayMs: number, reason: string) => void;
-  // A signal to cronguard: stops connecting, and waiting to, at once (a server that never
-  // answers would hold it for the connect timeout, a busy one for all of -w).
-  readonly abort?: AbortSignal;
+export interface ConnectOptions extends RetryOptions {
   // The session takes locks and writes (a run): a standby is refused (69), whichever
   // target_session_attrs led to it, before anything is done on it.
   readonly primary?: boolean;
@@ -42,29 +33,22 @@ interface Passed {
 // list again after a jittered, growing delay, up to retryForMs. Every failure ends as one of
 // the contract's errors (69, 77).
 export async function connect(db: DbConfig, applicationName: string, options: ConnectOptions): Promise<PgSession> {
-  const deadline = monotonicMs() + options.retryForMs;
-  const { abort } = options;
-  for (let retry = 1; ; retry++) {
-    abort?.throwIfAborted();
-    const reached = await reach(db, applicationName, abort, options.primary === true);
+  return connectRetrying<PgSession>(options, async () => {
+    const reached = await reach(db, applicationName, options.abort, options.primary === true);
     if (!Array.isArray(reached)) {
       if (options.primary && reached.state?.standby) await refuseStandby(reached.session);
-      return reached.session;
+      return { session: reached.session };
     }
     const busy = reached.find((p) => BUSY.has(codeOf(p.error)));
-    const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (retry - 1)) * (0.5 + Math.random() / 2);
-    if (!busy || monotonicMs() + delay > deadline) {
+    const end = (retries: number): Error => {
       // A single server out of slots: the line names which limit it reached.
-      if (busy && codeOf(busy.error) === '53300' && reached.length === 1) {
-        throw noFreeSlot((busy.error as Error).message, busy.server.display, retry - 1);
-      }
+      if (busy && codeOf(busy.error) === '53300' && reached.length === 1) return noFreeSlot((busy.error as Error).message, busy.server.display, retries);
       const error = failure(db, reached);
-      if (busy && retry > 1) error.message += ` (retried ${retry - 1} times)`;
-      throw error;
-    }
-    options.onRetry?.(retry, Math.round(delay), (busy.error as Error).message);
-    await sleep(delay, abort);
-  }
+      if (busy && retries > 0) error.message += ` (retried ${retries} times)`;
+      return error;
+    };
+    return { busy: busy ? (busy.error as Error).message : null, failure: end };
+  });
 }
 
 // The first server of the list that answers and suits target_session_attrs (with
