@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MYSQL_MIGRATIONS } from '../../src/store/mysql/migrations.js';
+import { MYSQL_MIGRATIONS } from '../../src/store/mysql/migration-files.js';
 import { cronguard } from '../helpers.js';
 import { mysqlQuery, mysqlUrl } from '../mysql-helpers.js';
 import { mysqlBox } from './mysql-box.js';

@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
-import { MYSQL_MIGRATIONS } from '../../src/store/mysql/migrations.js';
+import { MYSQL_MIGRATIONS } from '../../src/store/mysql/migration-files.js';
 import { collected, cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
 import { mysqlClient } from '../mysql-helpers.js';
 import { mysqlBox } from './mysql-box.js';

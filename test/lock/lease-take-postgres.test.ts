@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.js';
+import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migration-files.js';
 import { cronguard, lines } from '../helpers.js';
 import { holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 

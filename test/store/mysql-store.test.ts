@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MYSQL_MIGRATIONS } from '../../src/store/mysql/migrations.js';
+import { MYSQL_MIGRATIONS } from '../../src/store/mysql/migration-files.js';
 import { mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';
 import { admitted, freshStore, mysqlStore, newRun, outcome, RULES } from './mysql-stores.js';
 

@@ -1,6 +1,6 @@
 import { existsSync, } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.js';
+import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migration-files.js';
 import { cronguard, fixture, lines, release, sandbox, spooled, start, waitFor } from '../helpers.js';
 import { backendOf, databaseUrl, pgRuns, pgSandbox, proxy, sql } from '../pg-helpers.js';
 

@@ -1,20 +1,13 @@
 import { PermissionError, UnavailableError } from '../../errors.js';
 import { sha256 } from '../../util/sha256.js';
 import { isPrivilegeError, serverErrno } from './errors.js';
-import m0001 from './migrations/0001_initial.sql';
-import m0002 from './migrations/0002_leases.sql';
-import m0003 from './migrations/0003_schedules.sql';
-import m0004 from './migrations/0004_unscheduled_said.sql';
-import m0005 from './migrations/0005_alerts.sql';
-import m0006 from './migrations/0006_maintenance.sql';
-import m0007 from './migrations/0007_stop_requests.sql';
-import m0008 from './migrations/0008_alert_delivery.sql';
-import m0009 from './migrations/0009_holding.sql';
 import { LOCK_WAIT_S, type MysqlSession } from './session.js';
 import { migrationSql, quoteName } from './sql.js';
 
-// Numbered migrations, applied in order. Append only: an applied file is never edited.
-export const MYSQL_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009];
+// The schema version this code reads and writes: how many numbered migrations there are
+// (held to the list by test/store/migration-versions.test.ts). The run path compares with it
+// on every start; the migrations' text loads only when one is applied.
+export const MYSQL_SCHEMA_VERSION = 9;
 
 // How long a migrator waits for another host's migration before giving up.
 const MIGRATE_WAIT_S = 120;
@@ -44,7 +37,7 @@ export async function appliedVersion(session: MysqlSession, database: string): P
 const MIGRATE_LOCK_WAIT_S = 86_400;
 
 export async function migrateMysql(session: MysqlSession, database: string): Promise<number> {
-  const latest = MYSQL_MIGRATIONS.length;
+  const latest = MYSQL_SCHEMA_VERSION;
   if ((await appliedVersion(session, database)) >= latest) return latest;
   const sql = migrationSql(quoteName(database));
   const name = migrationLockName(database);
@@ -78,6 +71,7 @@ async function applyMigrations(session: MysqlSession, database: string): Promise
   if (Number(seen?.n) === 0) await session.query(sql.createDatabase);
   await session.query(sql.createTable);
   const done = await session.query<{ version: number; steps: number; complete: number }>(sql.progress);
+  const { MYSQL_MIGRATIONS } = await import('./migration-files.js');
   for (let v = 1; v <= MYSQL_MIGRATIONS.length; v++) {
     const row = done.find((d) => Number(d.version) === v);
     if (row && Number(row.complete) === 1) continue;

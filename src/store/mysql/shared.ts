@@ -23,8 +23,8 @@ const RECORD_GIVE_UP_MS = 8000;
 
 // The run log's code: MysqlStore and the schema version its migrations reach.
 async function storeModule(): Promise<{ open(session: MysqlSession, schema: string, create: boolean, memory: SchemaMemory | null): SharedStore; version: number }> {
-  const [{ MysqlStore }, { MYSQL_MIGRATIONS }] = await Promise.all([import('./store.js'), import('./migrations.js')]);
-  return { open: (session, schema, create, memory) => new MysqlStore(session, schema, create, memory), version: MYSQL_MIGRATIONS.length };
+  const [{ MysqlStore }, { MYSQL_SCHEMA_VERSION }] = await Promise.all([import('./store.js'), import('./migrations.js')]);
+  return { open: (session, schema, create, memory) => new MysqlStore(session, schema, create, memory), version: MYSQL_SCHEMA_VERSION };
 }
 
 // The shared log for a subcommand or the web page.

@@ -10,7 +10,7 @@ import { type AdmissionLock, type Admitted, admitIn } from './admit.js';
 import { isRetryableTransaction, serverErrno } from './errors.js';
 import { heldMysqlLocks } from './held-locks.js';
 import { admitLeased } from './lease-admit.js';
-import { appliedVersion, MYSQL_MIGRATIONS, migrateMysql } from './migrations.js';
+import { appliedVersion, MYSQL_SCHEMA_VERSION, migrateMysql } from './migrations.js';
 import { fleetPauseOf, pauseEventsOf, setPauseIn } from './pause.js';
 import { type MysqlJobStatus, type MysqlRequest, type MysqlRunRow, outcomeParams, type RecentRow, runParams, toHolder, toJobStatus, toRequestRow, toRunRow } from './rows.js';
 import type { Changed, MysqlSession, Statement } from './session.js';
@@ -103,7 +103,7 @@ export class MysqlStore implements SharedStore {
     }
     const version = await appliedVersion(this.session, this.database);
     if (!this.create && version === 0) throw this.missing();
-    if (this.create && version < MYSQL_MIGRATIONS.length) await this.migrate();
+    if (this.create && version < MYSQL_SCHEMA_VERSION) await this.migrate();
     this.checked = true;
     if (this.create) this.memory?.remember();
   }

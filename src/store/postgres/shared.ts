@@ -4,7 +4,7 @@ import type { FleetRun, SchemaMemory, SharedDatabase, SharedLog } from '../share
 import { Spool } from '../spool.js';
 import { BUSY_RETRY_MS, type Connection, type DbConfig, isPrivilegeError, isServerError, pgError, readOnlyRun } from './config.js';
 import type { ConnectOptions } from './connect.js';
-import { POSTGRES_MIGRATIONS } from './migrations.js';
+import { POSTGRES_SCHEMA_VERSION } from './migrations.js';
 import type { PgSession } from './session.js';
 import type { PostgresStore } from './store.js';
 
@@ -50,7 +50,7 @@ export function postgresDatabase(config: FleetRun, db: DbConfig, say: Messages):
       connecting.catch(() => {});
       return import('./lock.js').then(() => connecting);
     },
-    openLog: (lockSession, memory, abort) => openLog(config.stateDir, db, connect, lockSession as PgSession | null, memory(POSTGRES_MIGRATIONS.length), abort),
+    openLog: (lockSession, memory, abort) => openLog(config.stateDir, db, connect, lockSession as PgSession | null, memory(POSTGRES_SCHEMA_VERSION), abort),
     async databaseLock(lockSession, store, openError) {
       const lock = config.lock;
       if (lock.kind === 'lease') {

@@ -11,7 +11,7 @@ import { outcomeOf, rekeyed, runOf, type SpooledRun } from '../spool-record.js';
 import type { LeaseRow } from '../types.js';
 import { type AlertClaim, type LockRelease, type LockRequest, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunningRow, type RunOutcome, type RunRow, type RunTail, type StopRequest, type UnsettledRun } from '../types.js';
 import { advisoryKey, sharedBackend } from './lock.js';
-import { appliedVersion, migratePostgres, POSTGRES_MIGRATIONS, schemaState } from './migrations.js';
+import { appliedVersion, migratePostgres, POSTGRES_SCHEMA_VERSION, schemaState } from './migrations.js';
 import { type AdmitResult, type AdvisoryLock, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues, scheduleRefusal, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow } from './rows.js';
 import type { PgSession } from './session.js';
 import { listRunsStatement, statements } from './sql.js';
@@ -87,9 +87,9 @@ export class PostgresStore implements SharedStore {
     }
     const version = await appliedVersion(this.session, this.S, state);
     // A reader reads what is there; a role that may not upgrade the schema runs on it as it is.
-    if (this.create && version < POSTGRES_MIGRATIONS.length && (!state.present || state.owner)) await this.migrate();
+    if (this.create && version < POSTGRES_SCHEMA_VERSION && (!state.present || state.owner)) await this.migrate();
     this.checked = true;
-    if (this.create && (version >= POSTGRES_MIGRATIONS.length || !state.present || state.owner)) this.memory?.remember();
+    if (this.create && (version >= POSTGRES_SCHEMA_VERSION || !state.present || state.owner)) this.memory?.remember();
   }
 
   private missing(): NotFoundError {
@@ -100,7 +100,7 @@ export class PostgresStore implements SharedStore {
   // role that may (migrate() says why it may not without sending a statement that fails). The
   // statement that needs the new schema fails, migrates and retries on its own (withSchema).
   private async upgradeIfBehind(version: number | null | undefined): Promise<void> {
-    if ((version ?? 0) < POSTGRES_MIGRATIONS.length) {
+    if ((version ?? 0) < POSTGRES_SCHEMA_VERSION) {
       this.memory?.forget();
       await this.migrate().catch(() => {});
     }
