@@ -219,8 +219,10 @@ export class PgSession {
     if (this.lost) (this.client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
     // Terminate goes out at once; waiting for the server to close the socket would add ~5 ms
     // to every run (more if it stopped answering) for nothing: the work is committed, and
-    // the session's locks end with the socket when cronguard exits.
+    // the session's locks end with the socket when cronguard exits. So the socket no longer
+    // keeps the process alive (the write of Terminate, a pending request, still does).
     void this.client.end().catch(() => {});
+    (this.client as unknown as { connection?: { stream?: { unref?(): void } } }).connection?.stream?.unref?.();
   }
 
   private markLost(reason: string): void {
