@@ -50,6 +50,23 @@ export function heldBySession(backend: string | null): boolean {
   return backend === 'postgres' || backend === 'mysql';
 }
 
+// A lock file of this machine's: holding it proves that whatever held it before has ended,
+// pid reused or not.
+export function provesHoldersGone(spec: LockSpec): boolean {
+  return spec.kind === 'flock' || spec.kind === 'lockfile';
+}
+
+// The file of an flock(2) lock, which /proc/locks can name a holder of; null for other kinds.
+export function flockPath(spec: LockSpec): string | null {
+  return spec.kind === 'flock' ? spec.path : null;
+}
+
+// The lock directory of an flock(2) lock in the default one (another user's runs of the job
+// lock files of their own there); null otherwise.
+export function defaultFlockDir(spec: LockSpec): LockDir | null {
+  return spec.kind === 'flock' && spec.dir?.isDefault ? spec.dir : null;
+}
+
 // The lock was named by hand (--lock-file, --lock-key), so other jobs may share it.
 export function mayBeShared(spec: LockSpec): boolean {
   return (spec.kind === 'flock' || spec.kind === 'advisory') && spec.byHand;

@@ -4,6 +4,7 @@ import { EXIT } from '../errors.js';
 import type { Lock } from '../lock/backend.js';
 import type { Textfile } from '../metrics/textfile.js';
 import { describePause, type Paused, pauseOf, resumeHint } from '../store/jobs.js';
+import { isRecorded } from '../store/log-spec.js';
 import type { ClaimedRequest, SettledRequest, Unserved } from '../store/requests.js';
 import type { NewRun, RunOutcome } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
@@ -102,7 +103,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
       return lostBeforeStart(ctx, guard.lost);
     }
     // Each attempt is a run of its own, with its own key, so its own live copy.
-    const live = config.log.kind === 'none' ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
+    const live = !isRecorded(config.log) ? null : new LiveCopy(config.stateDir, current.runKey, config.name, say);
     ctx.recorder.serving(requests.map((r) => r.id));
     const showHeld = (ended: ChildResult) => failed(judgementOf(ended)) && !mayRetry(judgementOf(ended));
     // Imported on demand (none of its code without --fail-on-stderr); PS4 is the command's, an env file's first.

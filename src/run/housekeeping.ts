@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
 import { describe } from '../errors.js';
 import { dialectOf } from '../store/dialects.js';
+import { isRecorded, isShared } from '../store/log-spec.js';
 import type { Messages } from '../util/io.js';
 import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
 import { monotonicMs } from '../util/time.js';
@@ -18,7 +19,7 @@ const BUDGET_MS = 2000;
 // about once a day for the whole log. A stamp file in the state dir spares every other run
 // of the day even the round trip that asks the log whether it is due.
 export async function housekeep(recorder: RunRecorder, config: RunConfig, say: Messages): Promise<void> {
-  if (config.retentionMs === null || config.log.kind === 'none') return;
+  if (config.retentionMs === null || !isRecorded(config.log)) return;
   const stamp = join(config.stateDir, `prune-${logTarget(config)}.stamp`);
   const now = Date.now();
   if (touchedSince(stamp, now - PRUNE_EVERY_MS)) return;
@@ -42,6 +43,6 @@ export async function housekeep(recorder: RunRecorder, config: RunConfig, say: M
 
 // Which run log a stamp stands for: each database and schema has its own.
 export function logTarget(config: RunConfig): string {
-  if (config.log.kind !== 'shared') return 'local';
+  if (!isShared(config.log)) return 'local';
   return dialectOf(config.log.db).place(config.log.db).replace(/[^A-Za-z0-9_.-]/g, '_');
 }

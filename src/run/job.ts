@@ -1,9 +1,10 @@
 import { hostname } from 'node:os';
 import { isatty } from 'node:tty';
 import type { RunConfig } from '../cli/config.js';
-import { backendOf, mayBeShared, recordedKey } from '../lock/lock-spec.js';
+import { backendOf, defaultFlockDir, mayBeShared, provesHoldersGone, recordedKey } from '../lock/lock-spec.js';
 import type { AdmitOptions } from '../store/admission.js';
 import { dueAfterMs } from '../store/jobs.js';
+import { isShared } from '../store/log-spec.js';
 import type { NewRun, RunningRow } from '../store/types.js';
 import { type Messages, sleep } from '../util/io.js';
 import { isSameProcess, newRunKey, processStart } from '../util/process-id.js';
@@ -46,8 +47,9 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
   const syslog = config.syslog ? new (await import('./report/syslog.js')).Syslog(config.syslog, config.name) : null;
   const file = await startable(config, run, say, { pinger, notifier, syslog }, fileEnv?.PATH ?? process.env.PATH);
   // At a terminal: another user's run of this job under a lock of its own (see private-note.ts).
-  if (manual && config.lock.kind === 'flock' && config.lock.dir?.isDefault) {
-    const note = (await import('../lock/private-note.js')).privateLockNote(config.name, config.lock.dir.path === SHARED_LOCK_DIR);
+  const defaultDir = manual ? defaultFlockDir(config.lock) : null;
+  if (defaultDir) {
+    const note = (await import('../lock/private-note.js')).privateLockNote(config.name, defaultDir.path === SHARED_LOCK_DIR);
     if (note) say.warn(note);
   }
   // A signal to cronguard stops whatever is not running yet: a wait for the lock, for a
@@ -73,7 +75,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
     gate.recorder.notifyWith(notifier);
     // A stop request ends the invocation as a signal would: no retry, no next run of a loop.
-    stopListener = new StopListener(gate.recorder, config.log.kind === 'shared', (request) => {
+    stopListener = new StopListener(gate.recorder, isShared(config.log), (request) => {
       if (!stop.signal.aborted) stop.abort(request.signal);
     });
     // Loaded with the flag only, as ping.js is.
@@ -108,7 +110,7 @@ export async function runJob(config: RunConfig, say: Messages): Promise<number> 
     if (trips && trips.statements + trips.heartbeats > 0) {
       // Looks for a stop request go over the log's session, beside the run's own statements,
       // and are counted apart, as heartbeats are.
-      const polls = config.log.kind === 'shared' ? (stopListener?.looks ?? 0) : 0;
+      const polls = isShared(config.log) ? (stopListener?.looks ?? 0) : 0;
       const statements = trips.statements - polls;
       const plural = (n: number, what: string) => (n > 0 ? ` + ${n} ${what}${n === 1 ? '' : 's'}` : '');
       say.verbose(`${config.name}: ${statements} ${trips.database} round trip${statements === 1 ? '' : 's'}${plural(trips.heartbeats, 'heartbeat')}${plural(polls, 'stop poll')} after connecting`);
@@ -213,9 +215,9 @@ function lockWaitMs(config: RunConfig, manual: boolean): number {
 
 // The rules an admission applies, from the configuration. --scheduled loads its cron reader.
 async function admitOptions(config: RunConfig, manual: boolean): Promise<AdmitOptions> {
-  // Holding a local lock proves that whatever held this same lock before has ended, pid
-  // reused or not; other rows are gone when their wrapper process is.
-  const sameLock = config.lock.kind === 'flock' || config.lock.kind === 'lockfile';
+  // Rows under this same lock are gone when holding it proves so; others when their wrapper
+  // process is.
+  const sameLock = provesHoldersGone(config.lock);
   const lockBackend = backendOf(config.lock);
   const lockKey = recordedKey(config.lock);
   return {

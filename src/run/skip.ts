@@ -1,4 +1,5 @@
 import type { RunConfig } from '../cli/config.js';
+import { flockPath } from '../lock/lock-spec.js';
 import type { Holder } from '../store/admission.js';
 import { describePause, dueAfterMs, resumeHint } from '../store/jobs.js';
 import { formatDuration } from '../util/duration.js';
@@ -47,9 +48,10 @@ export async function skipped(config: RunConfig, refusal: Refused, lock: string,
 }
 
 async function lockHolder(config: RunConfig, holder: Holder | null): Promise<string> {
-  if (holder !== null || config.lock.kind !== 'flock') return describeHolder(holder);
+  const path = flockPath(config.lock);
+  if (holder !== null || path === null) return describeHolder(holder);
   const { LocalLocks } = await import('../lock/held.js');
-  const pid = new LocalLocks().holder('flock', config.lock.path);
+  const pid = new LocalLocks().holder('flock', path);
   return pid ? `pid ${pid} (from /proc/locks)` : describeHolder(null);
 }
 

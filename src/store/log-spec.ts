@@ -10,3 +10,13 @@ export function databaseOf(log: LogSpec, lock: LockSpec): DatabaseConfig | null 
   if (log.kind === 'shared') return log.db;
   return 'db' in lock ? lock.db : null;
 }
+
+// The fleet's log, shared by every host (its stop requests, its spool and stamps).
+export function isShared(log: LogSpec): log is Extract<LogSpec, { kind: 'shared' }> {
+  return log.kind === 'shared';
+}
+
+// Runs are recorded somewhere (not --no-log).
+export function isRecorded(log: LogSpec): boolean {
+  return log.kind !== 'none';
+}

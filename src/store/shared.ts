@@ -115,16 +115,19 @@ export interface SchemaMemory {
 export interface SharedDatabase {
   // What the server is called in messages: PostgreSQL, MySQL.
   readonly name: string;
-  // A session of its own for the configured lock, connecting now (the advisory lock lives
-  // in one); null when the lock needs none. Without it nothing runs.
-  connectLock(abort: AbortSignal): Promise<SharedSession> | null;
+  // A session of its own for the database's session lock (PostgreSQL's advisory lock,
+  // MySQL's GET_LOCK), connecting now. Without it nothing runs.
+  connectLock(abort: AbortSignal): Promise<SharedSession>;
   // The run log, on the lock's session when there is one. `memory` makes the schema stamp
   // for the dialect's schema version. A signal stops its first connection, never a
   // reconnection to record an outcome.
   openLog(lockSession: SharedSession | null, memory: (version: number) => SchemaMemory, abort?: AbortSignal): Promise<SharedLog>;
-  // The lock the admission statement of `store` (the shared log, when it opened) takes;
-  // null: a lock taken first, then the log asked. `openError`: why the log did not open.
-  databaseLock(lockSession: SharedSession | null, store: SharedStore | null, openError: unknown): Promise<DatabaseLock | null>;
+  // The session lock on `session` (connectLock's), which the log's admission statement
+  // takes. Each dialect takes the kind of its own (the CLI pairs them).
+  sessionLock(session: SharedSession, lock: Extract<LockSpec, { kind: 'advisory' | 'named' }>): Promise<DatabaseLock>;
+  // A lease in the log `store`, which its admission statement takes; without the log
+  // (`openError` says why it did not open) there is no lock.
+  leaseLock(store: SharedStore | null, openError: unknown, lock: Extract<LockSpec, { kind: 'lease' }>): Promise<DatabaseLock>;
   // The one line, and exit code, a failure of this database ends in.
   error(error: unknown): CronguardError;
   // The server answered with an error (the log's); anything else is the connection.

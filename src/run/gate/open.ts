@@ -1,38 +1,78 @@
 import type { RunConfig } from '../../cli/config.js';
 import { openLockBackend } from '../../lock/index.js';
+import type { LockKind, LockSpec } from '../../lock/lock-spec.js';
 import { dialectOf } from '../../store/dialects.js';
-import { databaseOf } from '../../store/log-spec.js';
-import type { SharedSession } from '../../store/shared.js';
+import { isShared } from '../../store/log-spec.js';
+import type { DatabaseLock, SharedDatabase, SharedSession } from '../../store/shared.js';
 import type { NewRun } from '../../store/types.js';
 import type { Messages } from '../../util/io.js';
 import type { RunRecorder } from '../recorder.js';
-import { type Gate, type GateOptions, NONE } from './gate.js';
+import { type Gate, type GateOptions, NONE, type RoundTrips } from './gate.js';
 import { localGate } from './local.js';
 import { type OpenedLog, sharedLog, sqliteLog } from './log-open.js';
 import { databaseGate } from './statement.js';
 
 // The run log alone, for an attempt that never takes a lock (126/127).
 export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
-  if (config.log.kind === 'shared') return (await sharedLog(config, say, await dialectOf(config.log.db).database(config, config.log.db, say), null)).recorder;
+  if (isShared(config.log)) return (await sharedLog(config, say, await dialectOf(config.log.db).database(config, config.log.db, say), null)).recorder;
   return sqliteLog(config, say);
 }
 
+type Opener<K extends LockKind> = (config: RunConfig, lock: Extract<LockSpec, { kind: K }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal) => Promise<Gate>;
+
+// The gate of each kind of lock: one of this host's (or none) is taken first and the log
+// asked after; one in the fleet's database is taken by the log's admission statement, on a
+// session of its own (the advisory lock, GET_LOCK) or in the log itself (a lease).
+const GATES: { readonly [K in LockKind]: Opener<K> } = {
+  flock: localLockGate,
+  lockfile: localLockGate,
+  none: localLockGate,
+  advisory: sessionLockGate,
+  named: sessionLockGate,
+  lease: leaseGate,
+};
+
 // Puts together the lock and the run log the configuration asks for. An aborted `abort` (a
 // signal) ends connecting to the database by throwing its reason.
-export async function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
-  const db = databaseOf(config.log, config.lock);
-  if (!db) {
-    const backend = await openLockBackend(config.lock, say);
-    return localGate(backend, await sqliteLog(config, say), run, config, options, say, () => NONE);
-  }
-  const database = await dialectOf(db).database(config, db, say);
-  // A lock on a session of its own needs it: without it nothing runs (69). The log alone can wait.
-  const lockSession = await database.connectLock(abort);
-  const log: OpenedLog = config.log.kind === 'shared' ? await sharedLog(config, say, database, lockSession, abort) : { recorder: await sqliteLog(config, say), store: null };
+export function openGate(config: RunConfig, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
+  // The table's entry for this kind takes this kind's spec; TypeScript cannot pair the two.
+  return (GATES[config.lock.kind] as Opener<LockKind>)(config, config.lock, run, options, say, abort);
+}
+
+async function localLockGate(config: RunConfig, lock: LockSpec, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
+  if (!isShared(config.log)) return localGate(await openLockBackend(lock, say), await sqliteLog(config, say), run, config, options, say, () => NONE);
+  const database = await dialectOf(config.log.db).database(config, config.log.db, say);
+  const log = await sharedLog(config, say, database, null, abort);
+  return localGate(await openLockBackend(lock, say), log.recorder, run, config, options, say, counted(database, null, log));
+}
+
+async function sessionLockGate(config: RunConfig, lock: Extract<LockSpec, { kind: 'advisory' | 'named' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
+  const database = await dialectOf(lock.db).database(config, lock.db, say);
+  // Without the lock's session nothing runs (69). The log alone can wait.
+  const session = await database.connectLock(abort);
+  const log = await openLog(config, database, session, say, abort);
+  return statementGate(await database.sessionLock(session, lock), database, session, log, config, run, options, say);
+}
+
+async function leaseGate(config: RunConfig, lock: Extract<LockSpec, { kind: 'lease' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
+  const database = await dialectOf(lock.db).database(config, lock.db, say);
+  const log = await openLog(config, database, null, say, abort);
+  return statementGate(await database.leaseLock(log.store, log.recorder.openFailure, lock), database, null, log, config, run, options, say);
+}
+
+// The shared log on the lock's session, or the embedded one beside a database lock.
+async function openLog(config: RunConfig, database: SharedDatabase, session: SharedSession | null, say: Messages, abort: AbortSignal): Promise<OpenedLog> {
+  if (isShared(config.log)) return sharedLog(config, say, database, session, abort);
+  return { recorder: await sqliteLog(config, say), store: null };
+}
+
+function statementGate(dbLock: DatabaseLock, database: SharedDatabase, session: SharedSession | null, log: OpenedLog, config: RunConfig, run: NewRun, options: GateOptions, say: Messages): Gate {
+  return databaseGate(dbLock, database, log, run, config, options, say, counted(database, session, log));
+}
+
+// The round trips of every session the run used: the lock's, the log's, and those the log
+// reopened after losing one.
+function counted(database: SharedDatabase, lockSession: SharedSession | null, log: OpenedLog): () => RoundTrips {
   const sessions = () => [lockSession, log.store?.session, ...log.recorder.reopenedSessions].filter((s, i, all) => s && all.indexOf(s) === i) as SharedSession[];
-  const roundTrips = () =>
-    sessions().reduce((n, s) => ({ database: n.database, statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), { ...NONE, database: database.name });
-  const dbLock = await database.databaseLock(lockSession, log.store, log.recorder.openFailure);
-  if (!dbLock) return localGate(await openLockBackend(config.lock, say), log.recorder, run, config, options, say, roundTrips);
-  return databaseGate(dbLock, database, log, run, config, options, say, roundTrips);
+  return () => sessions().reduce((n, s) => ({ database: n.database, statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), { ...NONE, database: database.name });
 }

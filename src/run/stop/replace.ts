@@ -1,4 +1,5 @@
 import type { RunConfig } from '../../cli/config.js';
+import { isShared } from '../../store/log-spec.js';
 import type { NewRun, RunRow } from '../../store/types.js';
 import { formatDuration } from '../../util/duration.js';
 import type { Messages } from '../../util/io.js';
@@ -29,7 +30,7 @@ export async function replaceRunning(recorder: RunRecorder, config: RunConfig, r
   const recent = await recorder.consult('find a copy between runs', (s) => s.listRuns({ jobs: [config.name], limit: 100 }));
   const copies = [...(running ?? []), ...betweenRuns(recent ?? [])].filter((row) => !sameTick(row, run, config));
   const by = `${run.username ?? 'unknown'}@${run.host} (cronguard --replace, pid ${run.pid})`;
-  const order = { signal: config.killSignal, by, killAfterMs: config.killAfterMs, shared: config.log.kind === 'shared' };
+  const order = { signal: config.killSignal, by, killAfterMs: config.killAfterMs, shared: isShared(config.log) };
   const boundMs = config.killAfterMs + REPLACE_MARGIN_MS + (order.shared ? STOP_POLL_MS : 0);
   const stopped = await Promise.all(copies.map((row) => stopRun(store, row, order, boundMs).catch(() => null)));
   const ended: RunRow[] = [];

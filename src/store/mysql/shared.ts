@@ -1,3 +1,4 @@
+import type { LockSpec } from '../../lock/lock-spec.js';
 import type { Messages } from '../../util/io.js';
 import type { FleetRun, SchemaMemory, SharedDatabase, SharedLog, SharedStore } from '../shared.js';
 import { Spool } from '../spool.js';
@@ -43,7 +44,6 @@ export function mysqlDatabase(config: FleetRun, db: MysqlConfig, say: Messages):
   return {
     name: 'MySQL',
     connectLock(abort) {
-      if (config.lock.kind !== 'named') return null;
       // A session the server ends once it falls silent, so that a partition strands the
       // lock for a minute, not for the server's wait_timeout (8 hours by default).
       const connecting = connectMysqlServer(db, `cronguard:${config.name}`, { ...options(abort), idleTimeoutS: LOCK_IDLE_S });
@@ -52,17 +52,15 @@ export function mysqlDatabase(config: FleetRun, db: MysqlConfig, say: Messages):
       return import('./lock.js').then(() => connecting);
     },
     openLog: (lockSession, memory, abort) => openLog(config, db, connect, lockSession as MysqlSession | null, memory, abort),
-    async databaseLock(lockSession, store, openError) {
-      const lock = config.lock;
-      if (lock.kind === 'lease') {
-        // The lease lives in the log: without it there is no lock (69).
-        if (!store) throw mysqlError(openError ?? new Error('the run log is out of reach'), db.display);
-        const { mysqlLeaseLock } = await import('./lease.js');
-        return mysqlLeaseLock(config.name, lock, db, store as MysqlStore, say);
-      }
-      if (lock.kind !== 'named' || !lockSession) return null;
+    async sessionLock(session, lock: Extract<LockSpec, { kind: 'named' }>) {
       const { mysqlLock } = await import('./lock.js');
-      return mysqlLock(lockSession as MysqlSession, lock.name, say);
+      return mysqlLock(session as MysqlSession, lock.name, say);
+    },
+    async leaseLock(store, openError, lock) {
+      // The lease lives in the log: without it there is no lock (69).
+      if (!store) throw mysqlError(openError ?? new Error('the run log is out of reach'), db.display);
+      const { mysqlLeaseLock } = await import('./lease.js');
+      return mysqlLeaseLock(config.name, lock, db, store as MysqlStore, say);
     },
     error: (error) => mysqlError(error, db.display),
     isServerError,

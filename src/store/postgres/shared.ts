@@ -1,3 +1,4 @@
+import type { LockSpec } from '../../lock/lock-spec.js';
 import type { Messages } from '../../util/io.js';
 import { connectPostgres, openPostgresStore } from '../index.js';
 import type { FleetRun, SchemaMemory, SharedDatabase, SharedLog } from '../shared.js';
@@ -43,7 +44,6 @@ export function postgresDatabase(config: FleetRun, db: DbConfig, say: Messages):
   return {
     name: 'PostgreSQL',
     connectLock(abort) {
-      if (config.lock.kind !== 'advisory') return null;
       const connecting = connect(abort);
       // The code that will use the session loads while the connection is made (its failure
       // is the caller's await; this catch only keeps it from counting as unhandled meanwhile).
@@ -51,18 +51,16 @@ export function postgresDatabase(config: FleetRun, db: DbConfig, say: Messages):
       return import('./lock.js').then(() => connecting);
     },
     openLog: (lockSession, memory, abort) => openLog(config.stateDir, db, connect, lockSession as PgSession | null, memory(POSTGRES_SCHEMA_VERSION), abort),
-    async databaseLock(lockSession, store, openError) {
-      const lock = config.lock;
-      if (lock.kind === 'lease') {
-        if (!store) throw pgError(openError ?? new Error('the run log is out of reach'), db.display);
-        const log = store as PostgresStore;
-        log.sessionless = true;
-        const { leaseLock } = await import('./lease.js');
-        return leaseLock(config.name, lock, db, log, say);
-      }
-      if (lock.kind !== 'advisory' || !lockSession) return null;
+    async sessionLock(session, lock: Extract<LockSpec, { kind: 'advisory' }>) {
       const { advisoryLock } = await import('./lock.js');
-      return advisoryLock(lockSession as PgSession, lock.key, say);
+      return advisoryLock(session as PgSession, lock.key, say);
+    },
+    async leaseLock(store, openError, lock) {
+      if (!store) throw pgError(openError ?? new Error('the run log is out of reach'), db.display);
+      const log = store as PostgresStore;
+      log.sessionless = true;
+      const { leaseLock } = await import('./lease.js');
+      return leaseLock(config.name, lock, db, log, say);
     },
     error: (error) => pgError(error, db.display),
     isServerError,
