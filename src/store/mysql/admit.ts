@@ -1,6 +1,6 @@
 import { inDatabase } from '../../lock/lock-spec.js';
 import { type Admission, type AdmitOptions, type HolderRow, keepsLock } from '../admission.js';
-import { dueAfterMs } from '../jobs.js';
+import { decide, readsLastStart } from '../decide.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { NewRun, RunningRow, UnsettledRun } from '../types.js';
 import { type PauseRow, toPaused } from './pause.js';
@@ -80,7 +80,7 @@ export function admitIn(session: MysqlSession, sql: RunSql, given: NewRun, optio
       found = foundIn(again.slice(3), options);
     }
     const writes: Statement[] = [];
-    const decided = await decide(session, sql, run, options, found, writes);
+    const decided = await admitFound(session, sql, run, options, found, writes);
     const refused = 'reason' in decided ? decided : null;
     const plan = 'reason' in decided ? null : decided;
     const inserted = writes.length;
@@ -99,7 +99,7 @@ export function admitIn(session: MysqlSession, sql: RunSql, given: NewRun, optio
 export async function admitLocked(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions): Promise<Admission> {
   const found = foundIn(await t.batch(reads(sql, run, options, null)), options);
   const writes: Statement[] = [];
-  const decided = await decide(t, sql, run, options, found, writes);
+  const decided = await admitFound(t, sql, run, options, found, writes);
   if ('reason' in decided) {
     if (writes.length > 0) await t.batch(writes);
     return decided;
@@ -110,7 +110,7 @@ export async function admitLocked(t: MysqlSession, sql: RunSql, run: NewRun, opt
 }
 
 // The run's row, its claims (of the run just inserted: LAST_INSERT_ID()) and its job's row.
-function runWrites(sql: RunSql, run: NewRun, options: AdmitOptions, plan: { requests: ClaimedRequest[]; tick: Date | null }): Statement[] {
+function runWrites(sql: RunSql, run: NewRun, options: AdmitOptions, plan: { requests: readonly ClaimedRequest[]; tick: Date | null }): Statement[] {
   const trigger = plan.requests.length > 0 ? 'request' : run.trigger;
   const writes: Statement[] = [[sql.insertRun, [plan.requests[0]?.id ?? null, ...runParams({ ...run, trigger })]]];
   const ids = plan.requests.map((r) => r.id);
@@ -129,11 +129,9 @@ function reads(sql: RunSql, run: NewRun, options: AdmitOptions, name: string | n
     [sql.unsettled, [run.job, run.job]],
     [sql.dueRequests, [name, run.job]],
   ];
-  if (needsLastStart(options)) statements.push([sql.lastStart, [run.job]]);
+  if (readsLastStart(options)) statements.push([sql.lastStart, [run.job]]);
   return statements;
 }
-
-const needsLastStart = (options: AdmitOptions) => (options.minIntervalMs !== null || options.spacingMs !== null || options.scheduled !== null) && !options.manual;
 
 function foundIn(answers: readonly Answer[], options: AdmitOptions): Found {
   const [job, fleet, unsettled, due, last] = answers.map((a) => a.rows);
@@ -142,30 +140,43 @@ function foundIn(answers: readonly Answer[], options: AdmitOptions): Found {
     fleet: fleet?.[0] as Found['fleet'],
     unsettled: (unsettled ?? []) as UnsettledRun[],
     due: (due ?? []) as Found['due'],
-    last: needsLastStart(options) ? (last?.[0] as Found['last']) : undefined,
+    last: readsLastStart(options) ? (last?.[0] as Found['last']) : undefined,
   };
 }
 
-// The admission's decision on what the first packet found: a refusal, or the requests and
-// tick of the run to insert. Writes it needs go to `writes` (sent with the COMMIT).
-async function decide(
+// The admission's decision on what the first packet found (decide() applies the rule,
+// after the runs it proves ended are settled), then the fleet's one run per tick: a
+// refusal, or the requests and tick of the run to insert. Writes it needs go to `writes`
+// (sent with the COMMIT).
+async function admitFound(
   t: MysqlSession,
   sql: RunSql,
   run: NewRun,
   options: AdmitOptions,
   found: Found,
   writes: Statement[],
-): Promise<Refused | { requests: ClaimedRequest[]; tick: Date | null }> {
+): Promise<Refused | { requests: readonly ClaimedRequest[]; tick: Date | null }> {
   const { job } = found;
   // The job's own pause, else the fleet's (a job without a row too).
-  if (job && Number(job.disabled) === 1) return { admitted: false, reason: 'disabled', paused: toPaused(job, false) };
-  if (found.fleet && Number(found.fleet.held) === 1) return { admitted: false, reason: 'disabled', paused: toPaused(found.fleet, true) };
-  const settled = await settle(t, sql, run, options, found, writes);
-  const requests = dueRequests(settled.due, options);
-  if (requests.length === 0) {
-    const no = refusal(settled, run, options, sql, writes);
-    if (no) return no;
+  const paused =
+    job && Number(job.disabled) === 1 ? toPaused(job, false) : found.fleet && Number(found.fleet.held) === 1 ? toPaused(found.fleet, true) : null;
+  const settled = paused ? found : await settle(t, sql, run, options, found, writes);
+  const decision = decide(
+    {
+      paused,
+      due: settled.due.map((r) => claimedRequest(Number(r.id), parseJson(r.args))),
+      lastStart: settled.last ? iso(settled.last.at) : null,
+      schedule: job?.schedule ?? null,
+      saidAt: iso(job?.said ?? null),
+    },
+    run.startedAt.getTime(),
+    options,
+  );
+  if (!decision.admitted) {
+    if (decision.warn) writes.push([sql.saidUnscheduled, [run.startedAt, run.job]]);
+    return decision;
   }
+  const { requests } = decision;
   let tick: Date | null = null;
   if (options.oneRunPerTick && run.tick !== null) {
     tick = await claimTick(t, sql, run, job ?? null);
@@ -202,32 +213,5 @@ async function settle(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitO
   const abandoned = gone.length > 0 ? (answers[0] as Answer).affectedRows : 0;
   if (abandoned > 0) writes.push([sql.count, [run.job, 'abandoned', abandoned, abandoned]]);
   const [due, last] = answers.slice(statements.length).map((a) => a.rows);
-  return { ...found, due: (due ?? []) as Found['due'], last: needsLastStart(options) ? (last?.[0] as Found['last']) : undefined };
-}
-
-// All due requests in a --batch run (up to batchMax); otherwise every one without arguments
-// and the oldest one with.
-function dueRequests(rows: Found['due'], options: AdmitOptions): ClaimedRequest[] {
-  const due = rows.map((r) => claimedRequest(Number(r.id), parseJson(r.args)));
-  if (options.batch) return due.slice(0, options.batchMax ?? due.length);
-  const firstWithArgs = due.find((r) => r.args.length > 0);
-  return due.filter((r) => r.args.length === 0 || r === firstWithArgs);
-}
-
-// With nothing requested: --on-request, the interval or the stored schedule may say no.
-function refusal({ job, last }: Found, run: NewRun, options: AdmitOptions, sql: RunSql, writes: Statement[]): Refused | null {
-  if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
-  if (options.scheduled !== null && !options.manual) {
-    const verdict = options.scheduled.verdict(job?.schedule ?? null, iso(job?.said ?? null), last?.at.getTime() ?? null, run.startedAt.getTime());
-    if (verdict.due) return null;
-    if (verdict.refusal.warn) writes.push([sql.saidUnscheduled, [run.startedAt, run.job]]);
-    return verdict.refusal;
-  }
-  const spacing = Math.max(options.minIntervalMs ?? 0, options.spacingMs ?? 0);
-  if (spacing > 0 && !options.manual) {
-    if (last && last.at.getTime() > run.startedAt.getTime() - dueAfterMs(spacing)) {
-      return { admitted: false, reason: 'interval', lastStartedAt: iso(last.at) as string };
-    }
-  }
-  return null;
+  return { ...found, due: (due ?? []) as Found['due'], last: readsLastStart(options) ? (last?.[0] as Found['last']) : undefined };
 }
