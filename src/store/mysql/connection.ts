@@ -1,13 +1,11 @@
 import type { Connection, ResultSetHeader } from 'mysql2/promise';
 import { monotonicMs } from '../../util/time.js';
+import { answerOf, startHeartbeat } from '../server-watch.js';
 import type { MysqlConfig } from './config.js';
 import { isRetryableTransaction, lostReason } from './errors.js';
-import { LockProof, silenceDeadline } from './lock-proof.js';
+import { LockProof } from './lock-proof.js';
 import type { Answer, Changed, MysqlLockProbe, MysqlSession, Statement } from './session.js';
 
-// How often the lock connection proves it is alive, and how long an answer may take.
-const HEARTBEAT_MS = 2000;
-const HEARTBEAT_TIMEOUT_MS = 4000;
 // No statement of cronguard's takes long; one that hangs means the network does.
 const QUERY_TIMEOUT_MS = 30_000;
 // A deadlock (1213) or a lock wait timeout (1205) rolls the transaction back: it is tried
@@ -121,23 +119,14 @@ export class Session implements MysqlSession {
   private async send(sql: string, params: readonly unknown[]): Promise<[unknown, unknown]> {
     if (this.lost) throw new Error(`connection lost: ${this.lost}`);
     this.roundTrips++;
-    let rejectLost: (error: Error) => void = () => {};
-    const lost = new Promise<never>((_, reject) => {
-      rejectLost = reject;
-    });
-    this.inFlight.add(rejectLost);
-    const stopDeadline =
-      this.answerMs === null ? () => {} : silenceDeadline(this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason));
     try {
-      return await Promise.race([this.connection.query({ sql, timeout: QUERY_TIMEOUT_MS }, params as unknown[]), lost]);
+      const sent = this.connection.query({ sql, timeout: QUERY_TIMEOUT_MS }, params as unknown[]);
+      return await answerOf(sent, this.inFlight, this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason));
     } catch (error) {
       // The driver's word for an error after which the connection is gone (a packet too large,
       // a timeout, the socket closed): the session is lost, so its store is opened again.
       if ((error as { fatal?: unknown }).fatal === true || /closed state/.test((error as Error).message)) this.markLost(lostReason(error as Error, 'the connection failed'));
       throw error;
-    } finally {
-      this.inFlight.delete(rejectLost);
-      stopDeadline();
     }
   }
 
@@ -145,38 +134,23 @@ export class Session implements MysqlSession {
     this.answerMs = ms;
   }
 
-  // Starts the heartbeat: a connection killed (KILL), a server restart or a cut network is
-  // noticed within HEARTBEAT_MS + HEARTBEAT_TIMEOUT_MS at worst; with a probe (holdsLock),
-  // so is a lock that is no longer this session's.
+  // Starts the heartbeat (server-watch.ts): a connection killed (KILL), a server restart or
+  // a cut network is noticed within seconds; with a probe (holdsLock), so is a lock that is
+  // no longer this session's.
   watch(onLost: (reason: string) => void): void {
     this.lostHandlers.push(onLost);
     if (this.lost ?? this.lockGone) onLost((this.lost ?? this.lockGone) as string);
     if (this.heartbeat) return;
-    let pendingSince: number | null = null;
-    this.heartbeat = setInterval(() => {
-      if (pendingSince !== null) {
-        // Decided after the input already received has been read, and counted from what the
-        // server last sent: on a starved machine the answer may be waiting in the socket, and
-        // a heartbeat queued behind the log's statements waits its turn.
-        const since = pendingSince;
-        setImmediate(() => {
-          if (pendingSince === since && monotonicMs() - Math.max(since, this.lastHeard) > HEARTBEAT_TIMEOUT_MS) {
-            this.markLost('the server stopped answering');
-          }
-        });
-        return;
-      }
-      pendingSince = monotonicMs();
-      this.heartbeats++;
-      this.proof.ask(this.ask).then(
-        (gone) => {
-          pendingSince = null;
-          if (gone) this.loseLock(gone);
-        },
-        (error: Error) => this.markLost(lostReason(error, 'heartbeat failed')),
-      );
-    }, HEARTBEAT_MS / 2);
-    this.heartbeat.unref();
+    this.heartbeat = startHeartbeat(
+      {
+        lastHeard: () => this.lastHeard,
+        ask: () => this.proof.ask(this.ask),
+        lost: (reason) => this.markLost(reason),
+        lockGone: (reason) => this.loseLock(reason),
+        failed: (error) => lostReason(error, 'heartbeat failed'),
+      },
+      () => this.heartbeats++,
+    );
   }
 
   // From now on the heartbeat asks `probe` whether the session still holds its lock (taken

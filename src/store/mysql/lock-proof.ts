@@ -55,24 +55,3 @@ export class LockProof {
     return () => this.beats.delete(beat);
   }
 }
-
-// Calls `onSilent` once the server has said nothing for `ms` (its last word at `lastHeard`)
-// while a statement waits; checked after input already received is read (setImmediate), so
-// a busy event loop is not taken for a silent server. Returns what stops the watch.
-export function silenceDeadline(ms: number, lastHeard: () => number, onSilent: (reason: string) => void): () => void {
-  const since = monotonicMs();
-  let done = false;
-  let timer: NodeJS.Timeout;
-  const check = () =>
-    setImmediate(() => {
-      if (done) return;
-      const quiet = monotonicMs() - Math.max(since, lastHeard());
-      if (quiet >= ms) onSilent(`the server did not answer within ${ms / 1000} s`);
-      else timer = setTimeout(check, ms - quiet);
-    });
-  timer = setTimeout(check, ms);
-  return () => {
-    done = true;
-    clearTimeout(timer);
-  };
-}

@@ -1,6 +1,7 @@
 import type { LockSpec } from '../../lock/lock-spec.js';
 import type { Messages } from '../../util/io.js';
 import type { FleetRun, SchemaMemory, SharedDatabase, SharedLog, SharedStore } from '../shared.js';
+import { openSharedLog } from '../shared-log.js';
 import { Spool } from '../spool.js';
 import type { MysqlConfig } from './config.js';
 import { connectMysqlServer, type MysqlConnectOptions } from './connect.js';
@@ -68,10 +69,10 @@ export function mysqlDatabase(config: FleetRun, db: MysqlConfig, say: Messages):
   };
 }
 
-// The shared log, on the lock's session when there is one. Records that cannot reach it go
-// to the spool in the state dir, under the server, port and database of the tables: a
-// record is delivered only into the log it was meant for.
-async function openLog(
+// The shared log, on the lock's session when there is one (shared-log.ts). Records that
+// cannot reach it are spooled under the server, port and database of the tables: a record
+// is delivered only into the log it was meant for.
+function openLog(
   config: FleetRun,
   db: MysqlConfig,
   connect: (abort?: AbortSignal) => Promise<MysqlSession>,
@@ -79,34 +80,22 @@ async function openLog(
   memory: (version: number) => SchemaMemory,
   abort?: AbortSignal,
 ): Promise<SharedLog> {
-  const scope = `mysql:${db.schema}`;
-  const spool = new Spool(config.stateDir, `mysql ${db.socket ?? `${db.host}:${db.port}`}/${db.schema}`, scope);
-  let store: SharedStore | null = null;
-  let openError: unknown = null;
-  const opened = async (reached: MysqlSession): Promise<SharedStore> => {
-    const code = await storeModule();
-    const log = code.open(reached, db.schema, true, memory(code.version));
-    const identified = log as SharedStore & { onIdentity?: ((identity: string) => void) | null };
-    if ('onIdentity' in identified) identified.onIdentity = (identity) => spool.identify(identity);
-    return log;
-  };
-  try {
-    // The store's code loads while the connection is made.
-    const [reached] = await Promise.all([session ?? connect(abort), storeModule()]);
-    store = await opened(reached);
-  } catch (error) {
-    if (abort?.aborted) throw error;
-    openError = error;
-  }
-  // After the first session was lost, a record gives up within seconds and goes to the spool.
-  const reopen = async (signal?: AbortSignal) => {
-    const limit = AbortSignal.timeout(RECORD_GIVE_UP_MS);
-    const reopened = await connect(signal ? AbortSignal.any([signal, limit]) : limit).catch((error) => {
-      throw limit.aborted && !signal?.aborted ? new Error(`no session within ${RECORD_GIVE_UP_MS / 1000} s`) : error;
-    });
-    reopened.answerWithin(RECORD_GIVE_UP_MS);
-    return opened(reopened);
-  };
-  const where = `${db.display} (database ${db.schema})`;
-  return { store, parts: { store, spool, reopen, openError, where, denied: isPrivilegeError } };
+  const spool = new Spool(config.stateDir, `mysql ${db.socket ?? `${db.host}:${db.port}`}/${db.schema}`, `mysql:${db.schema}`);
+  return openSharedLog<MysqlSession>({
+    spool,
+    session,
+    connect,
+    code: storeModule(),
+    async open(reached) {
+      const code = await storeModule();
+      const log = code.open(reached, db.schema, true, memory(code.version));
+      const identified = log as SharedStore & { onIdentity?: ((identity: string) => void) | null };
+      if ('onIdentity' in identified) identified.onIdentity = (identity) => spool.identify(identity);
+      return log;
+    },
+    recordGiveUpMs: RECORD_GIVE_UP_MS,
+    where: () => `${db.display} (database ${db.schema})`,
+    denied: isPrivilegeError,
+    abort,
+  });
 }

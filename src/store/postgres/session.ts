@@ -1,15 +1,13 @@
 import type pg from 'pg';
 import Client from 'pg/lib/client.js';
 import { monotonicMs } from '../../util/time.js';
+import { answerOf, startHeartbeat } from '../server-watch.js';
 import { clientConfig } from './client-config.js';
 import type { DbConfig } from './config.js';
 
 // Asks, over the session, whether its lock is still held; returns why not, or null.
 export type LockProbe = (ask: <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<R[]>) => Promise<string | null>;
 
-// How often the lock connection proves it is alive, and how long an answer may take.
-export const HEARTBEAT_MS = 2000;
-const HEARTBEAT_TIMEOUT_MS = 4000;
 // No statement of cronguard's takes long; one that hangs means the network does.
 const QUERY_TIMEOUT_MS = 30_000;
 
@@ -97,39 +95,8 @@ export class PgSession {
   async query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> {
     if (this.lost) throw new Error(`connection lost: ${this.lost}`);
     this.roundTrips++;
-    let rejectLost: (error: Error) => void = () => {};
-    const lost = new Promise<never>((_, reject) => {
-      rejectLost = reject;
-    });
-    this.inFlight.add(rejectLost);
-    const stopDeadline = this.answerMs === null ? () => {} : this.deadline(this.answerMs);
-    try {
-      return (await Promise.race([this.client.query<R>(text, values), lost])).rows;
-    } finally {
-      this.inFlight.delete(rejectLost);
-      stopDeadline();
-    }
-  }
-
-  // Marks the session lost once the server has said nothing for `ms` while a statement
-  // waits. The check runs after input already received has been read (setImmediate), so a
-  // busy event loop is not taken for a silent server.
-  private deadline(ms: number): () => void {
-    const since = monotonicMs();
-    let done = false;
-    let timer: NodeJS.Timeout;
-    const check = () =>
-      setImmediate(() => {
-        if (done) return;
-        const quiet = monotonicMs() - Math.max(since, this.lastHeard);
-        if (quiet >= ms) this.markLost(`the server did not answer within ${ms / 1000} s`);
-        else timer = setTimeout(check, ms - quiet);
-      });
-    timer = setTimeout(check, ms);
-    return () => {
-      done = true;
-      clearTimeout(timer);
-    };
+    const sent = this.client.query<R>(text, values);
+    return (await answerOf(sent, this.inFlight, this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason))).rows;
   }
 
   // For the web server: a statement (queued ones included) still unanswered after `ms` in
@@ -155,38 +122,23 @@ export class PgSession {
     return this.client.escapeIdentifier(name);
   }
 
-  // Starts the heartbeat: a session killed by pg_terminate_backend, a server restart or a
-  // cut network is noticed within HEARTBEAT_MS + HEARTBEAT_TIMEOUT_MS at worst.
+  // Starts the heartbeat (server-watch.ts): a session killed by pg_terminate_backend, a
+  // server restart or a cut network is noticed within seconds.
   watch(onLost: (reason: string) => void): void {
     this.lostHandlers.push(onLost);
     if (this.lost ?? this.lockGone) onLost((this.lost ?? this.lockGone) as string);
     if (this.heartbeat) return;
-    let pendingSince: number | null = null;
-    this.heartbeat = setInterval(() => {
-      if (pendingSince !== null) {
-        // Decided after the input already received has been read (setImmediate runs after
-        // the poll phase), and counted from what the server last sent: on a starved machine
-        // the answer may be waiting in the socket, and a busy loop is not a silent server.
-        const since = pendingSince;
-        setImmediate(() => {
-          if (pendingSince === since && monotonicMs() - Math.max(since, this.lastHeard) > HEARTBEAT_TIMEOUT_MS) {
-            this.markLost('the server stopped answering');
-          }
-        });
-        return;
-      }
-      pendingSince = monotonicMs();
-      this.heartbeats++;
-      const ask = <R extends pg.QueryResultRow>(text: string, values: unknown[]) => this.client.query<R>(text, values).then((r) => r.rows);
-      (this.probe ? this.probe(ask) : this.client.query('SELECT 1').then(() => null)).then(
-        (gone) => {
-          pendingSince = null;
-          if (gone) this.loseLock(gone);
-        },
-        (error: Error) => this.markLost(`heartbeat failed: ${error.message}`),
-      );
-    }, HEARTBEAT_MS / 2);
-    this.heartbeat.unref();
+    const ask = <R extends pg.QueryResultRow>(text: string, values: unknown[]) => this.client.query<R>(text, values).then((r) => r.rows);
+    this.heartbeat = startHeartbeat(
+      {
+        lastHeard: () => this.lastHeard,
+        ask: () => (this.probe ? this.probe(ask) : this.client.query('SELECT 1').then(() => null)),
+        lost: (reason) => this.markLost(reason),
+        lockGone: (reason) => this.loseLock(reason),
+        failed: (error) => `heartbeat failed: ${error.message}`,
+      },
+      () => this.heartbeats++,
+    );
   }
 
   // The session's advisory lock was taken on server backend `backend`; from now on the

@@ -2,6 +2,7 @@ import type { LockSpec } from '../../lock/lock-spec.js';
 import type { Messages } from '../../util/io.js';
 import { connectPostgres, openPostgresStore } from '../index.js';
 import type { FleetRun, SchemaMemory, SharedDatabase, SharedLog } from '../shared.js';
+import { openSharedLog } from '../shared-log.js';
 import { Spool } from '../spool.js';
 import { BUSY_RETRY_MS, type Connection, type DbConfig, isPrivilegeError, isServerError, pgError, readOnlyRun } from './config.js';
 import type { ConnectOptions } from './connect.js';
@@ -13,10 +14,8 @@ import type { PostgresStore } from './store.js';
 // spool, its reconnection to record and the schema stamp; the advisory lock on a session
 // of its own, or a lease in the log.
 
-// How long a reconnection made to record (after the first session was lost) may take, and
-// then leave a statement unanswered, before the record goes to the spool. Longer than the
-// server's lock_timeout on the log's writes (5 s, migration 0013): a write waiting behind a
-// locked table is cancelled by the server first, so it cannot commit after it was spooled.
+// A reconnection's bound to record (shared-log.ts): longer than the server's lock_timeout
+// on the log's writes (5 s, migration 0013).
 const RECORD_GIVE_UP_MS = 8000;
 
 // A busy server (no free connection slot) is retried for a few seconds, or for as long as
@@ -68,9 +67,8 @@ export function postgresDatabase(config: FleetRun, db: DbConfig, say: Messages):
   };
 }
 
-// The shared log, on the lock's session when there is one. Records that cannot reach it
-// go to the spool in the state dir.
-async function openLog(
+// The shared log, on the lock's session when there is one (shared-log.ts).
+function openLog(
   stateDir: string,
   db: DbConfig,
   connect: (signal?: AbortSignal) => Promise<PgSession>,
@@ -82,35 +80,22 @@ async function openLog(
   // delivered by the next run that may write. See Spool for the keys.
   const scope = `${db.connection.database}/${db.schema}`;
   const spool = new Spool(stateDir, `${db.servers.map((s) => serverKey(s.connection)).join(',')}/${scope}`, scope);
-  // A store on the server a session reached: its directory (and, once known, its
-  // identity's) is the spool's too.
-  const opened = async (reached: PgSession): Promise<PostgresStore> => {
-    const store = await openPostgresStore(reached, db.schema, true, memory);
-    spool.reached(`${serverKey(reached.db.connection)}/${scope}`);
-    store.onIdentity = (identity) => spool.identify(identity);
-    return store;
-  };
-  let store: PostgresStore | null = null;
-  let openError: unknown = null;
-  try {
-    // The store's code loads while the connection is made.
-    const [reached] = await Promise.all([session ?? connect(abort), import('./store.js')]);
-    store = await opened(reached);
-  } catch (error) {
-    if (abort?.aborted) throw error;
-    openError = error;
-  }
-  // After the first session was lost, a record gives up within seconds and goes to the
-  // spool, rather than waiting out a connect timeout or the 30 s a statement may take (a
-  // pooler that accepted the connection but has no server behind it answers nothing).
-  const reopen = async (signal?: AbortSignal) => {
-    const limit = AbortSignal.timeout(RECORD_GIVE_UP_MS);
-    const reopened = await connect(signal ? AbortSignal.any([signal, limit]) : limit).catch((error) => {
-      throw limit.aborted && !signal?.aborted ? new Error(`no session within ${RECORD_GIVE_UP_MS / 1000} s`) : error;
-    });
-    reopened.answerWithin(RECORD_GIVE_UP_MS);
-    return opened(reopened);
-  };
-  const where = `${store?.session.db.display ?? db.display} (schema ${db.schema})`;
-  return { store, parts: { store, spool, reopen, openError, where, denied: isPrivilegeError } };
+  return openSharedLog<PgSession>({
+    spool,
+    session,
+    connect,
+    code: import('./store.js'),
+    // A store on the server a session reached: its directory (and, once known, its
+    // identity's) is the spool's too.
+    async open(reached) {
+      const store = await openPostgresStore(reached, db.schema, true, memory);
+      spool.reached(`${serverKey(reached.db.connection)}/${scope}`);
+      store.onIdentity = (identity) => spool.identify(identity);
+      return store;
+    },
+    recordGiveUpMs: RECORD_GIVE_UP_MS,
+    where: (store) => `${(store as PostgresStore | null)?.session.db.display ?? db.display} (schema ${db.schema})`,
+    denied: isPrivilegeError,
+    abort,
+  });
 }
