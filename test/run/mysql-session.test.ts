@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { connectMysql, type MysqlSession } from '../../src/store/mysql/session.js';
+import { connectMysql } from '../../src/store/mysql/connect.js';
+import type { MysqlSession } from '../../src/store/mysql/session.js';
 import { resolveMysql } from '../../src/store/mysql/url.js';
 import { waitFor } from '../helpers.js';
 import { mysqlClient, mysqlQuery, mysqlSandbox, mysqlUrl } from '../mysql-helpers.js';

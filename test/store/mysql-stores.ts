@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach } from 'vitest';
 import type { AdmitOptions } from '../../src/store/admission.js';
-import { connectMysql } from '../../src/store/mysql/session.js';
+import { connectMysql } from '../../src/store/mysql/connect.js';
 import { MysqlStore } from '../../src/store/mysql/store.js';
 import { resolveMysql } from '../../src/store/mysql/url.js';
 import type { NewRun, RunOutcome } from '../../src/store/types.js';

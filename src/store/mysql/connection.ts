@@ -12,7 +12,7 @@ const QUERY_TIMEOUT_MS = 30_000;
 // again this many times in all.
 const TRANSACTION_TRIES = 4;
 
-// The session over one connection of the driver's (connectMysql opens it, session.ts).
+// The session over one connection of the driver's (connectMysql opens it, connect.ts; its interface is session.ts).
 export class Session implements MysqlSession {
   roundTrips = 0;
   // The heartbeat's statements, counted apart (see SharedSession).
@@ -60,7 +60,7 @@ export class Session implements MysqlSession {
     return { affectedRows, insertId };
   }
 
-  // The statements in one packet (the connection allows several: session.ts), one round
+  // The statements in one packet (the connection allows several: connect.ts), one round
   // trip; the server stops at the first that fails, and the whole batch fails with it.
   async batch(statements: readonly Statement[]): Promise<Answer[]> {
     if (statements.length === 0) return [];

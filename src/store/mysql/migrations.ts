@@ -1,7 +1,8 @@
 import { PermissionError, UnavailableError } from '../../errors.js';
 import { sha256 } from '../../util/sha256.js';
+import { LOCK_WAIT_S } from './connect.js';
 import { isPrivilegeError, serverErrno } from './errors.js';
-import { LOCK_WAIT_S, type MysqlSession } from './session.js';
+import type { MysqlSession } from './session.js';
 import { migrationSql, quoteName } from './sql.js';
 
 // The schema version this code reads and writes: how many numbered migrations there are
@@ -47,7 +48,7 @@ export async function migrateMysql(session: MysqlSession, database: string): Pro
   }
   try {
     // DDL may wait for a table's metadata lock behind a long reader: a migration waits as
-    // long as it must, not the run path's 5 s (session.ts).
+    // long as it must, not the run path's 5 s (connect.ts).
     await session.query(`SET SESSION lock_wait_timeout = ${MIGRATE_LOCK_WAIT_S}`);
     await applyMigrations(session, database);
   } catch (error) {

@@ -1,6 +1,6 @@
 // The MySQL store's rows as cronguard's types have them, and the run and outcome as its
 // statements take them. The session gives DATETIME as Date (UTC), BIGINT as number, BOOLEAN
-// as 0/1 and JSON as its text (see session.ts).
+// as 0/1 and JSON as its text (see connect.ts).
 
 import { type Holder, type HolderRow, toHolder as toAnyHolder } from '../admission.js';
 import { type JobStatus, type JobStatusRow, jobStatusOf, type Paused, RECENT_RUNS, type RecentRun } from '../jobs.js';

@@ -19,7 +19,7 @@ import type { MysqlStore } from './store.js';
 const BUSY_RETRY_MS = 5000;
 // How long a reconnection made to record (after the first session was lost) may take, and
 // then leave a statement unanswered, before the record goes to the spool: longer than the
-// session's innodb_lock_wait_timeout (5 s, see session.ts), so that a write waiting behind a
+// session's innodb_lock_wait_timeout (5 s, see connect.ts), so that a write waiting behind a
 // locked row is cancelled by the server first and cannot commit after it was spooled.
 const RECORD_GIVE_UP_MS = 8000;
 
