@@ -1,5 +1,6 @@
 import type { Settings } from '../cli/settings.js';
 import { CronguardError, describe, HelpShown, UsageError } from '../errors.js';
+import { printable } from '../present/format.js';
 import type { JobSchedule } from '../schedule/job.js';
 import { blockedSince, failedTargets, isFailing, type JobStatus } from '../store/jobs.js';
 import { storeError } from '../store/store-error.js';
@@ -7,7 +8,6 @@ import { formatDuration, parseDuration } from '../util/duration.js';
 import { validateName } from '../util/name.js';
 import { redact } from '../util/redact.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { printable } from './format.js';
 
 // The monitoring-plugin states (Nagios, Icinga, Sensu) and their exit codes.
 const STATES = ['OK', 'WARNING', 'CRITICAL', 'UNKNOWN'] as const;

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { describe as explain, UnavailableError } from '../errors.js';
+import { printable } from '../present/format.js';
 import { leftOf } from '../run/stop/stop-run.js';
 import type { RunStore } from '../store/run-store.js';
 import type { RunRow } from '../store/types.js';
@@ -7,7 +8,6 @@ import { formatDuration } from '../util/duration.js';
 import { isSameProcess } from '../util/process-id.js';
 import { redact } from '../util/redact.js';
 import { monotonicMs } from '../util/time.js';
-import { printable } from './format.js';
 
 // How often --drain looks again, and how many active runs it names at most.
 const LOOK_EVERY_MS = 500;

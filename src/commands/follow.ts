@@ -1,10 +1,10 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { constants } from 'node:os';
 import { CronguardError } from '../errors.js';
+import type { LiveReader, LiveState } from '../run/supervisor/live-reader.js';
 import type { RunStore } from '../store/run-store.js';
 import type { RunRow } from '../store/types.js';
 import { isSameProcess } from '../util/process-id.js';
-import type { LiveReader, LiveState } from './live-reader.js';
 import { ending } from './run-header.js';
 import type { Stdout } from './stdout.js';
 

@@ -2,12 +2,12 @@ import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
 import { LocalLocks } from '../lock/held.js';
 import { heldBySession } from '../lock/lock-spec.js';
+import { clockTime, tableTime } from '../present/format.js';
 import type { JobStatus } from '../store/jobs.js';
 import type { ServerLock, SharedStore } from '../store/shared.js';
 import type { LeaseRow, RunRow } from '../store/types.js';
 import { isRoot, resolveLockDir } from '../util/paths.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { clockTime, tableTime } from './format.js';
 import { colours, renderTable } from './table.js';
 
 // A lock held right now, as `cronguard locks` shows it. `verified`: the kernel or the server

@@ -1,5 +1,6 @@
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError, UsageError } from '../errors.js';
+import { printable, tableTime, zoneName } from '../present/format.js';
 import { argumentFits, argumentRoom, execBytes, MAX_ARG_BYTES } from '../run/supervisor/arg-limits.js';
 import type { RequestRow } from '../store/requests.js';
 import type { RunStore } from '../store/run-store.js';
@@ -8,7 +9,6 @@ import { validateName } from '../util/name.js';
 import { parseAt } from '../util/time.js';
 import { userName } from '../util/user.js';
 import { parse, positiveInt, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { printable, tableTime, zoneName } from './format.js';
 import { waitFor } from './request-wait.js';
 import { colours, renderTable } from './table.js';
 

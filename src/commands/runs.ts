@@ -1,10 +1,10 @@
 import type { Settings } from '../cli/settings.js';
 import { UsageError } from '../errors.js';
+import { terminalWidth, zoneName } from '../present/format.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
 import { validateName } from '../util/name.js';
 import { parseSince } from '../util/time.js';
 import { parse, positiveInt, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { terminalWidth, zoneName } from './format.js';
 import { colours, RUN_HEADERS, renderTable, runCells } from './table.js';
 
 interface Flags {

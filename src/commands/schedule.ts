@@ -1,10 +1,10 @@
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError, UsageError } from '../errors.js';
+import { printable } from '../present/format.js';
 import { jobSchedule } from '../schedule/job.js';
 import { cronSchedule, everySchedule, parseSchedule, type Schedule, validZone } from '../schedule/spec.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { printable } from './format.js';
 
 interface Flags {
   every?: string;

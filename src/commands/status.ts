@@ -1,13 +1,13 @@
 import type { ChalkInstance } from 'chalk';
 import type { Settings } from '../cli/settings.js';
 import { NotFoundError } from '../errors.js';
+import { age, ago, clip, clockTime, duration, percent, printable, sparkline, tableTime, terminalWidth, zoneName } from '../present/format.js';
 import { type JobSchedule, jobSchedule, withScheduleProblem } from '../schedule/job.js';
 import { blockedSince, failedTargets, finalRuns, isFailing, type JobStatus, PAUSE_EVENTS_SHOWN, type Paused, type PauseEvent } from '../store/jobs.js';
 import { type LeasedJobStatus, leaseText, withLeases } from '../store/leases.js';
 import type { RunStore } from '../store/run-store.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
-import { age, ago, clip, clockTime, duration, percent, printable, sparkline, tableTime, terminalWidth, zoneName } from './format.js';
 import { colours, paintStatus, renderTable } from './table.js';
 
 // `cronguard status [NAME]`: every job at a glance, one line each; for one job, all there

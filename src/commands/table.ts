@@ -1,7 +1,7 @@
 import { Chalk, type ChalkInstance } from 'chalk';
+import { clip, printable, tableTime } from '../present/format.js';
 import type { RunRow, RunStatus } from '../store/types.js';
 import { formatDuration } from '../util/duration.js';
-import { clip, printable, tableTime } from './format.js';
 
 // chalk honours FORCE_COLOR and whether stdout is a terminal; NO_COLOR (no-color.org) is
 // added here, with an explicit FORCE_COLOR taking precedence.

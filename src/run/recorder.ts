@@ -1,15 +1,9 @@
 import { describe } from '../errors.js';
-import type { Admission, AdmitOptions, Holder } from '../store/admission.js';
-import type { ClaimedRequest } from '../store/requests.js';
+import type { AdmitOptions, Holder, Verdict } from '../store/admission.js';
 import type { SpooledRun } from '../store/spool-record.js';
 import type { LockRelease, NewRun, RunOutcome } from '../store/types.js';
 import { LogLink } from './log-link.js';
 import type { Notifier } from './report/notify.js';
-
-
-// What the log says about one invocation: go ahead (serving these requests), or why not.
-export type Verdict = { readonly admitted: true; readonly requests: readonly ClaimedRequest[] } | Refused;
-export type Refused = Extract<Admission, { admitted: false }>;
 
 // The run path's record of one invocation: its admission, its attempts and their outcomes,
 // in the log while it can be written, in the spool when it cannot (see LogLink).

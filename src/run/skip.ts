@@ -1,10 +1,9 @@
 import type { RunConfig } from '../cli/config.js';
 import { flockPath } from '../lock/lock-spec.js';
-import type { Holder } from '../store/admission.js';
+import type { Holder, Refused } from '../store/admission.js';
 import { describePause, dueAfterMs, resumeHint } from '../store/jobs.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
-import type { Refused } from './recorder.js';
 
 // Why this invocation did not run, for -v (and, when the lock is held, for a person at a
 // terminal: `manual`), and its exit code: -E N when the lock is held, 0 for every other reason.

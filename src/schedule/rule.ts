@@ -1,5 +1,4 @@
-import type { Refused } from '../run/recorder.js';
-import type { ScheduledRule, ScheduleVerdict } from '../store/admission.js';
+import type { Refused, ScheduledRule, ScheduleVerdict } from '../store/admission.js';
 import { printable } from '../util/printable.js';
 import { scheduleDue } from './due.js';
 import { hostZone, parseSchedule } from './spec.js';

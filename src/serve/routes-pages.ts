@@ -1,9 +1,9 @@
 import { hostname } from 'node:os';
 import type { Context, Hono } from 'hono';
 import { html } from 'hono/html';
-import { LiveReader } from '../commands/live-reader.js';
 import { CronguardError, UsageError } from '../errors.js';
 import { liveDir, liveName } from '../run/supervisor/live-file.js';
+import { LiveReader } from '../run/supervisor/live-reader.js';
 import { parseSchedule } from '../schedule/spec.js';
 import { PAUSE_EVENTS_SHOWN } from '../store/jobs.js';
 import { withLeases } from '../store/leases.js';

@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
 import type { Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
-import { LiveReader, type LiveState } from '../commands/live-reader.js';
 import { liveDir, liveName } from '../run/supervisor/live-file.js';
+import { LiveReader, type LiveState } from '../run/supervisor/live-reader.js';
 import type { RunRow } from '../store/types.js';
 import { validateName } from '../util/name.js';
 import { AnsiHtml } from './ansi.js';

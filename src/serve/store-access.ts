@@ -1,7 +1,7 @@
-import type { StoreChoice } from '../commands/common.js';
 import { CronguardError, describe, NotFoundError, UsageError } from '../errors.js';
 import type { DatabaseConfig } from '../store/database-config.js';
 import { dialectOf } from '../store/dialects.js';
+import type { LogPlace } from '../store/log-place.js';
 import type { RunStore } from '../store/run-store.js';
 import type { SharedStore } from '../store/shared.js';
 import { answeredByServer, storeError } from '../store/store-error.js';
@@ -24,7 +24,7 @@ export class StoreAccess {
   private opening: Promise<RunStore> | null = null;
 
   constructor(
-    private readonly choice: StoreChoice,
+    private readonly choice: LogPlace,
     readonly readOnly: boolean,
     private readonly answerMs = ANSWER_MS,
   ) {}

@@ -70,6 +70,12 @@ export type Admission =
       readonly warn?: boolean;
     };
 
+// Why an invocation did not run, with what the refusal says.
+export type Refused = Extract<Admission, { admitted: false }>;
+
+// An admission's decision before the run is recorded: the requests it serves, or why not.
+export type Verdict = { readonly admitted: true; readonly requests: readonly ClaimedRequest[] } | Refused;
+
 // --scheduled: whether the stored schedule is due, decided in the admission, under the lock.
 export interface ScheduledRule {
   // The host's time zone, in which a schedule without TZ= is read.

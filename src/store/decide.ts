@@ -1,4 +1,4 @@
-import type { Admission, AdmitOptions } from './admission.js';
+import type { AdmitOptions, Verdict } from './admission.js';
 import { dueAfterMs, type Paused } from './jobs.js';
 import type { ClaimedRequest } from './requests.js';
 
@@ -22,13 +22,9 @@ export interface Findings {
   readonly saidAt: string | null;
 }
 
-type Refused = Extract<Admission, { admitted: false }>;
-
-// A refusal, or the requests the run serves. A refusal that says `warn` is the day's one
-// that says the job has no schedule: the store notes that it said so.
-export type Decision = Refused | { readonly admitted: true; readonly requests: readonly ClaimedRequest[] };
-
-export function decide(found: Findings, startedAtMs: number, options: AdmitOptions): Decision {
+// A refusal that says `warn` is the day's one that says the job has no schedule: the store
+// notes that it said so.
+export function decide(found: Findings, startedAtMs: number, options: AdmitOptions): Verdict {
   if (found.paused) return { admitted: false, reason: 'disabled', paused: found.paused };
   const requests = served(found.due, options);
   // Requests run the job whatever --on-request, the interval or the schedule would say.

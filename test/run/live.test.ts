@@ -1,9 +1,9 @@
 import { mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LiveReader } from '../../src/commands/live-reader.js';
 import { LiveCopy } from '../../src/run/supervisor/live.js';
 import { liveDir, liveName, sweepStale } from '../../src/run/supervisor/live-file.js';
+import { LiveReader } from '../../src/run/supervisor/live-reader.js';
 import { newRunKey, processStart } from '../../src/util/process-id.js';
 import { sandbox } from '../helpers.js';
 

@@ -1,8 +1,8 @@
 import type { Lock } from '../../lock/backend.js';
-import type { AdmitOptions } from '../../store/admission.js';
+import type { AdmitOptions, Refused, Verdict } from '../../store/admission.js';
 import type { ClaimedRequest } from '../../store/requests.js';
 import type { NewRun } from '../../store/types.js';
-import type { Refused, RunRecorder, Verdict } from '../recorder.js';
+import type { RunRecorder } from '../recorder.js';
 
 // Whether an invocation may run, and if so the lock it holds and the requests it serves. A
 // loop (--for) that found nothing due yet holds the lock (`held`) to wait for work.

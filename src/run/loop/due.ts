@@ -1,11 +1,11 @@
 import type { RunConfig } from '../../cli/config.js';
 import { heldBySession } from '../../lock/lock-spec.js';
-import type { AdmitOptions } from '../../store/admission.js';
+import type { AdmitOptions, Refused } from '../../store/admission.js';
 import { dueAfterMs, lastCountedStart, pauseOf } from '../../store/jobs.js';
 import type { NewRun, UnsettledRun } from '../../store/types.js';
 import { isSameProcess } from '../../util/process-id.js';
 import { monotonicMs } from '../../util/time.js';
-import type { Refused, RunRecorder } from '../recorder.js';
+import type { RunRecorder } from '../recorder.js';
 
 // Whether an invocation is certainly not due, asked of the log before its lock is taken.
 // Jobs that share a lock (--lock-file, --lock-key) must not take it only to learn that they

@@ -1,5 +1,5 @@
 import { html } from 'hono/html';
-import { age, duration, percent } from '../../commands/format.js';
+import { age, duration, percent } from '../../present/format.js';
 import type { RecentRun } from '../../store/jobs.js';
 import type { Html } from './layout.js';
 

@@ -1,5 +1,5 @@
 import { inDatabase } from '../../lock/lock-spec.js';
-import { type Admission, type AdmitOptions, type HolderRow, keepsLock } from '../admission.js';
+import { type Admission, type AdmitOptions, type HolderRow, keepsLock, type Refused } from '../admission.js';
 import { decide, readsLastStart } from '../decide.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { NewRun, RunningRow, UnsettledRun } from '../types.js';
@@ -34,8 +34,6 @@ export interface AdmissionLock {
 export type Admitted =
   | { readonly got: number | null; readonly admission: Admission }
   | { readonly got: number | null; readonly admission: null; readonly holder: HolderRow | undefined };
-
-type Refused = Extract<Admission, { admitted: false }>;
 
 // What the first packet reads, under the job's row lock.
 interface Found {

@@ -1,7 +1,7 @@
 import { closeSync, constants, fstatSync, lstatSync, readSync } from 'node:fs';
 import { join } from 'node:path';
-import { STOPPED_SUFFIX, UNCAPTURED_SUFFIX } from '../run/supervisor/live-file.js';
-import { openInDirectory } from '../util/safe-path.js';
+import { openInDirectory } from '../../util/safe-path.js';
+import { STOPPED_SUFFIX, UNCAPTURED_SUFFIX } from './live-file.js';
 
 const CHUNK = 64 * 1024;
 
