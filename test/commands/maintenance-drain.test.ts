@@ -17,8 +17,11 @@ describe.each(STORES)('maintenance: --drain and a SIGKILLed wrapper (%s)', (kind
     const [marks, barrier] = [box.path('marks'), box.path('barrier')];
     // Under a local lock its command outlives the wrapper (a database lock's watchdog ends it).
     const held = start(['-n', job, '-l', 'flock', '--', 'sh', fixture('hold.sh'), marks, barrier], box.env);
-    await waitFor(() => existsSync(marks), 'the run to start');
-    const command = Number(/^start (\d+)$/m.exec(readFileSync(marks, 'utf8'))?.[1]);
+    // Its start line, not the file: the shell creates the file before it writes the line, and
+    // a busy machine can be caught between the two (the pid then read as NaN).
+    const started = () => (existsSync(marks) ? /^start (\d+)$/m.exec(readFileSync(marks, 'utf8'))?.[1] : undefined);
+    await waitFor(() => started() !== undefined, 'the run to start');
+    const command = Number(started());
     // The pid is recorded once the command started: waited for, then forgotten or kept.
     await waitFor(async () => Number((await box.runs()).find((r) => r.job === job)?.child_pid) === command, 'the child pid to be recorded');
     held.child.kill('SIGKILL');
