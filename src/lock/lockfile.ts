@@ -60,20 +60,29 @@ function hold(container: string, epoch: bigint): Lock {
   // Monotonic: a wall clock set back or forward is no stall.
   let refreshedAt = monotonicMs();
   const beats = new Set<() => void>();
+  const lapsed = (gap: number) => `lockfile ${container}: the lease lapsed, not refreshed for ${(gap / 1000).toFixed(1)}s (cronguard was stopped or stalled)`;
   const refresh = () => {
     if (lost) return;
-    const gap = monotonicMs() - refreshedAt;
+    const checkedAt = monotonicMs();
+    const gap = checkedAt - refreshedAt;
     try {
       if (gap >= LAPSE_MS) {
-        lost = `lockfile ${container}: the lease lapsed, not refreshed for ${(gap / 1000).toFixed(1)}s (cronguard was stopped or stalled)`;
+        lost = lapsed(gap);
       } else {
         const highest = highestEpoch(container);
         if (highest !== epoch) throw new Error(`epoch ${highest} overtook ours (${epoch})`);
         const now = new Date();
         lutimesSync(path, now, now);
-        refreshedAt = monotonicMs();
-        for (const beat of beats) beat();
-        return;
+        // The lease is proven as of the epochs' reading, and only if cronguard was not
+        // stopped between that and the touch: a waiter may have taken it over meanwhile.
+        const after = monotonicMs() - refreshedAt;
+        if (after >= LAPSE_MS) {
+          lost = lapsed(after);
+        } else {
+          refreshedAt = checkedAt;
+          for (const beat of beats) beat();
+          return;
+        }
       }
     } catch (error) {
       lost = `lockfile ${container} was taken over: ${(error as Error).message}`;
