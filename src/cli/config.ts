@@ -71,7 +71,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
   const envFile = setting('env_file', 'envFile');
   const timeoutMs = optionalDuration(str('timeout'), '--timeout');
-  const lockSpec = (): LockSpec => {
+  const lockSpec = (): LockSpec<DatabaseConfig> => {
     const dir = { path: lockDir.dir, isDefault: lockDir.isDefault };
     const key = () => (str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema));
     switch (lock) {

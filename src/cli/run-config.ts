@@ -1,4 +1,5 @@
 import type { LockSpec } from '../lock/lock-spec.js';
+import type { DatabaseConfig } from '../store/database-config.js';
 import type { LogSpec } from '../store/log-spec.js';
 import type { NotifyConfig } from './notify.js';
 import type { PingConfig } from './ping.js';
@@ -12,7 +13,7 @@ export interface RunConfig {
   readonly name: string;
   readonly argv: readonly string[];
   readonly display: string;
-  readonly lock: LockSpec;
+  readonly lock: LockSpec<DatabaseConfig>;
   // The embedded run log's directory, also where the spool of the shared log lives.
   readonly stateDir: string;
   readonly log: LogSpec;

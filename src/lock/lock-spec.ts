@@ -1,15 +1,14 @@
 import { join } from 'node:path';
-import type { DatabaseConfig } from '../store/database-config.js';
 
 // The lock of one invocation as the CLI resolved it: each kind with only its own fields.
 // `-l postgres` is the advisory lock, `-l mysql` the named GET_LOCK; the kinds that live in
-// the fleet's database carry it.
-export type LockSpec =
+// the fleet's database carry it, as a `Db` that only the store layer reads.
+export type LockSpec<Db = unknown> =
   | { readonly kind: 'flock'; readonly path: string; readonly dir: LockDir | null; readonly byHand: boolean }
   | { readonly kind: 'lockfile'; readonly dir: LockDir; readonly job: string }
-  | { readonly kind: 'advisory'; readonly key: bigint; readonly byHand: boolean; readonly db: DatabaseConfig }
-  | { readonly kind: 'named'; readonly name: string; readonly db: DatabaseConfig }
-  | { readonly kind: 'lease'; readonly key: bigint; readonly ttlMs: number; readonly db: DatabaseConfig }
+  | { readonly kind: 'advisory'; readonly key: bigint; readonly byHand: boolean; readonly db: Db }
+  | { readonly kind: 'named'; readonly name: string; readonly db: Db }
+  | { readonly kind: 'lease'; readonly key: bigint; readonly ttlMs: number; readonly db: Db }
   | { readonly kind: 'none' };
 
 export type LockKind = LockSpec['kind'];

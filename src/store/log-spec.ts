@@ -1,15 +1,8 @@
-import type { LockSpec } from '../lock/lock-spec.js';
 import type { DatabaseConfig } from './database-config.js';
 
 // The run log of one invocation as the CLI resolved it: the embedded one in the state dir,
 // the fleet database's, or none (--no-log).
 export type LogSpec = { readonly kind: 'sqlite' } | { readonly kind: 'shared'; readonly db: DatabaseConfig } | { readonly kind: 'none' };
-
-// The fleet's database an invocation uses, for its log or for its lock; null: none.
-export function databaseOf(log: LogSpec, lock: LockSpec): DatabaseConfig | null {
-  if (log.kind === 'shared') return log.db;
-  return 'db' in lock ? lock.db : null;
-}
 
 // The fleet's log, shared by every host (its stop requests, its spool and stamps).
 export function isShared(log: LogSpec): log is Extract<LogSpec, { kind: 'shared' }> {

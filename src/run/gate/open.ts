@@ -1,6 +1,7 @@
 import type { RunConfig } from '../../cli/config.js';
 import { openLockBackend } from '../../lock/index.js';
 import type { LockKind, LockSpec } from '../../lock/lock-spec.js';
+import type { DatabaseConfig } from '../../store/database-config.js';
 import { dialectOf } from '../../store/dialects.js';
 import { isShared } from '../../store/log-spec.js';
 import type { DatabaseLock, SharedDatabase, SharedSession } from '../../store/shared.js';
@@ -18,7 +19,7 @@ export async function openRecorder(config: RunConfig, say: Messages): Promise<Ru
   return sqliteLog(config, say);
 }
 
-type Opener<K extends LockKind> = (config: RunConfig, lock: Extract<LockSpec, { kind: K }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal) => Promise<Gate>;
+type Opener<K extends LockKind> = (config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: K }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal) => Promise<Gate>;
 
 // The gate of each kind of lock: one of this host's (or none) is taken first and the log
 // asked after; one in the fleet's database is taken by the log's admission statement, on a
@@ -46,7 +47,7 @@ async function localLockGate(config: RunConfig, lock: LockSpec, run: NewRun, opt
   return localGate(await openLockBackend(lock, say), log.recorder, run, config, options, say, counted(database, null, log));
 }
 
-async function sessionLockGate(config: RunConfig, lock: Extract<LockSpec, { kind: 'advisory' | 'named' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
+async function sessionLockGate(config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: 'advisory' | 'named' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
   const database = await dialectOf(lock.db).database(config, lock.db, say);
   // Without the lock's session nothing runs (69). The log alone can wait.
   const session = await database.connectLock(abort);
@@ -54,7 +55,7 @@ async function sessionLockGate(config: RunConfig, lock: Extract<LockSpec, { kind
   return statementGate(await database.sessionLock(session, lock), database, session, log, config, run, options, say);
 }
 
-async function leaseGate(config: RunConfig, lock: Extract<LockSpec, { kind: 'lease' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
+async function leaseGate(config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: 'lease' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
   const database = await dialectOf(lock.db).database(config, lock.db, say);
   const log = await openLog(config, database, null, say, abort);
   return statementGate(await database.leaseLock(log.store, log.recorder.openFailure, lock), database, null, log, config, run, options, say);
