@@ -3,20 +3,18 @@ import { openLockBackend } from '../../lock/index.js';
 import type { LockKind, LockSpec } from '../../lock/lock-spec.js';
 import type { DatabaseConfig } from '../../store/database-config.js';
 import { dialectOf } from '../../store/dialects.js';
-import { isShared } from '../../store/log-spec.js';
 import type { DatabaseLock, SharedDatabase, SharedSession } from '../../store/shared.js';
 import type { NewRun } from '../../store/types.js';
 import type { Messages } from '../../util/io.js';
 import type { RunRecorder } from '../recorder.js';
 import { type Gate, type GateOptions, NONE, type RoundTrips } from './gate.js';
 import { localGate } from './local.js';
-import { type OpenedLog, sharedLog, sqliteLog } from './log-open.js';
+import { type OpenedLog, openLog } from './log-open.js';
 import { databaseGate } from './statement.js';
 
 // The run log alone, for an attempt that never takes a lock (126/127).
 export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
-  if (isShared(config.log)) return (await sharedLog(config, say, await dialectOf(config.log.db).database(config, config.log.db, say), null)).recorder;
-  return sqliteLog(config, say);
+  return (await openLog(config, say, { database: null, session: null })).recorder;
 }
 
 type Opener<K extends LockKind> = (config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: K }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal) => Promise<Gate>;
@@ -41,39 +39,33 @@ export function openGate(config: RunConfig, run: NewRun, options: GateOptions, s
 }
 
 async function localLockGate(config: RunConfig, lock: LockSpec, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
-  if (!isShared(config.log)) return localGate(await openLockBackend(lock, say), await sqliteLog(config, say), run, config, options, say, () => NONE);
-  const database = await dialectOf(config.log.db).database(config, config.log.db, say);
-  const log = await sharedLog(config, say, database, null, abort);
-  return localGate(await openLockBackend(lock, say), log.recorder, run, config, options, say, counted(database, null, log));
+  const log = await openLog(config, say, { database: null, session: null, abort });
+  return localGate(await openLockBackend(lock, say), log.recorder, run, config, options, say, counted(null, log));
 }
 
 async function sessionLockGate(config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: 'advisory' | 'named' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
   const database = await dialectOf(lock.db).database(config, lock.db, say);
   // Without the lock's session nothing runs (69). The log alone can wait.
   const session = await database.connectLock(abort);
-  const log = await openLog(config, database, session, say, abort);
+  const log = await openLog(config, say, { database, session, abort });
   return statementGate(await database.sessionLock(session, lock), database, session, log, config, run, options, say);
 }
 
 async function leaseGate(config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: 'lease' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
   const database = await dialectOf(lock.db).database(config, lock.db, say);
-  const log = await openLog(config, database, null, say, abort);
+  const log = await openLog(config, say, { database, session: null, abort });
   return statementGate(await database.leaseLock(log.store, log.recorder.openFailure, lock), database, null, log, config, run, options, say);
 }
 
-// The shared log on the lock's session, or the embedded one beside a database lock.
-async function openLog(config: RunConfig, database: SharedDatabase, session: SharedSession | null, say: Messages, abort: AbortSignal): Promise<OpenedLog> {
-  if (isShared(config.log)) return sharedLog(config, say, database, session, abort);
-  return { recorder: await sqliteLog(config, say), store: null };
-}
-
 function statementGate(dbLock: DatabaseLock, database: SharedDatabase, session: SharedSession | null, log: OpenedLog, config: RunConfig, run: NewRun, options: GateOptions, say: Messages): Gate {
-  return databaseGate(dbLock, database, log, run, config, options, say, counted(database, session, log));
+  return databaseGate(dbLock, database, log, run, config, options, say, counted(session, log));
 }
 
 // The round trips of every session the run used: the lock's, the log's, and those the log
 // reopened after losing one.
-function counted(database: SharedDatabase, lockSession: SharedSession | null, log: OpenedLog): () => RoundTrips {
+function counted(lockSession: SharedSession | null, log: OpenedLog): () => RoundTrips {
+  const database = log.database;
+  if (!database) return () => NONE;
   const sessions = () => [lockSession, log.store?.session, ...log.recorder.reopenedSessions].filter((s, i, all) => s && all.indexOf(s) === i) as SharedSession[];
   return () => sessions().reduce((n, s) => ({ database: n.database, statements: n.statements + s.roundTrips, heartbeats: n.heartbeats + s.heartbeats }), { ...NONE, database: database.name });
 }
