@@ -5,20 +5,20 @@ import { cronguard, ROOT } from '../helpers.js';
 import { mysqlQuery, mysqlSandbox } from '../mysql-helpers.js';
 import { databaseUrl, pgSandbox } from '../pg-helpers.js';
 
-// The README's two recipes for schedules as data, run as written (in this test's schema or
+// docs/schedules.md's two recipes for schedules as data, run as written (in this test's schema or
 // database), end to end: the application's own table, the SQL, the run lines.
-function readmeBlocks(heading: string, language: string): string[] {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const from = readme.indexOf(heading);
-  const section = readme.slice(from, readme.indexOf('\n### ', from));
+function pageBlocks(heading: string, language: string): string[] {
+  const page = readFileSync(join(ROOT, 'docs/schedules.md'), 'utf8');
+  const from = page.indexOf(heading);
+  const section = page.slice(from, page.indexOf('\n### ', from));
   return [...section.matchAll(new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\``, 'g'))].map((m) => m[1] as string);
 }
 
-describe('schedules as data: the README recipes', () => {
+describe('schedules as data: the recipes of docs/schedules.md', () => {
   it('job kinds at intervals the application changes (PostgreSQL trigger), with a run-now button', async () => {
     const box = pgSandbox();
     expect((await cronguard(['migrate'], box.env)).code).toBe(0);
-    const [trigger, uses] = readmeBlocks('#### Recipe: job kinds at intervals', 'sql').map((b) => b.replaceAll('cronguard.', `"${box.schema}".`));
+    const [trigger, uses] = pageBlocks('### Recipe: job kinds at intervals', 'sql').map((b) => b.replaceAll('cronguard.', `"${box.schema}".`));
     const { Client } = (await import('pg')).default;
     const client = new Client({ connectionString: databaseUrl() });
     await client.connect();
@@ -49,7 +49,7 @@ describe('schedules as data: the README recipes', () => {
     const box = mysqlSandbox();
     const D = `\`${box.database}\``;
     expect((await cronguard(['migrate'], box.env)).code).toBe(0);
-    const [fill] = readmeBlocks('#### Recipe: crontab-like schedules', 'sql').map((b) => b.replaceAll('cronguard.', `${D}.`).replaceAll(/\bCmdSchedule\b/g, `${D}.CmdSchedule`));
+    const [fill] = pageBlocks('### Recipe: crontab-like schedules', 'sql').map((b) => b.replaceAll('cronguard.', `${D}.`).replaceAll(/\bCmdSchedule\b/g, `${D}.CmdSchedule`));
     await mysqlQuery(`CREATE TABLE ${D}.CmdSchedule (JobName VARCHAR(100) PRIMARY KEY, Minute VARCHAR(20), Hour VARCHAR(20), MonthDay VARCHAR(20), WeekDay VARCHAR(20))`);
     await mysqlQuery(`INSERT INTO ${D}.CmdSchedule VALUES ('backup', '30', '2', NULL, '1-5'), ('invoice', '*/5', NULL, NULL, NULL), ('broken', '61', NULL, NULL, NULL)`);
     for (const statement of (fill as string).split(/;\s*$/m).filter((t) => t.trim() !== '')) await mysqlQuery(statement);

@@ -61,12 +61,12 @@ export function cookiesOf(answer: Answer): string {
 
 export const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
 
-// The README's nginx server block (the one under "Behind a reverse proxy"), so that the
-// configuration the README shows is the one tested.
-export function readmeNginx(): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const block = /```nginx\n([\s\S]*?)```/.exec(readme)?.[1];
-  if (!block) throw new Error('README.md has no ```nginx block');
+// docs/web-page.md's nginx server block (the one under "Behind a reverse proxy"), so that
+// the configuration the page shows is the one tested.
+export function docsNginx(): string {
+  const page = readFileSync(join(ROOT, 'docs/web-page.md'), 'utf8');
+  const block = /```nginx\n([\s\S]*?)```/.exec(page)?.[1];
+  if (!block) throw new Error('docs/web-page.md has no ```nginx block');
   return block;
 }
 
@@ -81,10 +81,10 @@ export interface Nginx {
   readonly ca: string;
 }
 
-// A real nginx in front of `upstream` (a cronguard serve URL), as the README configures
+// A real nginx in front of `upstream` (a cronguard serve URL), as docs/web-page.md configures
 // it, with TLS under a self-signed certificate made here: its own prefix and configuration
 // in the sandbox, one process (no daemon, no master), a free port of 127.0.0.1. `edit`
-// changes the README's server block (for a variant).
+// changes the page's server block (for a variant).
 export async function nginx(box: Sandbox, upstream: string, edit: (block: string) => string = (b) => b): Promise<Nginx> {
   const prefix = mkdtempSync(join(box.dir, 'nginx-'));
   const path = (name: string) => join(prefix, name);
@@ -94,7 +94,7 @@ export async function nginx(box: Sandbox, upstream: string, edit: (block: string
     '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
   const port = await freePort();
   const upstreamPort = new URL(upstream).port;
-  const block = edit(readmeNginx())
+  const block = edit(docsNginx())
     .replace(/listen 443 ssl;/, `listen 127.0.0.1:${port} ssl;`)
     .replace(/ssl_certificate .*;/, `ssl_certificate ${cert};`)
     .replace(/ssl_certificate_key .*;/, `ssl_certificate_key ${key};`)

@@ -5,13 +5,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines, ROOT, spooled, start, waitFor } from '../helpers.js';
 import { databaseUrl, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
-// The README's least-privilege SQL, run as written, with this test's names: roles are
+// docs/fleet-postgres.md's least-privilege SQL, run as written, with this test's names: roles are
 // global to the server, so each test gets its own.
-function readmeGrants(schema: string, suffix: string): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('### Least-privilege roles'));
+function pageGrants(schema: string, suffix: string): string {
+  const page = readFileSync(join(ROOT, 'docs/fleet-postgres.md'), 'utf8');
+  const section = page.slice(page.indexOf('### Least-privilege roles'));
   const block = /```sql\n([\s\S]*?)```/.exec(section)?.[1];
-  if (!block) throw new Error('README has no least-privilege SQL block');
+  if (!block) throw new Error('docs/fleet-postgres.md has no least-privilege SQL block');
   return block
     .replace(/\bcronguard_owner\b/g, `owner_${suffix}`)
     .replace(/\bcronguard\b/g, `"${schema}"`)
@@ -33,7 +33,7 @@ async function roles() {
   const suffix = randomBytes(4).toString('hex');
   const names = { owner: `owner_${suffix}`, cron: `cron_${suffix}`, dash: `dash_${suffix}`, none: `none_${suffix}` };
   created.push(...Object.values(names));
-  await sql(readmeGrants(box.schema, suffix));
+  await sql(pageGrants(box.schema, suffix));
   await sql(`CREATE ROLE ${names.none} LOGIN PASSWORD 'pw'`);
   const as = (role: string) => {
     const url = new URL(databaseUrl());
@@ -46,7 +46,7 @@ async function roles() {
 }
 
 
-describe('least-privilege roles, as the README sets them up', () => {
+describe('least-privilege roles, as docs/fleet-postgres.md sets them up', () => {
   it('the cron role records runs under either lock, and may run migrate on a current schema', async () => {
     const { box, names, as } = await roles();
     const job = box.job('cron');
