@@ -17,7 +17,7 @@ if [ "$(id -u)" = 0 ]; then PREFIX=${PREFIX:-/usr/local}; else PREFIX=${PREFIX:-
 DESTDIR=${DESTDIR:-}
 libdir=$PREFIX/lib/cronguard
 bindir=$PREFIX/bin
-mandir=$PREFIX/share/man/man1
+mandir=$PREFIX/share/man
 # systemd-tmpfiles makes root's shared lock directory again at every boot (/run is a tmpfs).
 case $PREFIX in
   /usr | /usr/local) tmpfiles=$PREFIX/lib/tmpfiles.d/cronguard.conf ;;
@@ -44,12 +44,21 @@ if [ "${1:-}" = --uninstall ]; then
   }
   created=
   [ -f "$DESTDIR$created_list" ] && created=$(cat "$DESTDIR$created_list")
-  for file in "$DESTDIR$bindir/cronguard" "$DESTDIR$bindir/cronguard.new" "$DESTDIR$mandir/cronguard.1" "$DESTDIR$tmpfiles"; do
+  for file in "$DESTDIR$bindir/cronguard" "$DESTDIR$bindir/cronguard.new" "$DESTDIR$tmpfiles"; do
     if [ -e "$file" ] || [ -L "$file" ]; then
       rm -f "$file"
       gone "$file"
     fi
   done
+  # The man pages, in one line: cronguard(1), one per subcommand, cronguard.conf(5).
+  pages=0
+  for file in "$DESTDIR$mandir"/man1/cronguard.1 "$DESTDIR$mandir"/man1/cronguard-*.1 "$DESTDIR$mandir/man5/cronguard.conf.5"; do
+    if [ -e "$file" ] || [ -L "$file" ]; then
+      rm -f "$file"
+      pages=$((pages + 1))
+    fi
+  done
+  [ "$pages" = 0 ] || gone "$pages man pages from $DESTDIR$mandir"
   # libdir.new is what an interrupted install leaves.
   for dir in "$DESTDIR$libdir" "$DESTDIR$libdir.new"; do
     if [ -e "$dir" ] || [ -L "$dir" ]; then
@@ -110,7 +119,8 @@ stage=$DESTDIR$libdir.new
 rm -rf "$stage"
 make_dir "$(dirname "$libdir")"
 make_dir "$bindir"
-make_dir "$mandir"
+make_dir "$mandir/man1"
+make_dir "$mandir/man5"
 mkdir -p "$stage/node_modules"
 # As root, a real install is a system install too (below); the tmpfiles.d directory it may
 # make is noted with the rest, so that --uninstall removes it once empty.
@@ -156,8 +166,12 @@ exec '$node' -- '$libdir/dist/cronguard.cjs' "\$@"
 LAUNCHER
 chmod 755 "$launcher.new"
 mv "$launcher.new" "$launcher"
-cp man/cronguard.1 "$DESTDIR$mandir/cronguard.1"
-chmod 644 "$DESTDIR$mandir/cronguard.1"
+# cronguard(1), a page per subcommand (cronguard-serve(1)...) and cronguard.conf(5).
+for page in man/*.1 man/*.5; do
+  section=${page##*.}
+  cp "$page" "$DESTDIR$mandir/man$section/${page##*/}"
+  chmod 644 "$DESTDIR$mandir/man$section/${page##*/}"
+done
 
 # The group whose members share root's locks and run log (README, "Who shares a lock"), and
 # root's directories made for it now: setgid, so that what anyone makes there belongs to

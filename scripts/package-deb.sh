@@ -15,7 +15,7 @@ trap 'rm -rf "$root"' EXIT
 umask 022
 
 lib=$root/usr/lib/cronguard
-mkdir -p "$lib/scripts" "$root/usr/bin" "$root/usr/share/man/man1" "$root/usr/share/doc/cronguard" \
+mkdir -p "$lib/scripts" "$root/usr/bin" "$root/usr/share/man/man1" "$root/usr/share/man/man5" "$root/usr/share/doc/cronguard" \
   "$root/etc" "$root/usr/lib/tmpfiles.d" "$root/usr/lib/systemd/system" "$root/DEBIAN"
 cp -R dist "$lib/dist"
 rm -rf "$lib/dist/cache" "$lib/dist/node" "$lib/dist"/*.deb
@@ -36,7 +36,8 @@ defer=$(sed -n '/^if \[ -n "${NODE_EXTRA_CA_CERTS-}" \]; then$/,/^fi$/p' bin/cro
 printf '#!/bin/sh\n%s\nexec /usr/bin/node -- /usr/lib/cronguard/dist/cronguard.cjs "$@"\n' "$defer" > "$root/usr/bin/cronguard"
 chmod 755 "$root/usr/bin/cronguard"
 
-gzip -9n < man/cronguard.1 > "$root/usr/share/man/man1/cronguard.1.gz"
+# cronguard(1), a page per subcommand (cronguard-serve(1)...) and cronguard.conf(5).
+for page in man/*.1 man/*.5; do gzip -9n < "$page" > "$root/usr/share/man/man${page##*.}/${page##*/}.gz"; done
 cp packaging/deb/copyright "$root/usr/share/doc/cronguard/copyright"
 date=$(date -R -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")
 printf 'cronguard (%s) unstable; urgency=medium\n\n  * Release %s.\n\n -- cronguard maintainers <cronguard@example.org>  %s\n' \

@@ -42,6 +42,8 @@ async function install(project: string, env: NodeJS.ProcessEnv): Promise<void> {
 
 const uninstall = (project: string, env: NodeJS.ProcessEnv) => run(join(project, 'install.sh'), ['--uninstall'], env);
 const said = (result: Finished) => result.stderr.split('\n').filter(Boolean);
+// cronguard(1), a page per subcommand, cronguard.conf(5): said in one line when removed.
+const MAN_PAGES = readdirSync(join(ROOT, 'man')).length;
 
 describe('install.sh given arguments it does not know', () => {
   it.each([
@@ -81,8 +83,12 @@ describe('install.sh --uninstall', () => {
     await install(project, env);
     await install(project, env);
     expect(tree(root)).toEqual(
-      expect.arrayContaining(['opt/cg/bin/cronguard', 'opt/cg/lib/cronguard/dist/cronguard.cjs', 'opt/cg/share/man/man1/cronguard.1']),
+      expect.arrayContaining(['opt/cg/bin/cronguard', 'opt/cg/lib/cronguard/dist/cronguard.cjs', 'opt/cg/share/man/man1/cronguard.1', 'opt/cg/share/man/man1/cronguard-serve.1', 'opt/cg/share/man/man5/cronguard.conf.5']),
     );
+    // man finds each page: the run line's, a subcommand's, the configuration file's.
+    for (const page of [['cronguard'], ['cronguard-serve'], ['cronguard-enable'], ['5', 'cronguard.conf']]) {
+      expect(await run('man', ['-w', ...page], { ...box.env, MANPATH: at('share/man') }), page.join(' ')).toMatchObject({ code: 0 });
+    }
     // The installed launcher hands NODE_EXTRA_CA_CERTS over as the development one does
     // (test/run/extra-ca.test.ts runs that one).
     const handOver = /^if \[ -n "\$\{NODE_EXTRA_CA_CERTS-\}" \]; then\n[\s\S]*?\nfi\n/m;
@@ -97,8 +103,9 @@ describe('install.sh --uninstall', () => {
     expect(removed).toMatchObject({ code: 0, stdout: '' });
     expect(said(removed)).toEqual([
       `install.sh: removed ${at('bin/cronguard')}`,
-      `install.sh: removed ${at('share/man/man1/cronguard.1')}`,
+      `install.sh: removed ${MAN_PAGES} man pages from ${at('share/man')}`,
       `install.sh: removed ${at('lib/cronguard')}`,
+      `install.sh: removed ${at('share/man/man5')}`,
       `install.sh: removed ${at('share/man/man1')}`,
       `install.sh: removed ${at('share/man')}`,
       `install.sh: removed ${at('lib')}`,
@@ -122,8 +129,9 @@ describe('install.sh --uninstall', () => {
     const at = (path: string) => join(root, path);
     expect(said(removed)).toEqual([
       `install.sh: removed ${at('opt/cronguard/bin/cronguard')}`,
-      `install.sh: removed ${at('opt/cronguard/share/man/man1/cronguard.1')}`,
+      `install.sh: removed ${MAN_PAGES} man pages from ${at('opt/cronguard/share/man')}`,
       `install.sh: removed ${at('opt/cronguard/lib/cronguard')}`,
+      `install.sh: removed ${at('opt/cronguard/share/man/man5')}`,
       `install.sh: removed ${at('opt/cronguard/share/man/man1')}`,
       `install.sh: removed ${at('opt/cronguard/share/man')}`,
       `install.sh: removed ${at('opt/cronguard/share')}`,
