@@ -12,8 +12,20 @@ describe('help and usage', () => {
 
   it('--help lists every subcommand', async () => {
     const { stdout } = await cronguard(['--help'], sandbox().env);
-    const listed = stdout.slice(stdout.indexOf('Subcommands')).match(/^ {2}[a-z]+/gm)?.map((s) => s.trim()) ?? [];
+    const listed = stdout.slice(stdout.indexOf('Subcommands (')).match(/^ {2}[a-z]+/gm)?.map((s) => s.trim()) ?? [];
     expect(new Set([...listed, 'enable'])).toEqual(new Set(SUBCOMMANDS));
+  });
+
+  it('its first 80x24 screen holds the options most crontab lines need and every subcommand', async () => {
+    const { stdout } = await cronguard(['--help'], sandbox().env);
+    const screen = stdout.split('\n').slice(0, 24).join('\n');
+    for (const option of ['--name', '--timeout', '--quiet', '--wait', '--db', '--min-interval', '--every']) expect(screen).toContain(option);
+    const names = screen.slice(screen.indexOf('Subcommands:')).split(/\s+/);
+    expect(SUBCOMMANDS.filter((name) => !names.includes(name))).toEqual([]);
+    // Then every option, by group, each group under its heading.
+    for (const heading of ['The lock:', 'Timing and retries:', 'Output and outcome:', 'The run log:', 'Alerts and monitoring:', 'A fleet (PostgreSQL, MySQL/MariaDB):']) {
+      expect(stdout.slice(screen.length)).toContain(`\n${heading}\n`);
+    }
   });
 
   it.each(SUBCOMMANDS)('`cronguard help %s` is that subcommand\'s own --help', async (name) => {
