@@ -173,7 +173,7 @@ for page in man/*.1 man/*.5; do
   chmod 644 "$DESTDIR$mandir/man$section/${page##*/}"
 done
 
-# The group whose members share root's locks and run log (README, "Who shares a lock"), and
+# The group whose members share root's locks and run log (docs/locks.md, "Who shares a lock"), and
 # root's directories made for it now: setgid, so that what anyone makes there belongs to
 # the group; sticky, so that a member can rename or remove only its own files. Only for a
 # real install as root: a staged one (DESTDIR) leaves the system to its package.

@@ -31,7 +31,7 @@ export interface StoreBox extends Sandbox {
   // Finished runs written straight into the log (after `cronguard migrate`), for tests that
   // need known durations, statuses and ages.
   insertRuns(rows: readonly SeedRun[]): Promise<void>;
-  // A job's schedule set as README tells a web application to (null clears it).
+  // A job's schedule set as docs/fleet-mysql.md tells a web application to (null clears it).
   setSchedule(job: string, spec: string | null): Promise<void>;
 }
 
@@ -140,7 +140,7 @@ export function storeBox(kind: StoreKind): StoreBox {
   };
 }
 
-// MySQL's log in a throwaway database, written as the README tells a web application to.
+// MySQL's log in a throwaway database, written as docs/fleet-mysql.md tells a web application to.
 function mysqlStoreBox(): StoreBox & { readonly database: string } {
   const box = mysqlSandbox();
   const D = `\`${box.database}\``;
@@ -174,7 +174,7 @@ function mysqlStoreBox(): StoreBox & { readonly database: string } {
       await mysqlQuery(`INSERT IGNORE INTO ${D}.jobs (name) VALUES (?)`, [job]);
       await mysqlQuery(`UPDATE ${D}.jobs SET schedule = ? WHERE name = ?`, [spec, job]);
     },
-    // As the README tells a web application: InnoDB may pick the INSERT as a deadlock's
+    // As docs/fleet-mysql.md tells a web application: InnoDB may pick the INSERT as a deadlock's
     // victim (1213) while an admission claims the job's requests; nothing was inserted, so
     // it is sent again (seen once in CI).
     request: async (job, args = []) => {

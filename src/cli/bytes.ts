@@ -19,7 +19,7 @@ export function refuseNonUtf8Arguments(args: readonly string[]): void {
   const own = raw.slice(raw.length - args.length);
   const bad = own.findIndex((bytes) => !isUtf8(bytes));
   if (bad < 0) return;
-  throw new CronguardError(`argument ${bad + 1} ('${shown(own[bad] as Buffer)}') ${REFUSED} (with -c, printf can make the bytes; see the README)`, EXIT.usage);
+  throw new CronguardError(`argument ${bad + 1} ('${shown(own[bad] as Buffer)}') ${REFUSED} (with -c, printf can make the bytes; see man cronguard)`, EXIT.usage);
 }
 
 // The environment the command inherits. One read of a few kilobytes per run.

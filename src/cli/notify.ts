@@ -22,7 +22,7 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 // shared lock): an hour is already more than anyone should want.
 const MAX_TIMEOUT_MS = 3_600_000;
 
-// `noLog`: --no-log, whose runs have no log to keep a streak in (see README, "Alerts
+// `noLog`: --no-log, whose runs have no log to keep a streak in (see docs/alerts.md, "Alerts
 // without mail"): a notifier asked for on the same command line is a contradiction (64);
 // one from the environment or a configuration file notifies of every failure.
 // `warn`: hears why a notifier from the environment or a configuration file is left out.

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describeUser, euid, nameOf } from '../util/sharing.js';
 
 // A local lock is its owner's (and root's, shared with the group cronguard): root and two other
-// users each running `cronguard -n task` run at once, as README's "Who shares a lock" says,
+// users each running `cronguard -n task` run at once, as docs/locks.md's "Who shares a lock" says,
 // and a person who wants "never twice on this host, whoever starts it" finds out after the
 // fact. At a terminal only (never under cron, never costing a plain run anything), a job that
 // another user also runs under a lock of its own is named in one line, with the fix.

@@ -40,7 +40,7 @@ function requester(store, { env, databaseUrl, schema, mysqlUrl }) {
   };
 }
 
-// The README's plain INSERT, as a PHP application sends it (the loop polls: no NOTIFY).
+// The docs/fleet-mysql.md's plain INSERT, as a PHP application sends it (the loop polls: no NOTIFY).
 function mysqlRequester(url, database) {
   const u = new URL(url);
   const ready = import('mysql2/promise').then(({ createConnection }) =>

@@ -121,7 +121,7 @@ describe('configuration files that are not plain files', () => {
     expect(existsSync(box.path('ran'))).toBe(false);
   });
 
-  it('strips trailing comments, as in the README\'s example', () => {
+  it('strips trailing comments, as in docs/configuration.md\'s example', () => {
     const { settings } = files('database_url = postgres://cron@db.internal/ops   # /etc/cronguard.conf\nschema = "a#b" # quoted\n', null);
     expect(settings.get('database_url')?.value).toBe('postgres://cron@db.internal/ops');
     expect(settings.get('schema')?.value).toBe('a#b');

@@ -29,7 +29,7 @@ describe.each(STORES)('status at a glance (%s)', (kind) => {
     expect(recent).toHaveLength(50);
     expect(recent.map((r) => r.id)).toEqual([...recent.map((r) => r.id)].sort((a, b) => a - b));
     const durations = seed.slice(10).map((r) => r.durationMs).sort((a, b) => a - b);
-    // MySQL counts only the runs cronguard records (it has no trigger: README, "Where MySQL
+    // MySQL counts only the runs cronguard records (it has no trigger: docs/fleet-mysql.md, "Where MySQL
     // differs"); these were inserted by hand.
     const totals = kind === 'mysql' ? {} : { runs_total: { succeeded: 45, failed: 15 } };
     expect(status).toMatchObject({

@@ -7,7 +7,7 @@ export interface MysqlBox extends MysqlSandbox {
   // The database, quoted for statements.
   readonly D: string;
   rows<R = RowDataPacket>(sql: string, params?: unknown[]): Promise<R[]>;
-  // A request made as the README tells a web application to make it: the plain INSERT.
+  // A request made as docs/fleet-mysql.md tells a web application to make it: the plain INSERT.
   request(job: string, args?: string[], by?: string): Promise<number>;
   request_(id: number): Promise<{ status: string; run_id: number | null; exit_code: number | null; args: string[] }>;
 }

@@ -28,7 +28,7 @@ describe('subcommands as an account with too few privileges (MySQL)', () => {
       const result = await cronguard(args, env);
       expect(result.code, args.join(' ')).toBe(77);
       expect(result.stdout).toBe('');
-      expect(result.stderr).toMatch(/^cronguard \w+: MySQL: [^\n]*command denied[^\n]*; see the README's grants\n$/);
+      expect(result.stderr).toMatch(/^cronguard \w+: MySQL: [^\n]*command denied[^\n]*; see Grants in man cronguard\n$/);
     }
   });
 });

@@ -6,7 +6,7 @@ import { mysqlQuery, mysqlUrl } from '../mysql-helpers.js';
 import { mysqlBox } from './mysql-box.js';
 
 // `cronguard migrate --group ACCOUNT` on MySQL/MariaDB: the web application's user (or a role
-// it has) may queue requests (the README's INSERT, or `cronguard request`), cancel one and
+// it has) may queue requests (docs/fleet-mysql.md's INSERT, or `cronguard request`), cancel one and
 // follow them and their runs, and nothing more.
 const created: string[] = [];
 afterEach(async () => {
@@ -47,7 +47,7 @@ describe('migrate --group with MySQL', () => {
       expect(await cronguard(['request', '--cancel', '3'], web.env(box.env))).toMatchObject({ code: 0, stderr: 'cronguard: request 3 cancelled\n' });
       await expect(client.query(`UPDATE ${box.D}.requests SET args = JSON_ARRAY('x')`)).rejects.toThrow(/command denied/);
       await expect(client.query(`DELETE FROM ${box.D}.runs`)).rejects.toThrow(/command denied/);
-      // A job's schedule, as the README's statement sets it; not its command or pause.
+      // A job's schedule, as docs/fleet-mysql.md's statement sets it; not its command or pause.
       await client.query(`INSERT IGNORE INTO ${box.D}.jobs (name) VALUES (?)`, [job]);
       await client.query(`UPDATE ${box.D}.jobs SET schedule = 'every 2h' WHERE name = ?`, [job]);
       expect(await cronguard(['schedule', job], web.env(box.env))).toMatchObject({ code: 0, stdout: 'every 2h\n' });

@@ -93,7 +93,7 @@ describe('subcommands on a MySQL log', () => {
     expect(listed).toEqual([{ job, lock: 'mysql', key: mysqlLockName(box.database, job), host: null, pid: null, run_id: null, since: null, holder_pid: null, verified: true }]);
   });
 
-  it('locks shows a job held off by an application holding its GET_LOCK name (the README\'s SQL)', async () => {
+  it('locks shows a job held off by an application holding its GET_LOCK name (docs/fleet-mysql.md\'s SQL)', async () => {
     const box = mysqlBox();
     const job = box.job('held-off');
     await cronguard(['-n', job, '--', 'true'], box.env);
@@ -140,7 +140,7 @@ describe('subcommands on a MySQL log', () => {
     for (const args of [['history'], ['logs', 'x'], ['locks'], ['status']]) {
       const result = await cronguard(args, box.env);
       expect(result).toMatchObject({ code: 1, stdout: '' });
-      expect(result.stderr).toMatch(new RegExp(`^cronguard [a-z]+: no run log in database ${box.database} at \\S+ \\(nothing was recorded there, or this user may not read it: see the README's grants\\)\\n$`));
+      expect(result.stderr).toMatch(new RegExp(`^cronguard [a-z]+: no run log in database ${box.database} at \\S+ \\(nothing was recorded there, or this user may not read it: see Grants in man cronguard\\)\\n$`));
     }
     expect(await box.rows('SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?', [box.database])).toEqual([]);
     const current = `run log schema at version ${MYSQL_MIGRATIONS.length}\n`;

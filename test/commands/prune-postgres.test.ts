@@ -31,7 +31,7 @@ describe.each(STORES)('prune (%s)', (kind) => {
     expect(ids(after, a)).toEqual([aIds[5], aIds[6]]);
     expect(ids(after, b)).toEqual(ids(before, b).slice(1));
     const totals = JSON.parse((await cronguard(['status', a, '--json'], box.env)).stdout)[0].runs_total;
-    // MySQL counts only the runs cronguard records (it has no trigger: README, "Where MySQL
+    // MySQL counts only the runs cronguard records (it has no trigger: docs/fleet-mysql.md, "Where MySQL
     // differs"); these were inserted by hand, so it has none to keep.
     expect(totals).toEqual(kind === 'mysql' ? {} : { succeeded: 2, failed: 4 });
   });

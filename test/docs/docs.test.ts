@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -193,5 +194,11 @@ describe('README and docs/', () => {
     expect(subcommands.filter((name) => !pages.includes(`cronguard-${name}.1`))).toEqual([]);
     const conf = text('man/cronguard.conf.5').replace(/\\-/g, '-');
     expect(Object.entries(SETTING_ENV).filter(([key, variable]) => !conf.includes(key) || !conf.includes(variable))).toEqual([]);
+  });
+
+  it('docs/troubleshooting.md has every error line the source throws, by exit code', () => {
+    // node scripts/troubleshooting.mjs rewrites the page from the source.
+    const page = execFileSync(process.execPath, [join(ROOT, 'scripts/troubleshooting.mjs'), '--print'], { encoding: 'utf8' });
+    expect(text('docs/troubleshooting.md')).toBe(page);
   });
 });

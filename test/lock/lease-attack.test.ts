@@ -56,7 +56,7 @@ describe('-l lease attacked', () => {
     await waitFor(() => lines(second).length > 0, 'the second command to start');
     const ended = await holder.done;
     expect(ended.code).toBe(75);
-    // cronguard's one line, as the README quotes it (the shell of the command may say it was
+    // cronguard's one line, as docs/postgres-ha.md quotes it (the shell of the command may say it was
     // Terminated).
     const said = new RegExp(`^cronguard: ${job}: lock lost: lease of -?\\d+ \\(epoch \\d+\\): taken over or broken \\(no longer this holder's\\); command terminated after \\S+ \\(run 1; cronguard logs 1\\)$`);
     expect(ended.stderr.split('\n').filter((l) => l.startsWith('cronguard'))).toEqual([expect.stringMatching(said)]);

@@ -7,7 +7,7 @@ import { pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 // -l lease, an admission answered later than the lease may go unrenewed (0.6 of the ttl,
 // 6 s at 10 s): a starved machine or a slow pooler. The holder, with nothing run yet, asks
 // its database whether the lease is still its own. Untaken, the command runs; taken over or
-// broken meanwhile, exit 75 (README's exit codes: "or before the command could start
+// broken meanwhile, exit 75 (docs/exit-codes.md's exit codes: "or before the command could start
 // (nothing ran)").
 describe('-l lease, an admission answered late', () => {
   // The admission's reply held 6.5 s (more on a busy machine, which changes nothing); `meanwhile` runs then.

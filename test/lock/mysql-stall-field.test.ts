@@ -31,7 +31,7 @@ describe('a mysql lock holder that stalls', () => {
 
   // Issue 35, item 9: stopped past the watchdog's 20 s but not the server's minute, then let go
   // on: the watchdog killed the command, and the wrapper, finding it SIGKILLed, recorded it
-  // `killed`, 137, though README promises the run is lost: 75, `lock_lost`.
+  // `killed`, 137, though docs/fleet-mysql.md promises the run is lost: 75, `lock_lost`.
   it('stopped past the watchdog but not the server\'s minute, then continued: the run is lock_lost, 75, the command dead', async () => {
     const box = mysqlSandbox();
     const job = box.job('paused');

@@ -6,7 +6,7 @@ import { BINARY, fixture, lines, release, waitFor } from '../helpers.js';
 import { type Cast, newCast } from './users.js';
 
 // A local lock is its owner's: root and a user each running `cronguard -n task` run at once
-// (README, "Who shares a lock"). At a terminal, such a run says so in one line, with the fix;
+// (docs/locks.md, "Who shares a lock"). At a terminal, such a run says so in one line, with the fix;
 // under cron it says nothing. A --lock-file another user made in a directory every user may
 // write to says where a shared one can be (issue 36, item 12).
 const root = process.geteuid?.() === 0;

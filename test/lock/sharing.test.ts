@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { fixture, lines, release, waitFor } from '../helpers.js';
 import { type Cast, newCast, type TestHost, type User } from './users.js';
 
-// Who shares a local lock (README, "Who shares a lock"): root, the lock's owner and the
+// Who shares a local lock (docs/locks.md, "Who shares a lock"): root, the lock's owner and the
 // members of the cronguard group; nobody else can hold a job's lock, and a stranger who
 // still can (an old lock file) is reported, not taken for a quiet night.
 const root = process.geteuid?.() === 0;

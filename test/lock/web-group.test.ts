@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { lines } from '../helpers.js';
 import { type Cast, newCast } from './users.js';
 
-// README, "From a web application" (SQLite): root's jobs, a web application running as
+// docs/requests.md, "From a web application" (SQLite): root's jobs, a web application running as
 // another user whose group root lets write requests with `cronguard migrate --group G`. The
 // web user is real to the kernel (TestHost), in group G and not in the cronguard group.
 const root = process.geteuid?.() === 0;
@@ -30,7 +30,7 @@ describe.skipIf(!root)('a web application as another user, through migrate --gro
     // makes them, which needs the directory.
     expect(host.sh('ls /var/lib/cronguard')).not.toContain('cronguard.db-wal');
 
-    // The README's statements, as the web application runs them, before any run.
+    // The docs/requests.md's statements, as the web application runs them, before any run.
     const inserted = host.shAs(web, `sqlite3 -cmd ".timeout 10000" ${DB} "INSERT INTO requests (job, args) VALUES ('report', json_array('april')) RETURNING id;"`);
     expect(inserted).toBe('1\nexit 0\n');
     expect(await host.run(web, ['request', 'report', '--by', 'shop', '--', 'may'])).toMatchObject({ code: 0, stdout: '2\n', stderr: '' });

@@ -14,7 +14,7 @@ describe('arguments and environment that are not UTF-8', () => {
     const result = await viaShell(`exec "$1" "$2" -- ${fixture('args.sh')} ${box.path('log')} ${LATIN1}`, box.env);
     expect(result).toMatchObject({ code: 64, stdout: '' });
     expect(result.stderr).toBe(
-      "cronguard: argument 4 ('caf\\xe9.csv') is not valid UTF-8, and cronguard passes what it is given on unchanged or not at all; nothing ran (with -c, printf can make the bytes; see the README)\n",
+      "cronguard: argument 4 ('caf\\xe9.csv') is not valid UTF-8, and cronguard passes what it is given on unchanged or not at all; nothing ran (with -c, printf can make the bytes; see man cronguard)\n",
     );
     expect(lines(box.path('log'))).toEqual([]);
     expect(runs(box.stateDir)).toEqual([]);

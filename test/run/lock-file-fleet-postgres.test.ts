@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines, release, start, waitFor } from '../helpers.js';
 import { databaseUrl, pgRuns, pgSandbox } from '../pg-helpers.js';
 
-// With the fleet's database in the configuration file (as README's fleet section advises),
+// With the fleet's database in the configuration file (as docs/fleet-postgres.md's fleet section advises),
 // a crontab line with --lock-file takes that flock and logs to the database: --lock-file
 // says which lock is wanted (issue 36, item 8: it was refused, 64, every minute).
 describe('--lock-file with a database configured', () => {

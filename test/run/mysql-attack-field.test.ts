@@ -169,7 +169,7 @@ describe('breaker: MySQL mode under faults', () => {
 
   // When the job's row stays locked by another transaction (a DBA's, a stuck writer's), the
   // admission gives up after its retries (~20 s) and the run goes on under the GET_LOCK alone,
-  // its record spooled, as with PostgreSQL: a log that cannot be asked never stops a job (README:
+  // its record spooled, as with PostgreSQL: a log that cannot be asked never stops a job (docs/guarantees.md:
   // "A run log that cannot be written never stops a job"), so a job paused in that log runs,
   // and an --on-request run runs as with a log that cannot answer, without a request.
   for (const [what, args, runs] of [

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { mysqlBox } from '../commands/mysql-box.js';
 import { cronguard, lines, start, waitFor } from '../helpers.js';
 
-// Requests on a MySQL log, end to end: made by `cronguard request` and by the README's plain
+// Requests on a MySQL log, end to end: made by `cronguard request` and by docs/fleet-mysql.md's plain
 // INSERT a web application sends, served by --on-request loops that poll (MySQL has no
 // NOTIFY), each once, with its arguments.
 
@@ -42,7 +42,7 @@ describe('requests on a MySQL log', () => {
       { id: 2, status: 'succeeded', run_id: 2, exit_code: 0, args: ["it's", '"quoted"'], requested_by: 'php' },
       { id: 1, status: 'succeeded', run_id: 1, exit_code: 0, args: ['a b', 'c'] },
     ]);
-    // The README's query for a request's outcome, as the web application polls it.
+    // The docs/fleet-mysql.md's query for a request's outcome, as the web application polls it.
     const [outcome] = await box.rows(
       `SELECT q.status, q.exit_code, r.output FROM ${box.D}.requests q LEFT JOIN ${box.D}.runs r ON r.id = q.run_id WHERE q.id = ?`,
       [bySql],

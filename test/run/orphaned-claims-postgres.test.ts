@@ -94,7 +94,7 @@ interface HeldLock {
 const NO_LOCK: HeldLock = { backend: 'none', key: null };
 
 // The lock a plain run of the job takes: flock in the sandbox's lock dir, PostgreSQL's
-// advisory key for the job in its schema (as the README computes it), or MySQL's GET_LOCK name.
+// advisory key for the job in its schema (as docs/fleet-postgres.md computes it), or MySQL's GET_LOCK name.
 async function jobLock(box: StoreBox, job: string): Promise<HeldLock> {
   if (box.kind === 'sqlite') return { backend: 'flock', key: join(box.lockDir, `${job}.lock`) };
   if (box.kind === 'mysql') return { backend: 'mysql', key: mysqlLockName(schemaOf(box), job) };

@@ -25,11 +25,11 @@ async function loginAndRun(front: { url: string; ca: string }, job: string, head
 }
 
 // Behind a real nginx with TLS (Debian's package; .ci/run installs it), configured as the
-// README's "Behind a reverse proxy" shows: the login, its cookie, forms and who asked.
+// docs/web-page.md's "Behind a reverse proxy" shows: the login, its cookie, forms and who asked.
 const title = NGINX ? 'serve behind nginx with TLS' : 'serve behind nginx with TLS (skipped: nginx is absent; apt-get install -y nginx)';
 describe.skipIf(!NGINX)(title, () => {
   for (const kind of STORES) {
-    it(`${kind}: the README's setup (token, --trust-proxy): bearer, a Secure login, Run now records the browser's address`, async () => {
+    it(`${kind}: docs/web-page.md's setup (token, --trust-proxy): bearer, a Secure login, Run now records the browser's address`, async () => {
       const box = storeBox(kind);
       const job = box.job('proxied');
       await cronguard(['-n', job, '--', 'true'], box.env);

@@ -42,7 +42,7 @@ describe('serve --read-only', () => {
     expect(open.stderr).toMatch(/is not ADDRESS:PORT/);
   });
 
-  it('serves pages with the read-only database role of the README', async () => {
+  it('serves pages with the read-only database role of docs/fleet-postgres.md', async () => {
     const box = pgSandbox();
     const job = box.job('dash');
     await cronguard(['-n', job, '--', 'echo', 'hi'], box.env);

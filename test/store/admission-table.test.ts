@@ -9,7 +9,7 @@ import { openStore, STORES, type StoreBox, storeBox } from '../stores.js';
 // One admission rule, three implementations (PostgreSQL's admit() in SQL, MySQL's and
 // SQLite's in TypeScript): the same table of cases, the same expected verdicts, against
 // each store. A case sets up what the log holds through the store's own interface (and
-// the SQL README gives a web application), then asks for one admission (issue 37, item 4).
+// the SQL docs/requests.md gives a web application), then asks for one admission (issue 37, item 4).
 
 const RULES: AdmitOptions = {
   oneRunPerTick: false, isGone: () => false, minIntervalMs: null, spacingMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null,

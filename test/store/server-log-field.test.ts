@@ -92,7 +92,7 @@ describe.skipIf(!hasCluster)('the server log stays quiet', () => {
     expect((await cronguard(['migrate'], e)).code).toBe(0);
     expect((await cronguard(['prune', '--older-than', '90d'], e)).code).toBe(0);
 
-    // The README's roles, the run role without DELETE: its daily prune, its reads, and a
+    // The docs/fleet-postgres.md's roles, the run role without DELETE: its daily prune, its reads, and a
     // `prune` it may not do (refused without a statement that fails).
     await admin([
       'CREATE ROLE cg_owner LOGIN', 'CREATE SCHEMA cg_roles AUTHORIZATION cg_owner', 'CREATE ROLE cg_run LOGIN',

@@ -72,7 +72,7 @@ export function answeredError(error: unknown): CronguardError | null {
   const errno = serverErrno(error);
   if (errno === null || typeof (error as { code?: unknown })?.code !== 'string') return null;
   const said = (error as { sqlMessage?: string }).sqlMessage ?? (error as Error).message;
-  return isPrivilegeError(error) ? new PermissionError(`MySQL: ${said}; see the README's grants`) : new UnavailableError(`MySQL: ${said} (error ${errno})`);
+  return isPrivilegeError(error) ? new PermissionError(`MySQL: ${said}; see Grants in man cronguard`) : new UnavailableError(`MySQL: ${said} (error ${errno})`);
 }
 
 export function isBusyError(error: unknown): boolean {
@@ -99,7 +99,7 @@ export function mysqlError(error: unknown, where: string): CronguardError {
     if (errno === ER.secureTransportRequired) {
       return new UnavailableError(`MySQL at ${where} accepts only TLS connections: set ssl-mode=required (or verify_identity with ssl-ca) in the URL`);
     }
-    if (isPrivilegeError(error)) return new PermissionError(`MySQL at ${where}: ${message}; see the README's grants`);
+    if (isPrivilegeError(error)) return new PermissionError(`MySQL at ${where}: ${message}; see Grants in man cronguard`);
     if ((ER.readOnly as readonly number[]).includes(errno)) {
       return new UnavailableError(`MySQL at ${where} is read-only (a replica?): ${message}; point the URL at the primary`);
     }

@@ -9,7 +9,7 @@ export const LOCK_IDLE_S = 60;
 // hex digits of SHA-256('cronguard:' || schema || ':' || job), 43 characters (MySQL allows
 // 64). Lower-case hex, so the same on MariaDB (whose names are case-sensitive) and MySQL
 // (whose are not). Staging and production (two databases) never share a lock. In SQL, for an
-// application that wants to hold off a job (README):
+// application that wants to hold off a job (docs/fleet-mysql.md):
 //   SELECT GET_LOCK(CONCAT('cg:', LEFT(SHA2(CONCAT('cronguard:', 'cronguard', ':', 'JOB'), 256), 40)), 0);
 export function mysqlLockName(schema: string, job: string): string {
   return `cg:${sha256(`cronguard:${schema}:${job}`).toString('hex').slice(0, 40)}`;

@@ -80,7 +80,7 @@ export async function allowRequests(session: MysqlSession, database: string, acc
     await session.query(`GRANT SELECT ON ${D}.* TO ${who}`);
     await session.query(`GRANT INSERT, UPDATE (status, finished_at) ON ${D}.requests TO ${who}`);
     // Schedules: a job's schedule, not its command, nor its name (renaming a paused job's row
-    // would resume it); so INSERT IGNORE and UPDATE, as the README has them.
+    // would resume it); so INSERT IGNORE and UPDATE, as docs/fleet-mysql.md has them.
     await session.query(`GRANT INSERT (name, schedule), UPDATE (schedule) ON ${D}.jobs TO ${who}`);
   } catch (error) {
     if (!NO_ACCOUNT.has(serverErrno(error) ?? 0)) throw error;

@@ -111,7 +111,7 @@ export class MysqlStore implements SharedStore {
   private missing(): NotFoundError {
     // MySQL hides a database from a user with no privilege on it: absent and unreadable look alike.
     const where = `database ${this.database} at ${this.session.config.display}`;
-    return new NotFoundError(`no run log in ${where} (nothing was recorded there, or this user may not read it: see the README's grants)`);
+    return new NotFoundError(`no run log in ${where} (nothing was recorded there, or this user may not read it: see Grants in man cronguard)`);
   }
 
   // What the run log in MySQL answers without changing anything: runs, jobs and requests, for

@@ -2,7 +2,7 @@ import { UnavailableError } from '../../errors.js';
 
 // SQLSTATE 53300 (too_many_connections) is one code for three limits, told apart only by the
 // server's message; each has its own fix, so the one line cronguard ends with names it.
-// Each running or waiting job holds one connection (see the README's "Connections a fleet
+// Each running or waiting job holds one connection (see docs/fleet-postgres.md's "Connections a fleet
 // costs").
 export function noFreeSlot(message: string, where: string, retries: number): UnavailableError {
   const role = /too many connections for role "(.*)"/.exec(message)?.[1];
