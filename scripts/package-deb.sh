@@ -39,6 +39,9 @@ chmod 755 "$root/usr/bin/cronguard"
 # cronguard(1), a page per subcommand (cronguard-serve(1)...) and cronguard.conf(5).
 for page in man/*.1 man/*.5; do gzip -9n < "$page" > "$root/usr/share/man/man${page##*.}/${page##*/}.gz"; done
 cp packaging/deb/copyright "$root/usr/share/doc/cronguard/copyright"
+# README's links go to docs/, so the two go together.
+cp README.md "$root/usr/share/doc/cronguard/"
+cp -R docs "$root/usr/share/doc/cronguard/"
 date=$(date -R -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")
 printf 'cronguard (%s) unstable; urgency=medium\n\n  * Release %s.\n\n -- cronguard maintainers <cronguard@example.org>  %s\n' \
   "$version" "$version" "$date" | gzip -9n > "$root/usr/share/doc/cronguard/changelog.gz"
