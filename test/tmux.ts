@@ -44,3 +44,22 @@ export async function onScreen(args: readonly string[], env: NodeJS.ProcessEnv, 
   }, 'the command to finish in tmux');
   return screen.slice(0, screen.indexOf('__done__')).replace(/\s+$/, '\n');
 }
+
+// The first screen a person sees of `cronguard ARGS | less` in a WIDTHxHEIGHT terminal: what
+// a long output shows before anyone scrolls.
+export async function firstPage(args: readonly string[], env: NodeJS.ProcessEnv, width = 80, height = 24): Promise<string> {
+  const name = `cg-${randomBytes(4).toString('hex')}`;
+  sessions.push(name);
+  const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const command = `${[process.execPath, BINARY, ...args].map(quote).join(' ')} | less`;
+  execFileSync('tmux', ['-L', name, '-u', 'new-session', '-d', '-s', name, '-x', String(width), '-y', String(height), '-e', 'LESS=', command], {
+    env: { ...env, TERM: 'xterm-256color' },
+  });
+  let screen = '';
+  // less draws the page, then its prompt (':') on the last line.
+  await waitFor(() => {
+    screen = execFileSync('tmux', ['-L', name, 'capture-pane', '-p', '-t', name], { encoding: 'utf8' });
+    return /\n:\s*$/.test(screen);
+  }, 'less to show the first page');
+  return screen.replace(/\n:\s*$/, '\n');
+}

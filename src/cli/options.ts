@@ -183,8 +183,7 @@ export function runHelp(): string {
        cronguard help [subcommand]
 
 Runs a command under a named lock, records every run, and skips silently when
-another instance holds the lock (or, with a shared run log, when another host
-already ran the job this minute). Options after the command belong to it.
+another instance holds it or ran this minute. Options after the command are its.
 
 What most crontab lines need:
 ${briefs.map((o) => `  ${flags(o)}`.padEnd(width) + o.brief).join('\n')}

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, sandbox } from '../helpers.js';
+import { firstPage, HAVE_TMUX } from '../tmux.js';
 
 const SUBCOMMANDS = ['status', 'history', 'logs', 'check', 'metrics', 'prune', 'request', 'requests', 'disable', 'enable', 'schedule', 'locks', 'migrate', 'serve', 'stop'];
 
@@ -26,6 +27,15 @@ describe('help and usage', () => {
     for (const heading of ['The lock:', 'Timing and retries:', 'Output and outcome:', 'The run log:', 'Alerts and monitoring:', 'A fleet (PostgreSQL, MySQL/MariaDB):']) {
       expect(stdout.slice(screen.length)).toContain(`\n${heading}\n`);
     }
+  });
+
+  it.skipIf(!HAVE_TMUX)('cronguard --help | less in an 80x24 terminal (tmux) shows those options and every subcommand first', async () => {
+    const page = await firstPage(['--help'], sandbox().env);
+    expect(page.split('\n').length).toBeLessThanOrEqual(24);
+    expect(page).toMatch(/^Usage: cronguard \[run\]/);
+    for (const option of ['--name', '--timeout', '--quiet', '--wait', '--db']) expect(page).toContain(option);
+    const names = page.slice(page.indexOf('Subcommands:')).split(/\s+/);
+    expect(SUBCOMMANDS.filter((name) => !names.includes(name))).toEqual([]);
   });
 
   it.each(SUBCOMMANDS)('`cronguard help %s` is that subcommand\'s own --help', async (name) => {
