@@ -38,9 +38,12 @@ export function openGate(config: RunConfig, run: NewRun, options: GateOptions, s
   return (GATES[config.lock.kind] as Opener<LockKind>)(config, config.lock, run, options, say, abort);
 }
 
+// The lock's directory is made ready before the log is opened: a lock that cannot be had
+// ends the invocation before it connects to anything (73, 77).
 async function localLockGate(config: RunConfig, lock: LockSpec, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
+  const backend = await openLockBackend(lock, say);
   const log = await openLog(config, say, { database: null, session: null, abort });
-  return localGate(await openLockBackend(lock, say), log.recorder, run, config, options, say, counted(null, log));
+  return localGate(backend, log.recorder, run, config, options, say, counted(null, log));
 }
 
 async function sessionLockGate(config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: 'advisory' | 'named' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
