@@ -54,7 +54,9 @@ describe('a lease holder beats its watchdog', () => {
     const late = ttlMs - watchdogLimitMs(ttlMs) - 2000 + 100;
     const ages = await beatsWith(ttlMs, [late], ttlMs / 3 + late + 500);
     expect(ages).toHaveLength(1);
-    expect(ages[0]).toBeGreaterThanOrEqual(late);
+    // Node's timers count whole milliseconds of its loop clock, so a reply set `late` ms
+    // away may come up to 1 ms early by performance.now().
+    expect(ages[0]).toBeGreaterThanOrEqual(late - 1);
   });
 
   it('renews at least a second apart however late the replies come (an overloaded machine or pooler)', async () => {
