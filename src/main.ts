@@ -1,6 +1,7 @@
 import { refuseNonUtf8Arguments, refuseNonUtf8Environment } from './cli/bytes.js';
 import { resolveRunConfig } from './cli/config.js';
 import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
+import { loadSecrets } from './cli/secrecy.js';
 import { Settings } from './cli/settings.js';
 import { CronguardError, EXIT, UsageError } from './errors.js';
 import { runJob } from './run/job.js';
@@ -60,10 +61,12 @@ async function main(args: readonly string[]): Promise<number> {
   showWarnings = verbose;
   const settings = loadSettings(verbose);
   const config = resolveRunConfig(parsed, { env: process.env, root: isRoot(), settings });
+  // First of all: nothing may be recorded or said before its secrets are known.
+  const fileEnv = await loadSecrets(config);
   const say = messages(verbose);
   for (const line of config.warnings) say.warn(line);
   for (const line of config.sources) say.verbose(line);
-  const code = await runJob(config, say);
+  const code = await runJob(config, fileEnv, say);
   say.verbose(codeCacheNote());
   return code;
 }

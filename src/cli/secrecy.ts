@@ -1,6 +1,8 @@
 import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
+import { addMaskedValue, addPattern } from '../util/redact.js';
 import type { Setting } from '../util/setting.js';
+import type { RunConfig } from './config.js';
 import { boundedPattern } from './redact-pattern.js';
 
 // The run's secrecy settings: --env-file, --redact (with the configuration's redact lines)
@@ -37,4 +39,16 @@ function compile({ value, from }: Setting): RegExp {
     );
   }
   return bounded;
+}
+
+// Before anything is recorded, said or started: --redact's patterns and --env-file's values
+// join what redact() masks, and the file's variables are returned, for the command alone
+// (never cronguard's own environment, so not in /proc/<its pid>/environ). The file's reader
+// loads only with --env-file.
+export async function loadSecrets(config: RunConfig): Promise<Readonly<Record<string, string>> | null> {
+  for (const pattern of config.redact) addPattern(pattern);
+  if (config.envFile === null) return null;
+  const vars = (await import('./env-file.js')).readEnvFile(config.envFile);
+  for (const value of Object.values(vars)) addMaskedValue(value);
+  return Object.freeze(vars);
 }

@@ -17,7 +17,7 @@ import type { RunRecorder } from './recorder.js';
 import type { Pinger } from './report/ping.js';
 import type { Syslog, SyslogRun } from './report/syslog.js';
 import type { ResultsFile } from './results.js';
-import { recordedCommand } from './secrets.js';
+import { recordedCommand } from './recorded.js';
 import { Interrupted } from './stop/interrupted.js';
 import type { StopListener } from './stop/stop-listener.js';
 import { argumentRoom, fitRequests } from './supervisor/arg-limits.js';

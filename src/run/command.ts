@@ -9,7 +9,7 @@ import { openRecorder } from './gate/open.js';
 import type { Notifier } from './report/notify.js';
 import type { Pinger } from './report/ping.js';
 import type { Syslog } from './report/syslog.js';
-import { recordedText } from './secrets.js';
+import { recordedText } from './recorded.js';
 
 // What hears of a run besides the run log: each null when not configured.
 export interface Monitors {

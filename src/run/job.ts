@@ -19,7 +19,7 @@ import { openGate } from './gate/open.js';
 import { housekeep } from './housekeeping.js';
 import { notDue, scheduledLook } from './loop/due.js';
 import { RequestWatch } from './loop/watch.js';
-import { loadSecrets, recordedCommand } from './secrets.js';
+import { recordedCommand } from './recorded.js';
 import { skipped } from './skip.js';
 import { Interrupted } from './stop/interrupted.js';
 import { StopListener } from './stop/stop-listener.js';
@@ -29,9 +29,8 @@ import { discardSpareWatchdog } from './supervisor/watchdog.js';
 // One invocation of `cronguard run`: admit (lock, pause, requests, interval, fleet rule,
 // record), run (with retries), and with --every/--for again while the lock is held; then
 // release. Returns the exit code; throws only typed errors.
-export async function runJob(config: RunConfig, say: Messages): Promise<number> {
-  // First of all: nothing may be recorded or said before its secrets are known.
-  const fileEnv = await loadSecrets(config);
+// `fileEnv` is --env-file's variables, for the command alone (cli/secrecy.ts loadSecrets).
+export async function runJob(config: RunConfig, fileEnv: Readonly<Record<string, string>> | null, say: Messages): Promise<number> {
   // Imported on demand: a run that masks nothing loads none of the code that would.
   const masker = masking() ? (await import('./supervisor/mask.js')).LineMasker : null;
   const manual = isatty(0);
