@@ -1,12 +1,11 @@
 import { refuseNonUtf8Arguments, refuseNonUtf8Environment } from './cli/bytes.js';
-import { resolveRunConfig } from './cli/config.js';
+import { databaseSetting, resolveRunConfig } from './cli/config.js';
 import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
 import { loadSecrets } from './cli/secrecy.js';
 import { Settings } from './cli/settings.js';
 import { CronguardError, EXIT, UsageError } from './errors.js';
 import { runJob } from './run/job.js';
 import { answerDoorbell } from './run/stop/stop-listener.js';
-import { storeError } from './store/store-error.js';
 import { restoreExtraCaCerts } from './util/extra-ca.js';
 import { flushed, messages, ownLine } from './util/io.js';
 import { isRoot } from './util/paths.js';
@@ -60,7 +59,9 @@ async function main(args: readonly string[]): Promise<number> {
   const verbose = parsed.options.verbose === true;
   showWarnings = verbose;
   const settings = loadSettings(verbose);
-  const config = resolveRunConfig(parsed, { env: process.env, root: isRoot(), settings });
+  // The dialects' code loads only for a run that has a database.
+  const fleet = databaseSetting(parsed, settings) === undefined ? null : (await import('./cli/fleet.js')).FLEET;
+  const config = resolveRunConfig(parsed, { env: process.env, root: isRoot(), settings, fleet });
   // First of all: nothing may be recorded or said before its secrets are known.
   const fileEnv = await loadSecrets(config);
   const say = messages(verbose);
@@ -116,7 +117,7 @@ async function subcommand(name: string, args: readonly string[]): Promise<number
   try {
     return await run(args, loadSettings(false));
   } catch (error) {
-    const mapped = error instanceof CronguardError ? error : storeError(error);
+    const mapped = error instanceof CronguardError ? error : (await import('./store/store-error.js')).storeError(error);
     throw mapped ? mapped.within(`cronguard ${name}`) : error;
   }
 }

@@ -1,14 +1,13 @@
 import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { inDatabase, type LockBackendName, type LockSpec } from '../lock/lock-spec.js';
-import { type DatabaseConfig, resolveDatabase } from '../store/database-config.js';
-import { dialectOf, dialectWithLock } from '../store/dialects.js';
+import type { DatabaseConfig } from '../store/database-config.js';
 import type { LogSpec } from '../store/log-spec.js';
-import { mysqlLockName } from '../store/mysql/lock-name.js';
-import { advisoryKey, parseLockKey } from '../store/postgres/lock.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
+import type { Setting } from '../util/setting.js';
+import type { Fleet } from './fleet.js';
 import { parseNotify } from './notify.js';
 import { observing } from './observe.js';
 import type { ParsedRun, RawOptions } from './options.js';
@@ -27,6 +26,13 @@ export interface Context {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly root: boolean;
   readonly settings: Settings;
+  // cli/fleet.ts, loaded by the caller when databaseSetting() finds a URL; null otherwise.
+  readonly fleet: Fleet | null;
+}
+
+// The fleet database's URL, wherever it is configured (--db, the environment, a file).
+export function databaseSetting({ options }: ParsedRun, settings: Settings): Setting | undefined {
+  return settings.get('database_url', { value: typeof options.db === 'string' ? options.db : undefined, name: '--db' });
 }
 
 const MAX_CAPTURE = 64 * 1024 * 1024;
@@ -50,12 +56,15 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   const name = str('name') !== undefined ? validateName(str('name') as string) : deriveName(argv);
 
   const setting = (key: SettingKey, option: string) => ctx.settings.get(key, { value: str(option), name: `--${flagName(option)}` });
-  const db = resolveDatabase(setting('database_url', 'db'), setting('schema', 'schema'), ctx.env);
+  const url = databaseSetting({ options, repeated, command }, ctx.settings);
+  const fleet = url === undefined ? null : fleetOf(ctx);
+  const db = fleet?.resolveDatabase(url as Setting, setting('schema', 'schema'), ctx.env) ?? null;
+  const dialect = db && fleet?.dialectOf(db);
   // --lock-file names the lock the user wants (flock on that file), whatever database is
   // configured for the log: a fleet's /etc/cronguard.conf must not break such crontab lines.
   const explicitFile = str('lockFile');
-  const lock = parseLock(str('lock') ?? (explicitFile !== undefined ? 'flock' : db ? dialectOf(db).lock : 'flock'), db);
-  if (db && (inDatabase(lock) || !options.noLog)) dialectOf(db).checkRun(db);
+  const lock = parseLock(str('lock') ?? (explicitFile !== undefined ? 'flock' : (dialect?.lock ?? 'flock')), db, fleet);
+  if (db && dialect && (inDatabase(lock) || !options.noLog)) dialect.checkRun(db);
   if (str('lockKey') !== undefined && lock !== 'postgres') throw new UsageError(lockKeyRefusal(lock));
   const leaseTtlMs = parseLeaseTtl(str('leaseTtl'), lock);
   if (lock === 'lease' && options.noLog) throw new UsageError('-l lease keeps its lease in the run log; it cannot go with --no-log');
@@ -73,7 +82,8 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   const timeoutMs = optionalDuration(str('timeout'), '--timeout');
   const lockSpec = (): LockSpec<DatabaseConfig> => {
     const dir = { path: lockDir.dir, isDefault: lockDir.isDefault };
-    const key = () => (str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema));
+    // Only the database's locks have keys, and they have a database: `fleet` is loaded.
+    const key = () => (str('lockKey') !== undefined ? (fleet as Fleet).parseLockKey(str('lockKey') as string) : (fleet as Fleet).advisoryKey(name, db?.schema));
     switch (lock) {
       case 'flock':
         return explicitFile !== undefined ? { kind: 'flock', path: resolve(explicitFile), dir: null, byHand: true } : { kind: 'flock', path: join(lockDir.dir, `${name}.lock`), dir, byHand: false };
@@ -82,7 +92,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
       case 'postgres':
         return { kind: 'advisory', key: key(), byHand: str('lockKey') !== undefined, db: db as DatabaseConfig };
       case 'mysql':
-        return { kind: 'named', name: mysqlLockName((db as DatabaseConfig).schema, name), db: db as DatabaseConfig };
+        return { kind: 'named', name: (fleet as Fleet).mysqlLockName((db as DatabaseConfig).schema, name), db: db as DatabaseConfig };
       case 'lease':
         return { kind: 'lease', key: key(), ttlMs: leaseTtlMs as number, db: db as DatabaseConfig };
       case 'none':
@@ -129,6 +139,11 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   });
 }
 
+function fleetOf(ctx: Context): Fleet {
+  if (!ctx.fleet) throw new Error('a database URL is configured, but cli/fleet.ts was not loaded (databaseSetting)');
+  return ctx.fleet;
+}
+
 // --replace finds the running copy in the run log: without one there is nothing to find it in.
 function replacing(options: RawOptions): boolean {
   if (options.replace === true && options.noLog === true) throw new UsageError('--replace finds the running copy in the run log; it cannot go with --no-log');
@@ -147,17 +162,18 @@ function absolute(resolved: ResolvedDir, what: string): ResolvedDir {
   return { ...resolved, dir: resolve(resolved.dir) };
 }
 
-function parseLock(value: string, db: DatabaseConfig | null): LockBackendName {
+function parseLock(value: string, db: DatabaseConfig | null, fleet: Fleet | null): LockBackendName {
   if (value !== 'flock' && value !== 'lockfile' && value !== 'postgres' && value !== 'mysql' && value !== 'lease' && value !== 'none') {
     throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres, mysql, lease or none)`);
   }
   if (inDatabase(value) && !db) {
     throw new UsageError(`lock backend ${value} needs a database: give --db URL or set CRONGUARD_DATABASE_URL`);
   }
+  if (!db || !fleet) return value;
   // A lock of one server's kind cannot be taken on the other's.
-  const owner = dialectWithLock(value);
-  const current = db && dialectOf(db);
-  if (owner && current && owner !== current) throw new UsageError(`lock backend ${value} needs ${owner.lockNeeds}; with ${current.url} use -l ${current.lock} (the default)`);
+  const owner = fleet.dialectWithLock(value);
+  const current = fleet.dialectOf(db);
+  if (owner && owner !== current) throw new UsageError(`lock backend ${value} needs ${owner.lockNeeds}; with ${current.url} use -l ${current.lock} (the default)`);
   return value;
 }
 

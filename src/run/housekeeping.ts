@@ -1,7 +1,6 @@
 import { join } from 'node:path';
 import type { RunConfig } from '../cli/config.js';
 import { describe } from '../errors.js';
-import { dialectOf } from '../store/dialects.js';
 import { isRecorded, isShared } from '../store/log-spec.js';
 import type { Messages } from '../util/io.js';
 import { touch, touchedSince, unlinkQuietly } from '../util/stamp.js';
@@ -44,5 +43,5 @@ export async function housekeep(recorder: RunRecorder, config: RunConfig, say: M
 // Which run log a stamp stands for: each database and schema has its own.
 export function logTarget(config: RunConfig): string {
   if (!isShared(config.log)) return 'local';
-  return dialectOf(config.log.db).place(config.log.db).replace(/[^A-Za-z0-9_.-]/g, '_');
+  return config.log.db.place.replace(/[^A-Za-z0-9_.-]/g, '_');
 }

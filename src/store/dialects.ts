@@ -19,9 +19,6 @@ interface Dialect<C> {
   readonly url: string;
   // A run's refusal of a URL it cannot lock and record with (throws a UsageError).
   checkRun(db: C): void;
-  // The server, database and schema a log lives in, as one string (the names of the state
-  // dir's stamp files): the same log, the same string.
-  place(db: C): string;
   // The fleet's database for a run (its log, its locks).
   database(run: FleetRun, db: C, say: Messages): Promise<SharedDatabase>;
   // The shared log for a subcommand or the web page, as application `applicationName`;
@@ -38,7 +35,6 @@ const POSTGRES: Dialect<DbConfig> = {
   lockNeeds: 'a PostgreSQL database',
   url: 'PostgreSQL',
   checkRun: refuseStandbyOnly,
-  place: ({ connection: c, schema }) => `${c.host}-${c.port}-${c.database}-${schema}`,
   database: async (run, db, say) => (await import('./postgres/shared.js')).postgresDatabase(run, db, say),
   open: async (db, applicationName, create, abort) => (await import('./postgres/shared.js')).openPostgresShared(db, applicationName, create, abort),
   // As the CLI says them.
@@ -51,7 +47,6 @@ const MYSQL: Dialect<MysqlConfig> = {
   lockNeeds: 'a mysql:// or mariadb:// URL',
   url: 'a MySQL URL',
   checkRun: () => {},
-  place: (db) => `mysql-${db.socket ?? `${db.host}-${db.port}`}-${db.schema}`,
   database: async (run, db, say) => (await import('./mysql/shared.js')).mysqlDatabase(run, db, say),
   open: async (db, applicationName, create, abort) => (await import('./mysql/shared.js')).openMysqlShared(db, applicationName, create, abort),
   // In its own words, naming the server.

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resolveRunConfig } from '../../src/cli/config.js';
+import { FLEET } from '../../src/cli/fleet.js';
 import { parseRunArgs, RUN_OPTIONS } from '../../src/cli/options.js';
 import { Settings } from '../../src/cli/settings.js';
 import { CronguardError } from '../../src/errors.js';
@@ -38,7 +39,7 @@ const offline = (env: NodeJS.ProcessEnv) => ({ ...env, PGHOST: '127.0.0.1', PGPO
 function resolveError(args: string[]): unknown {
   try {
     const env = { HOME: '/nonexistent', CRONGUARD_CONFIG: '' };
-    resolveRunConfig(parseRunArgs(args), { env, root: false, settings: Settings.load(env, '/nonexistent') });
+    resolveRunConfig(parseRunArgs(args), { env, root: false, settings: Settings.load(env, '/nonexistent'), fleet: FLEET });
     return null;
   } catch (error) {
     return error;

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { type Context, resolveRunConfig } from '../../src/cli/config.js';
+import { FLEET } from '../../src/cli/fleet.js';
 import { parseRunArgs } from '../../src/cli/options.js';
 import { Settings } from '../../src/cli/settings.js';
 import { UsageError } from '../../src/errors.js';
 
-const contextOf = (env: Record<string, string>, root: boolean): Context => ({ env, root, settings: Settings.load(env) });
+const contextOf = (env: Record<string, string>, root: boolean): Context => ({ env, root, settings: Settings.load(env), fleet: FLEET });
 const ctx = contextOf({ HOME: '/home/u' }, false);
 const resolve = (args: string[], context = ctx) => resolveRunConfig(parseRunArgs(args), context);
 

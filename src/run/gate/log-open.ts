@@ -1,10 +1,9 @@
 import { join } from 'node:path';
 import type { RunConfig } from '../../cli/config.js';
-import { dialectOf } from '../../store/dialects.js';
 import { openSqliteStore } from '../../store/index.js';
 import type { LogSpec } from '../../store/log-spec.js';
 import type { RunStore } from '../../store/run-store.js';
-import type { SchemaMemory, SharedDatabase, SharedLog, SharedSession } from '../../store/shared.js';
+import { fleetDatabase, type SchemaMemory, type SharedDatabase, type SharedLog, type SharedSession } from '../../store/shared.js';
 import type { Messages } from '../../util/io.js';
 import { touch, touchedSince, unlinkQuietly } from '../../util/stamp.js';
 import { logTarget } from '../housekeeping.js';
@@ -60,7 +59,7 @@ function storeless(config: RunConfig, openError: unknown) {
 
 // The shared log, on the lock's session when there is one.
 async function fleetLog(config: RunConfig, log: Extract<LogSpec, { kind: 'shared' }>, say: Messages, beside: LogBeside): Promise<OpenedLog> {
-  const database = beside.database ?? (await dialectOf(log.db).database(config, log.db, say));
+  const database = beside.database ?? (await fleetDatabase(config, log.db, say));
   const opened = await database.openLog(beside.session, (version) => schemaMemory(config, version), beside.abort);
   return { store: opened.store, recorder: new RunRecorder(opened.parts, say, needed(config)), database };
 }

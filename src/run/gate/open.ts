@@ -2,8 +2,7 @@ import type { RunConfig } from '../../cli/config.js';
 import { openLockBackend } from '../../lock/index.js';
 import type { LockKind, LockSpec } from '../../lock/lock-spec.js';
 import type { DatabaseConfig } from '../../store/database-config.js';
-import { dialectOf } from '../../store/dialects.js';
-import type { DatabaseLock, SharedDatabase, SharedSession } from '../../store/shared.js';
+import { type DatabaseLock, fleetDatabase, type SharedDatabase, type SharedSession } from '../../store/shared.js';
 import type { NewRun } from '../../store/types.js';
 import type { Messages } from '../../util/io.js';
 import type { RunRecorder } from '../recorder.js';
@@ -47,7 +46,7 @@ async function localLockGate(config: RunConfig, lock: LockSpec, run: NewRun, opt
 }
 
 async function sessionLockGate(config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: 'advisory' | 'named' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
-  const database = await dialectOf(lock.db).database(config, lock.db, say);
+  const database = await fleetDatabase(config, lock.db, say);
   // Without the lock's session nothing runs (69). The log alone can wait.
   const session = await database.connectLock(abort);
   const log = await openLog(config, say, { database, session, abort });
@@ -55,7 +54,7 @@ async function sessionLockGate(config: RunConfig, lock: Extract<LockSpec<Databas
 }
 
 async function leaseGate(config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: 'lease' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
-  const database = await dialectOf(lock.db).database(config, lock.db, say);
+  const database = await fleetDatabase(config, lock.db, say);
   const log = await openLog(config, say, { database, session: null, abort });
   return statementGate(await database.leaseLock(log.store, log.recorder.openFailure, lock), database, null, log, config, run, options, say);
 }

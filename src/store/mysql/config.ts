@@ -25,6 +25,8 @@ export interface MysqlConfig {
   readonly connectTimeoutMs: number;
   // user@host:port/database for messages: never the password.
   readonly display: string;
+  // As DbConfig's (store/postgres/config.ts).
+  readonly place: string;
   // Where the URL came from (a flag, a variable, a file and line), for -v.
   readonly from: string;
 }

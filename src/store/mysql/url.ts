@@ -55,6 +55,7 @@ export function resolveMysql(url: Setting, schemaSetting: Setting | undefined, e
   const socket = params.get('socket');
   if (socket !== undefined && !socket.startsWith('/')) throw new UsageError(`${option}: socket '${socket}' is not an absolute path`);
   const display = `${user}@${socket ?? `${host.includes(':') ? `[${host}]` : host}:${port}`}${path ? `/${path}` : ''}`;
+  const schema = resolveMysqlSchema(schemaSetting);
   return Object.freeze({
     dialect: 'mysql',
     host,
@@ -63,13 +64,14 @@ export function resolveMysql(url: Setting, schemaSetting: Setting | undefined, e
     user,
     password: parsed.password !== '' ? decode(parsed.password, 'password') : env.MYSQL_PWD || undefined,
     database: path || undefined,
-    schema: resolveMysqlSchema(schemaSetting),
+    schema,
     sslMode: sslMode(params, option, socket !== undefined || isLocal(host)),
     sslCa: params.get('ssl-ca'),
     sslCert: params.get('ssl-cert'),
     sslKey: params.get('ssl-key'),
     connectTimeoutMs: timeout === undefined ? DEFAULT_CONNECT_TIMEOUT_MS : Number(timeout) * 1000,
     display,
+    place: `mysql-${socket ?? `${host}-${port}`}-${schema}`,
     from: url.from,
   } satisfies MysqlConfig);
 }

@@ -41,6 +41,9 @@ export interface DbConfig {
   // them; a session's own DbConfig (see atServer) names the one it reached.
   readonly display: string;
   readonly schema: string;
+  // The server, database and schema the log lives in, as one string (the names of the state
+  // dir's stamp files): the same log, the same string.
+  readonly place: string;
   // Where the URL came from (a flag, a variable, a file and line), for -v.
   readonly from: string;
 }
@@ -100,13 +103,15 @@ export function resolveDb(url: Setting | undefined, schemaSetting: Setting | und
     return Object.freeze({ connection, display: `${user}@${hostPort(connection)}/${database}` });
   });
   const first = servers[0] as Server;
+  const schema = resolveSchema(schemaSetting);
   return Object.freeze({
     dialect: 'postgres',
     connection: first.connection,
     servers: Object.freeze(servers),
     targetSessionAttrs: attrs,
     display: servers.length === 1 ? first.display : `${user}@${servers.map((s) => hostPort(s.connection)).join(',')}/${database}`,
-    schema: resolveSchema(schemaSetting),
+    schema,
+    place: `${first.connection.host}-${first.connection.port}-${first.connection.database}-${schema}`,
     from: url.from,
   });
 }
