@@ -6,16 +6,10 @@ import { isSameProcess, processStart } from '../util/process-id.js';
 import { checkPrivateDirectory, openRegular } from '../util/safe-path.js';
 import { moveAsideUnlessRoots } from '../util/sharing.js';
 import type { RunStore } from './run-store.js';
-import type { SpooledRun } from './spool-record.js';
+import { RecordRefused, type SpooledRun } from './spool-record.js';
 
 // The files of the spool (see Spool): its directories, and the delivery of one of them.
 
-// A record whose run key, and the key made from it, both name other runs' rows.
-export class RunKeyTaken extends Error {
-  constructor(runKey: string) {
-    super(`run key ${runKey} belongs to another run`);
-  }
-}
 
 // The spool's directories, made level by level (`create`) and each checked as ours before
 // the next is made or anything is read or renamed in it: in root's shared state directory
@@ -92,7 +86,7 @@ export async function deliverDir(
       }
       await store.importRun(record);
     } catch (error) {
-      if (isRecordError(error)) {
+      if (error instanceof RecordRefused) {
         setAside(claimed, original, `refused: ${describe(error)}`, say);
         continue;
       }
@@ -136,11 +130,6 @@ function readRecord(path: string): SpooledRun | null {
   return valid ? record : null;
 }
 
-// What the database refuses for a record's content (SQLSTATE class 22, data exception, or
-// 23, integrity constraint) it will refuse every time.
-function isRecordError(error: unknown): boolean {
-  return error instanceof RunKeyTaken || /^2[23]/.test(String((error as { code?: unknown })?.code));
-}
 
 // Puts a claimed record back under its name, unless its wrapper wrote a newer one there
 // meanwhile: rename(2) would replace that. Ours then stays beside it under a name of its

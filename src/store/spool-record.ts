@@ -1,5 +1,16 @@
 import type { NewRun, RunOutcome, RunStatus } from './types.js';
 
+// A record the log refuses for its content, and will refuse every time: the spool sets it
+// aside rather than wait for the next run. Each store tells which of its errors these are.
+export class RecordRefused extends Error {}
+
+// A record whose run key, and the key made from it, both name other runs' rows.
+export class RunKeyTaken extends RecordRefused {
+  constructor(runKey: string) {
+    super(`run key ${runKey} belongs to another run`);
+  }
+}
+
 // A run whose record could not reach PostgreSQL, as JSON. Its run key makes delivery an
 // upsert: one row, whether or not its start got through.
 export interface SpooledRun {

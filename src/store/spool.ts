@@ -4,10 +4,9 @@ import type { Messages } from '../util/io.js';
 import { checkPrivateDirectory, openRegular, preparePrivateDirectory } from '../util/safe-path.js';
 import { ownSubdir } from '../util/sharing.js';
 import type { RunStore } from './run-store.js';
-import { checked, deliverDir, RunKeyTaken, waiting } from './spool-files.js';
+import { checked, deliverDir, waiting } from './spool-files.js';
 import type { SpooledRun } from './spool-record.js';
 
-export { RunKeyTaken };
 
 // Run records kept on local disk while the shared run log is unreachable, one JSON file per
 // run, delivered by the next invocation that can connect. Nothing is lost: a file is removed

@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
@@ -114,6 +116,25 @@ describe('a run with MySQL', () => {
       [job, 'succeeded', 'flock'],
       [job, 'succeeded', 'flock'],
     ]);
+  });
+
+  it('a spooled record the server refuses for its content is set aside with one line; the others are delivered', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('refused');
+    const server = await laterServer();
+    const env = { ...box.env, CRONGUARD_DATABASE_URL: server.url };
+    expect((await cronguard(['-l', 'flock', '-n', job, '--', 'echo', 'while down'], env)).code).toBe(0);
+    const dir = join(box.stateDir, 'spool', readdirSync(join(box.stateDir, 'spool'))[0] as string);
+    const record = JSON.parse(readFileSync(join(dir, spooled(box.stateDir)[0] as string), 'utf8'));
+    // A pid beyond the column's INT: MySQL refuses it (SQLSTATE 22003), every time.
+    writeFileSync(join(dir, 'refused.json'), JSON.stringify({ ...record, run: { ...record.run, runKey: 'refused', pid: 2 ** 40 } }));
+    await server.open();
+    const up = await cronguard(['-l', 'flock', '-n', job, '--', 'echo', 'back up'], env);
+    expect(up.code).toBe(0);
+    expect(up.stderr).toMatch(/^cronguard: spooled run record \S+\/refused\.json cannot be delivered \(refused: .*[Oo]ut of range.*\); moved aside to \S+\n$/);
+    expect((await runsOf(box.database)).map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
+    expect(spooled(box.stateDir)).toEqual([]);
+    expect(readdirSync(dir).map((name) => name.replace(/\.bad-.*/, '.bad'))).toEqual(['refused.json.bad']);
   });
 
   it('a spooled record goes only into the database it was meant for (--schema), not another one on the same server', async () => {

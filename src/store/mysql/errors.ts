@@ -55,6 +55,12 @@ export function serverErrno(error: unknown): number | null {
   return typeof e?.errno === 'number' && e.errno > 0 && typeof e.sqlState === 'string' ? e.errno : null;
 }
 
+// As PostgreSQL's (postgres/config.ts isDataError), by the SQLSTATE MySQL sends beside its
+// error number: class 22 (data exception) or 23 (integrity constraint).
+export function isDataError(error: unknown): boolean {
+  return serverErrno(error) !== null && /^2[23]/.test((error as DriverError).sqlState as string);
+}
+
 // An error the server reported about a statement (it carries an error number and SQLSTATE),
 // as opposed to a lost or refused connection, or one the server is about to drop.
 export function isServerError(error: unknown): boolean {

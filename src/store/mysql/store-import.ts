@@ -1,6 +1,7 @@
+import { describe } from '../../errors.js';
 import { claimsOf } from '../requests.js';
-import { RunKeyTaken } from '../spool.js';
-import { outcomeOf, rekeyed, runOf, type SpooledRun } from '../spool-record.js';
+import { outcomeOf, RecordRefused, RunKeyTaken, rekeyed, runOf, type SpooledRun } from '../spool-record.js';
+import { isDataError } from './errors.js';
 import { outcomeParams, runParams } from './rows.js';
 import type { MysqlSession } from './session.js';
 import type { RunSql } from './sql.js';
@@ -23,9 +24,13 @@ interface KeyRow {
 // from an old record of a run that did finish changes nothing. Then its claims are settled
 // as the record says. Returns the row's id.
 export async function importRecord(session: MysqlSession, sql: RunSql, record: SpooledRun, recount: Recount): Promise<number> {
-  for (const runKey of [record.run.runKey, rekeyed(record)]) {
-    const id = await session.transaction((t) => importUnder(t, sql, record, runKey, recount));
-    if (id !== null) return id;
+  try {
+    for (const runKey of [record.run.runKey, rekeyed(record)]) {
+      const id = await session.transaction((t) => importUnder(t, sql, record, runKey, recount));
+      if (id !== null) return id;
+    }
+  } catch (error) {
+    throw isDataError(error) ? new RecordRefused(describe(error)) : error;
   }
   throw new RunKeyTaken(record.run.runKey);
 }

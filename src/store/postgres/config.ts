@@ -185,6 +185,12 @@ export function isServerError(error: unknown): boolean {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
 }
 
+// SQLSTATE class 22 (data exception) or 23 (integrity constraint): what the server refuses
+// for a statement's values, and will refuse every time.
+export function isDataError(error: unknown): boolean {
+  return isServerError(error) && /^2[23]/.test((error as { code: string }).code);
+}
+
 // SQLSTATE 42501 (insufficient_privilege) and the class of refused logins (28).
 export function isPrivilegeError(error: unknown): boolean {
   const code = (error as { code?: unknown })?.code;

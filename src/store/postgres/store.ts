@@ -1,15 +1,15 @@
 import type { QueryResultRow } from 'pg';
-import { NotFoundError, PermissionError, UsageError } from '../../errors.js';
+import { describe, NotFoundError, PermissionError, UsageError } from '../../errors.js';
 import { printable } from '../../util/printable.js';
 import { monotonicMs } from '../../util/time.js';
 import { type Admission, type AdmitOptions, type Holder, type HolderRow, toHolder } from '../admission.js';
 import type { Holding, JobStatus, Paused, PauseEvent } from '../jobs.js';
 import { type Cancellation, claimedRequest, claimsOf, type NewRequest, type RequestRow, requestStatusOf, type SettledRequest, type Unserved } from '../requests.js';
 import type { LockedAdmission, SchemaMemory, ServerLock, SharedStore } from '../shared.js';
-import { RunKeyTaken } from '../spool.js';
-import { outcomeOf, rekeyed, runOf, type SpooledRun } from '../spool-record.js';
+import { outcomeOf, RecordRefused, RunKeyTaken, rekeyed, runOf, type SpooledRun } from '../spool-record.js';
 import type { LeaseRow } from '../types.js';
 import { type AlertClaim, type LockRelease, type LockRequest, type NewRun, PRUNE_BATCH, type PruneOptions, type PruneResult, type RunFilter, type RunningRow, type RunOutcome, type RunRow, type RunTail, type StopRequest, type UnsettledRun } from '../types.js';
+import { isDataError } from './config.js';
 import { advisoryKey, sharedBackend } from './lock.js';
 import { appliedVersion, migratePostgres, POSTGRES_SCHEMA_VERSION, schemaState } from './migrations.js';
 import { type AdmitResult, type AdvisoryLock, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues, scheduleRefusal, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow } from './rows.js';
@@ -403,11 +403,15 @@ export class PostgresStore implements SharedStore {
 
   // Under the record's run key, or, when that names another run's row, the key made from it.
   async importRun(record: SpooledRun): Promise<number> {
-    for (const runKey of [record.run.runKey, rekeyed(record)]) {
-      const values = { ...runValues({ ...runOf(record), runKey }), child_pid: record.childPid, ...outcomeValues(outcomeOf(record)) };
-      const [row] = await this.withSchema(() => this.run<{ id: string }>(this.sql.importRun, values));
-      const [owner] = row ? [{ ...row, same: true }] : await this.run<{ id: string; same: boolean }>(this.sql.keyOwner, values);
-      if (owner?.same) return this.withClaimsSettled(Number(owner.id), record);
+    try {
+      for (const runKey of [record.run.runKey, rekeyed(record)]) {
+        const values = { ...runValues({ ...runOf(record), runKey }), child_pid: record.childPid, ...outcomeValues(outcomeOf(record)) };
+        const [row] = await this.withSchema(() => this.run<{ id: string }>(this.sql.importRun, values));
+        const [owner] = row ? [{ ...row, same: true }] : await this.run<{ id: string; same: boolean }>(this.sql.keyOwner, values);
+        if (owner?.same) return await this.withClaimsSettled(Number(owner.id), record);
+      }
+    } catch (error) {
+      throw isDataError(error) ? new RecordRefused(describe(error)) : error;
     }
     throw new RunKeyTaken(record.run.runKey);
   }
