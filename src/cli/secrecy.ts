@@ -2,8 +2,8 @@ import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { addMaskedValue, addPattern } from '../util/redact.js';
 import type { Setting } from '../util/setting.js';
-import type { RunConfig } from './config.js';
 import { boundedPattern } from './redact-pattern.js';
+import type { RunConfig } from './run-config.js';
 
 // The run's secrecy settings: --env-file, --redact (with the configuration's redact lines)
 // and --record-command, checked here so that a mistake is one line (64) and nothing runs.

@@ -1,9 +1,7 @@
 import type { CronguardError } from '../errors.js';
 import type { Lock, LockBackend } from '../lock/backend.js';
 import type { LockSpec } from '../lock/lock-spec.js';
-import type { Messages } from '../util/io.js';
 import type { Admission, AdmitOptions } from './admission.js';
-import type { DatabaseConfig } from './database-config.js';
 import type { RunStore } from './run-store.js';
 import type { Spool } from './spool.js';
 import type { LockRelease, LockRequest, NewRun } from './types.js';
@@ -146,10 +144,4 @@ export interface FleetRun {
   readonly waitMs: number;
   readonly stateDir: string;
   readonly lock: LockSpec;
-}
-
-// The fleet's database for a run. The dialects' table loads with it: a run without a
-// database loads no dialect's code at all.
-export async function fleetDatabase(run: FleetRun, db: DatabaseConfig, say: Messages): Promise<SharedDatabase> {
-  return (await import('./dialects.js')).dialectOf(db).database(run, db, say);
 }

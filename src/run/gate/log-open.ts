@@ -1,9 +1,10 @@
 import { join } from 'node:path';
 import type { RunConfig } from '../../cli/config.js';
+import { fleetDatabase } from '../../store/fleet-database.js';
 import { openSqliteStore } from '../../store/index.js';
 import type { LogSpec } from '../../store/log-spec.js';
 import type { RunStore } from '../../store/run-store.js';
-import { fleetDatabase, type SchemaMemory, type SharedDatabase, type SharedLog, type SharedSession } from '../../store/shared.js';
+import type { SchemaMemory, SharedDatabase, SharedLog, SharedSession } from '../../store/shared.js';
 import type { Messages } from '../../util/io.js';
 import { touch, touchedSince, unlinkQuietly } from '../../util/stamp.js';
 import { logTarget } from '../housekeeping.js';
