@@ -23,7 +23,7 @@ import type { StopListener } from './stop/stop-listener.js';
 import { argumentRoom, fitRequests } from './supervisor/arg-limits.js';
 import { LiveCopy } from './supervisor/live.js';
 import type { LineMasker } from './supervisor/mask.js';
-import { QuietBuffer } from './supervisor/quiet.js';
+import type { QuietBuffer } from './supervisor/quiet.js';
 import { replayHeld } from './supervisor/relay.js';
 import { fileEndsMidLine } from './supervisor/sink.js';
 import { type ChildResult, type Supervision, supervise } from './supervisor/supervisor.js';
@@ -86,8 +86,9 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
   const { guard } = ctx;
   let current = run;
   const { lock } = ctx;
-  // -q: one buffer for every attempt, shown only if the last one fails (see QuietBuffer).
-  const held = config.quiet ? new QuietBuffer() : null;
+  // -q: one buffer for every attempt, shown only if the last one fails (see QuietBuffer);
+  // loaded with -q only.
+  const held = config.quiet ? new (await import('./supervisor/quiet.js')).QuietBuffer() : null;
   for (let attempt = 1; ; attempt++) {
     const argv = [...config.argv, ...argumentsOf(requests, config.batch)];
     const command = recordedCommand(config, argv.length === config.argv.length ? config.display : `${config.display} ${argv.slice(config.argv.length).map(quote).join(' ')}`);

@@ -10,7 +10,6 @@ import type { RunRecorder } from '../recorder.js';
 import { type Gate, type GateOptions, NONE, type RoundTrips } from './gate.js';
 import { localGate } from './local.js';
 import { type OpenedLog, openLog } from './log-open.js';
-import { databaseGate } from './statement.js';
 
 // The run log alone, for an attempt that never takes a lock (126/127).
 export async function openRecorder(config: RunConfig, say: Messages): Promise<RunRecorder> {
@@ -60,8 +59,9 @@ async function leaseGate(config: RunConfig, lock: Extract<LockSpec<DatabaseConfi
   return statementGate(await database.leaseLock(log.store, log.recorder.openFailure, lock), database, null, log, config, run, options, say);
 }
 
-function statementGate(dbLock: DatabaseLock, database: SharedDatabase, session: SharedSession | null, log: OpenedLog, config: RunConfig, run: NewRun, options: GateOptions, say: Messages): Gate {
-  return databaseGate(dbLock, database, log, run, config, options, say, counted(session, log));
+// Loaded with a database's lock only.
+async function statementGate(dbLock: DatabaseLock, database: SharedDatabase, session: SharedSession | null, log: OpenedLog, config: RunConfig, run: NewRun, options: GateOptions, say: Messages): Promise<Gate> {
+  return (await import('./statement.js')).databaseGate(dbLock, database, log, run, config, options, say, counted(session, log));
 }
 
 // The round trips of every session the run used: the lock's, the log's, and those the log
