@@ -63,6 +63,9 @@ export class PostgresStore implements SharedStore {
   // memory spares later runs the round trip. A schema dropped afterwards still fails a
   // statement, which migrates and retries as before.
   private async withSchema<T>(attempt: () => Promise<T>): Promise<T> {
+    // A schema this host remembers current is not awaited: the statement goes out at once,
+    // before whatever its caller does while the server works (the run's spare watchdog).
+    if (!this.checked && this.memory?.current) this.checked = true;
     if (!this.checked) await this.check();
     try {
       return await attempt();
