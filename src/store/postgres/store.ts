@@ -196,7 +196,7 @@ export class PostgresStore implements SharedStore {
     if (lock?.kind === 'named') throw new Error('a GET_LOCK name is MySQL\'s; PostgreSQL locks by key');
     const taking =
       lock === null ? {}
-      : lock.kind === 'advisory' ? { key: lock.key.toString(), count_skip: countSkip }
+      : lock.kind === 'advisory' ? { key: lock.key.toString(), count_skip: countSkip, ...this.ownBackend() }
       : { lease: lock.key.toString(), lease_ttl_ms: lock.ttlMs, count_skip: countSkip };
     const p = {
       ...runJson(run),
@@ -248,6 +248,13 @@ export class PostgresStore implements SharedStore {
     }
     const requests = r.requests.map((q) => claimedRequest(Number(q.id), q.args));
     return { ...locked, admission: { admitted: true, runId: Number(r.id), requests, ...(row?.started_at ? { startedAt: row.started_at } : {}) } };
+  }
+
+  // The backend this session started, while the session holds no lock: admit() then knows
+  // that the backend holds none either, and spares asking pg_locks (migration 0027).
+  private ownBackend(): { backend?: number } {
+    const { startedBackend, lockBackend } = this.session;
+    return startedBackend !== null && lockBackend === null ? { backend: startedBackend } : {};
   }
 
   // The server's system identifier (see Spool), asked only when not known yet: the admission
