@@ -112,13 +112,15 @@ export class Spool {
     const before = this.knownOfUrl();
     if (before?.key === key && before.identity === what.identity && (before.witness ?? null) === what.witness) return;
     this.known = { key, ...what };
-    if (!later) return this.writeKnown();
-    if (this.writing) return;
-    this.writing = true;
-    setImmediate(() => {
-      this.writing = false;
+    if (!later) {
       this.writeKnown();
-    });
+    } else if (!this.writing) {
+      this.writing = true;
+      setImmediate(() => {
+        this.writing = false;
+        this.writeKnown();
+      });
+    }
   }
 
   // A write of known/'s entry waits for the next turn of the event loop (see witnessed).
