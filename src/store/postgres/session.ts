@@ -26,6 +26,9 @@ export class PgSession {
   lockBackend: number | null = null;
   // When that backend started (text, see lock.ts): with the pid, it names the backend.
   lockBackendStart: string | null = null;
+  // The server backend's pid as announced at the connection (BackendKeyData): a backend
+  // started for this session, unless a pooler stands between (it announces one of its own).
+  readonly startedBackend: number | null;
   private probe: LockProbe | null = null;
   private lockGone: string | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
@@ -47,6 +50,7 @@ export class PgSession {
     // PostgreSQL 14 in_hot_standby and default_transaction_read_only (see server-state.ts).
     readonly parameters: ReadonlyMap<string, string>,
   ) {
+    this.startedBackend = (client as unknown as { processID?: number | null }).processID ?? null;
     client.on('error', (error) => this.markLost(`connection error: ${error.message}`));
     client.on('end', () => this.markLost('the server closed the connection'));
     (client as unknown as { connection?: { stream?: NodeJS.EventEmitter } }).connection?.stream?.on('data', () => {

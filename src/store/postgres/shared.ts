@@ -44,10 +44,14 @@ export function postgresDatabase(config: FleetRun, db: DbConfig, say: Messages):
     name: 'PostgreSQL',
     connectLock(abort) {
       const connecting = connect(abort);
-      // The code that will use the session loads while the connection is made (its failure
-      // is the caller's await; this catch only keeps it from counting as unhandled meanwhile).
+      // The code that will use the session (the lock's, the log's) loads while the server
+      // starts its backend: after the connection is asked for, which the promises above lead
+      // to before the next turn of the event loop, not before it (its failure is the caller's
+      // await; this catch only keeps it from counting as unhandled meanwhile).
       connecting.catch(() => {});
-      return import('./lock.js').then(() => connecting);
+      return new Promise((resolve) => setImmediate(resolve))
+        .then(() => Promise.all([import('./lock.js'), import('./store.js')]))
+        .then(() => connecting);
     },
     openLog: (lockSession, memory, abort) => openLog(config.stateDir, db, connect, lockSession as PgSession | null, memory(POSTGRES_SCHEMA_VERSION), abort),
     async sessionLock(session, lock: Extract<LockSpec, { kind: 'advisory' }>) {

@@ -25,7 +25,8 @@ export function statements(S: string) {
     // The admission of one run (migration 0005): one round trip, under the postgres lock
     // (when :p has a key) or a local one, after the claims of runs that ended are settled
     // (0011; `orphaned`: this host's such runs the lock does not prove ended), guarded for
-    // poolers (0013: `reentered`, `backend`, `holding`), taking a lease (0014: `epoch`), stamping
+    // poolers (0013: `reentered`, `backend`, `holding`; 0027: not on the backend this session
+    // started), taking a lease (0014: `epoch`), stamping
     // the start when the lock is taken, on the server's clock (0023: `started_at`). It also names the server
     // (pg_control_system(), executable by PUBLIC): the spool's key after a failover (see
     // Spool), at no round trip of its own.

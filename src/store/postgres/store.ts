@@ -63,6 +63,9 @@ export class PostgresStore implements SharedStore {
   // memory spares later runs the round trip. A schema dropped afterwards still fails a
   // statement, which migrates and retries as before.
   private async withSchema<T>(attempt: () => Promise<T>): Promise<T> {
+    // A schema this host remembers current is not awaited: the statement goes out at once,
+    // before whatever its caller does while the server works (the run's spare watchdog).
+    if (!this.checked && this.memory?.current) this.checked = true;
     if (!this.checked) await this.check();
     try {
       return await attempt();
@@ -193,7 +196,7 @@ export class PostgresStore implements SharedStore {
     if (lock?.kind === 'named') throw new Error('a GET_LOCK name is MySQL\'s; PostgreSQL locks by key');
     const taking =
       lock === null ? {}
-      : lock.kind === 'advisory' ? { key: lock.key.toString(), count_skip: countSkip }
+      : lock.kind === 'advisory' ? { key: lock.key.toString(), count_skip: countSkip, ...this.ownBackend() }
       : { lease: lock.key.toString(), lease_ttl_ms: lock.ttlMs, count_skip: countSkip };
     const p = {
       ...runJson(run),
@@ -245,6 +248,13 @@ export class PostgresStore implements SharedStore {
     }
     const requests = r.requests.map((q) => claimedRequest(Number(q.id), q.args));
     return { ...locked, admission: { admitted: true, runId: Number(r.id), requests, ...(row?.started_at ? { startedAt: row.started_at } : {}) } };
+  }
+
+  // The backend this session started, while the session holds no lock: admit() then knows
+  // that the backend holds none either, and spares asking pg_locks (migration 0027).
+  private ownBackend(): { backend?: number } {
+    const { startedBackend, lockBackend } = this.session;
+    return startedBackend !== null && lockBackend === null ? { backend: startedBackend } : {};
   }
 
   // The server's system identifier (see Spool), asked only when not known yet: the admission

@@ -15,12 +15,9 @@ DECLARE
   others     jsonb;
   claimed    jsonb       := '[]';
   claimed_id bigint[]    := '{}';
-  last_start timestamptz;
   new_id     bigint;
   scheduled  boolean     := coalesce((p->>'scheduled')::boolean, false) AND NOT (p->>'manual')::boolean;
-  sched      record;
   verdict    jsonb;
-  warn       boolean;
 BEGIN
   SELECT max(m.version) INTO version FROM {{schema}}.schema_migrations m;
   IF p ? 'key' THEN
@@ -97,38 +94,10 @@ BEGIN
       IF took_lock AND NOT (p->>'keep_lock')::boolean THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
       RETURN jsonb_build_object('admitted', false, 'reason', 'idle', 'running', others, 'version', version);
     END IF;
-    -- --scheduled: due when the stored schedule's latest fire came after the last start
-    -- (0018's schedule_due); without a schedule it can read, the job does not run, and one
-    -- run a day is told to say so.
-    IF scheduled THEN
-      SELECT schedule, unscheduled_said_at AS said INTO sched FROM {{schema}}.jobs WHERE name = job_name;
-      SELECT started_at INTO last_start FROM {{schema}}.runs WHERE job = job_name AND status <> 'abandoned'
-      ORDER BY id DESC LIMIT 1;
-      verdict := CASE WHEN sched.schedule IS NULL THEN jsonb_build_object('problem', NULL)
-                      ELSE {{schema}}.schedule_due(sched.schedule, p->>'zone', last_start, started,
-                                                   coalesce((p->>'early')::boolean, true)) END;
-      IF NOT coalesce((verdict->>'due')::boolean, false) THEN
-        IF took_lock AND NOT (p->>'keep_lock')::boolean THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
-        IF verdict ? 'problem' THEN
-          warn := sched.said IS NULL OR sched.said <= started - interval '1 day';
-          IF warn THEN UPDATE {{schema}}.jobs SET unscheduled_said_at = started WHERE name = job_name; END IF;
-          RETURN jsonb_build_object('admitted', false, 'reason', 'unscheduled', 'problem', verdict->'problem', 'warn', warn,
-                                    'running', others, 'version', version);
-        END IF;
-        RETURN jsonb_build_object('admitted', false, 'reason', 'schedule', 'schedule', sched.schedule, 'last_started_at', last_start,
-                                  'running', others, 'version', version);
-      END IF;
-    END IF;
-    IF (p->>'min_interval_ms' IS NOT NULL OR p ? 'spacing_ms') AND NOT (p->>'manual')::boolean THEN
-      -- The latest run by id, not max(started_at): one index probe however long the log.
-      SELECT started_at INTO last_start FROM {{schema}}.runs WHERE job = job_name AND status <> 'abandoned'
-      ORDER BY id DESC LIMIT 1;
-      IF last_start > started - make_interval(secs => {{schema}}.due_after_ms(greatest((p->>'min_interval_ms')::numeric,
-                                                                                      (p->>'spacing_ms')::numeric)) / 1000) THEN
-        IF took_lock AND NOT (p->>'keep_lock')::boolean THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
-        RETURN jsonb_build_object('admitted', false, 'reason', 'interval', 'last_started_at', last_start, 'running', others,
-                                  'version', version);
-      END IF;
+    -- Whether the job is due (a stored schedule, an interval or a spacing): only when asked.
+    IF scheduled OR p->>'min_interval_ms' IS NOT NULL OR p ? 'spacing_ms' THEN
+      verdict := {{schema}}.admit_due(p, others, took_lock, version);
+      IF verdict IS NOT NULL THEN RETURN verdict; END IF;
     END IF;
   END IF;
 
@@ -176,40 +145,20 @@ DECLARE
   advisory bigint := (p->>'key')::bigint;
   lease    bigint := (p->>'lease')::bigint;
   taken    bigint;
-  holder   jsonb;
+  holding  boolean;
   settled  jsonb;
   result   jsonb;
 BEGIN
-  IF advisory IS NOT NULL AND {{schema}}.holds(advisory) THEN
+  -- A server backend that this session started (`backend`: the pid it announced at the
+  -- connection; the caller sends it while the session holds no lock) holds no lock this
+  -- session did not take. Another one may be shared with other clients (a pooler).
+  IF advisory IS NOT NULL AND pg_backend_pid() IS DISTINCT FROM (p->>'backend')::integer AND {{schema}}.holds(advisory) THEN
     RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'reentered'), 'backend', pg_backend_pid());
   END IF;
   IF lease IS NOT NULL THEN
-    -- The row is locked by whoever writes it first; the others wait for that transaction and
-    -- then see its lease unexpired: exactly one of any number of racing admissions takes it.
-    INSERT INTO {{schema}}.leases AS l (lock_key, job, host, pid, ttl_ms, expires_at)
-    VALUES (lease, p->>'job', p->>'host', (p->>'pid')::integer, (p->>'lease_ttl_ms')::integer,
-            now() + make_interval(secs => (p->>'lease_ttl_ms')::numeric / 1000))
-    ON CONFLICT (lock_key) DO UPDATE SET job = excluded.job, host = excluded.host, pid = excluded.pid, run_id = NULL,
-      epoch = nextval('{{schema}}.lease_epochs'), ttl_ms = excluded.ttl_ms, acquired_at = now(), renewed_at = now(),
-      expires_at = excluded.expires_at
-    WHERE l.expires_at <= now()
-    RETURNING l.epoch INTO taken;
-    IF taken IS NULL THEN
-      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
-        WHERE job = p->>'job' AND status = 'running' ORDER BY id DESC LIMIT 1) r;
-      IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(p->>'job', (holder->>'id')::bigint); END IF;
-      RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder,
-                                'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
-    END IF;
-    -- Holding the lease proves its runs before ended (their holders stopped their commands
-    -- before the lease could expire): rows they left running were abandoned, on any host.
-    WITH gone AS (
-      UPDATE {{schema}}.runs SET status = 'abandoned', finished_at = now(),
-             error = 'wrapper (pid ' || pid || ' on ' || host || ') vanished without recording an outcome'
-      WHERE job = p->>'job' AND status = 'running' AND lock_backend = 'lease' AND runs.lock_key = p->>'lock_key'
-      RETURNING id)
-    UPDATE {{schema}}.requests SET status = 'failed', finished_at = now()
-    WHERE run_id IN (SELECT id FROM gone) AND status = 'running';
+    result := {{schema}}.admit_lease(p);
+    IF result ? 'r' THEN RETURN result; END IF;
+    taken := (result->>'epoch')::bigint;
   END IF;
   -- The run starts when it gets its lock, on the server's clock: a lease was taken just now, an
   -- advisory lock is taken first thing by settle_claims(), a local one before this statement.
@@ -232,7 +181,10 @@ BEGIN
       taken := NULL;
     END IF;
   END IF;
+  -- An admission under the advisory lock holds it; after a refusal, pg_locks tells.
+  holding := taken IS NOT NULL OR (advisory IS NOT NULL AND coalesce((result->>'admitted')::boolean, false));
+  IF NOT holding AND advisory IS NOT NULL THEN holding := {{schema}}.holds(advisory); END IF;
   RETURN jsonb_build_object('r', result, 'orphaned', settled->'orphaned', 'backend', pg_backend_pid(),
-                            'holding', (advisory IS NOT NULL AND {{schema}}.holds(advisory)) OR taken IS NOT NULL, 'epoch', taken,
+                            'holding', holding, 'epoch', taken,
                             'started_at', p->'started_at');
 END $$;
