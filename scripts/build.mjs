@@ -123,9 +123,10 @@ export const bundleOptions = {
 async function buildLib(lib) {
   const esm = mkdtempSync(join(tmpdir(), 'cronguard-esm-'));
   try {
-    await build({
+    const { metafile } = await build({
       ...bundleOptions,
       entryPoints: { main: join(root, 'src/main.ts') },
+      metafile: true,
       outdir: esm,
       format: 'esm',
       splitting: true,
@@ -151,7 +152,7 @@ async function buildLib(lib) {
       files.set(file.replace(/\.mjs$/, ''), code);
     }
     mkdirSync(lib, { recursive: true });
-    for (const [name, code] of mergeEagerChunks(files)) writeFileSync(join(lib, `${name}.cjs`), code);
+    for (const [name, code] of mergeEagerChunks(files, ['main', outputOf(metafile, SQLITE_STORE)])) writeFileSync(join(lib, `${name}.cjs`), code);
   } finally {
     rmSync(esm, { recursive: true, force: true });
   }
@@ -167,12 +168,23 @@ const EAGER = /(?<!=> )require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const ANY_CHUNK = /require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const CHUNK = 'globalThis[Symbol.for("cronguard.chunk")]';
 
-function mergeEagerChunks(files) {
+// The run log a default run opens (its file's name is the entry's, and more files share it).
+const SQLITE_STORE = 'src/store/sqlite/store.ts';
+
+// The file name (without .mjs) esbuild gave the code that starts at `entry`; a renamed entry
+// fails the build rather than silently leaving its chunks apart.
+function outputOf(metafile, entry) {
+  const found = Object.entries(metafile.outputs).find(([, output]) => output.entryPoint === entry);
+  if (!found) throw new Error(`build: no output file starts at ${entry}`);
+  return found[0].replace(/^.*\//, '').replace(/\.mjs$/, '');
+}
+
+function mergeEagerChunks(files, roots) {
   const eager = new Set();
   const visit = (code) => {
     for (const [, name] of code.matchAll(EAGER)) if (!eager.has(name)) visit(files.get(name), eager.add(name));
   };
-  for (const [name, code] of files) if (name === 'main' || name.startsWith('sqlite-')) visit(code);
+  for (const root of roots) visit(files.get(root));
   const rewrite = (code) => code.replace(ANY_CHUNK, (call, name) => (eager.has(name) ? `${CHUNK}("${name}")` : call));
   const defs = [...eager].map((name) => `defs[${JSON.stringify(name)}] = function (module, exports) {\n${rewrite(files.get(name))}\n};`);
   const main = `(() => {
