@@ -158,15 +158,18 @@ async function buildLib(lib) {
   }
 }
 
-// esbuild puts every module that main shares with a lazily loaded file into a chunk of its
-// own, which main then loads at once: a dozen small files read and compiled on every run.
-// Those chunks go into main.cjs itself, each in a function run on first use, as CommonJS
-// would; every file asks main for them through one global function. So do the chunks of the
-// SQLite run log, which a default run loads: each file costs a read, a stat and a cache of
-// its own (about 0.3 ms), more than main's cache grows by taking them.
+// esbuild puts every module that two files share into a chunk of its own, which each then
+// loads at once: a dozen small files read and compiled on every run, each costing a read, a
+// stat and a cache of its own (about 0.3 ms). Instead, a file holds the chunks it loads at
+// once, each in a function run on first use, as CommonJS would, registered by whichever of
+// the files holding it loads first; every file asks for them through one global function.
+// main.cjs holds its own and those of the SQLite run log, which a default run opens; the
+// file of a database's code (PostgreSQL's, MySQL's) holds the rest of its run's.
 const EAGER = /(?<!=> )require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
+const LAZY = /=> require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const ANY_CHUNK = /require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const CHUNK = 'globalThis[Symbol.for("cronguard.chunk")]';
+const DEFS = 'globalThis[Symbol.for("cronguard.chunks")]';
 
 // The run log a default run opens (its file's name is the entry's, and more files share it).
 const SQLITE_STORE = 'src/store/sqlite/store.ts';
@@ -179,24 +182,33 @@ function outputOf(metafile, entry) {
   return found[0].replace(/^.*\//, '').replace(/\.mjs$/, '');
 }
 
+// `roots`: main and the files whose chunks main holds.
 function mergeEagerChunks(files, roots) {
-  const eager = new Set();
-  const visit = (code) => {
-    for (const [, name] of code.matchAll(EAGER)) if (!eager.has(name)) visit(files.get(name), eager.add(name));
+  const closure = (name, found = new Set()) => {
+    for (const [, chunk] of files.get(name).matchAll(EAGER)) if (!found.has(chunk)) closure(chunk, found.add(chunk));
+    return found;
   };
-  for (const root of roots) visit(files.get(root));
-  const rewrite = (code) => code.replace(ANY_CHUNK, (call, name) => (eager.has(name) ? `${CHUNK}("${name}")` : call));
-  const defs = [...eager].map((name) => `defs[${JSON.stringify(name)}] = function (module, exports) {\n${rewrite(files.get(name))}\n};`);
+  const inMain = new Set(roots.flatMap((root) => [...closure(root)]));
+  const merged = new Set([...files.keys()].filter((name) => !name.startsWith('chunk-')).flatMap((name) => [...closure(name)]));
+  for (const [name, code] of files) {
+    for (const [, chunk] of code.matchAll(LAZY)) if (merged.has(chunk)) throw new Error(`build: ${name} loads ${chunk} on demand, which other files hold`);
+  }
+  const rewrite = (code) => code.replace(ANY_CHUNK, (call, name) => (merged.has(name) ? `${CHUNK}("${name}")` : call));
+  const defsOf = (names) => [...names].map((name) => `defs[${JSON.stringify(name)}] ??= function (module, exports) {\n${rewrite(files.get(name))}\n};`).join('\n');
   const main = `(() => {
-  const defs = {}, loaded = {};
+  const defs = (${DEFS} = {}), loaded = {};
   ${CHUNK} = (name) => {
     if (!loaded[name]) { loaded[name] = { exports: {} }; defs[name](loaded[name], loaded[name].exports); }
     return loaded[name].exports;
   };
-  ${defs.join('\n')}
+  ${defsOf(inMain)}
 })();
 ${rewrite(files.get('main'))}`;
-  return [...files].filter(([name]) => !eager.has(name)).map(([name, code]) => [name, name === 'main' ? main : rewrite(code)]);
+  const hosted = (name, code) => {
+    const own = [...closure(name)].filter((chunk) => !inMain.has(chunk));
+    return own.length === 0 ? rewrite(code) : `(() => {\n  const defs = ${DEFS};\n  ${defsOf(own)}\n})();\n${rewrite(code)}`;
+  };
+  return [...files].filter(([name]) => !merged.has(name)).map(([name, code]) => [name, name === 'main' ? main : hosted(name, code)]);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
