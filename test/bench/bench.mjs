@@ -9,6 +9,7 @@ import { build } from 'esbuild';
 import pg from 'pg';
 import { bundleOptions } from '../../scripts/build.mjs';
 import { mysqlMode } from './mysql-mode.mjs';
+import { redisMode } from './redis-mode.mjs';
 import { requestBench } from './requests.mjs';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 40);
@@ -76,6 +77,8 @@ if (pgFloorWorks && spawnSync(psqlFloor[0], psqlFloor.slice(1), { stdio: 'ignore
 
 const mysql = mysqlMode({ root, launcher, database: schema, env });
 cases.push(...mysql.cases);
+const redis = await redisMode({ root, launcher, work });
+cases.push(...redis.cases);
 // BENCH_ONLY=mysql: the MySQL mode's start-up (beside the baseline and the spawn floor) and
 // request pickup alone, for a quick look without the rest of the bench.
 const onlyMysql = process.env.BENCH_ONLY === 'mysql';
@@ -182,6 +185,7 @@ async function bench() {
   console.log(`| cronguard -q replaying 1 GB of a failed job's output | ${quietGb.toFixed(1)} | < 100 | ${quietGb < 100 ? 'ok' : 'MISSED'} |`);
   console.log(pgReachable ? `\npostgres mode: ${trips} round trips after connecting (${databaseUrl.replace(/:[^:@/]*@/, ':***@')})` : `\npostgres mode skipped: nothing answers at ${databaseUrl}`);
   console.log(mysql.trips());
+  if (redis.note) console.log(redis.note);
   for (const line of await requestBench({ launcher, env, work, databaseUrl, schema, pgReachable, mysqlUrl: mysql.url, mysqlReachable: mysql.reachable })) console.log(line);
   if (process.env.BENCH_SCALE !== '0') await scaleBench();
   // BENCH_LEASE=0 leaves it out (it takes minutes); BENCH_LEASE_JOBS, BENCH_LEASE_SAME size it.
@@ -246,6 +250,7 @@ try {
   console.error(`bench: ${error.message}`);
   process.exitCode = 1;
 } finally {
+  await redis.stop();
   rmSync(work, { recursive: true, force: true });
   if (pgReachable && !onlyMysql) await dropSchema();
   await mysql.drop();
