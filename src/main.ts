@@ -79,11 +79,13 @@ function codeCacheNote(): string {
 // message, however early or malformed its input, can print one.
 function protectSecrets(args: readonly string[]): void {
   args.forEach((arg, i) => {
-    if (arg === '--db' || arg === '--ping-url') addSecretsOf(args[i + 1]);
+    if (arg === '--db' || arg === '--lock-url' || arg === '--ping-url') addSecretsOf(args[i + 1]);
     else if (arg.startsWith('--db=')) addSecretsOf(arg.slice(5));
+    else if (arg.startsWith('--lock-url=')) addSecretsOf(arg.slice(11));
     else if (arg.startsWith('--ping-url=')) addSecretsOf(arg.slice(11));
   });
   addSecretsOf(process.env.CRONGUARD_DATABASE_URL);
+  addSecretsOf(process.env.CRONGUARD_LOCK_URL);
   addSecret(process.env.PGPASSWORD);
 }
 

@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { inDatabase, type LockBackendName, type LockSpec } from '../lock/lock-spec.js';
+import { isRedisUrl, type RedisTarget, redisKeys, resolveRedisTarget } from '../lock/redis/target.js';
 import { type DatabaseConfig, resolveDatabase } from '../store/database-config.js';
 import { dialectOf, dialectWithLock } from '../store/dialects.js';
 import type { LogSpec } from '../store/log-spec.js';
@@ -9,6 +10,7 @@ import { advisoryKey, parseLockKey } from '../store/postgres/lock.js';
 import { parseDuration } from '../util/duration.js';
 import { deriveName, validateName } from '../util/name.js';
 import { type ResolvedDir, resolveLockDir, resolveStateDir } from '../util/paths.js';
+import type { Setting } from '../util/setting.js';
 import { parseNotify } from './notify.js';
 import { observing } from './observe.js';
 import type { ParsedRun, RawOptions } from './options.js';
@@ -54,7 +56,9 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   // --lock-file names the lock the user wants (flock on that file), whatever database is
   // configured for the log: a fleet's /etc/cronguard.conf must not break such crontab lines.
   const explicitFile = str('lockFile');
-  const lock = parseLock(str('lock') ?? (explicitFile !== undefined ? 'flock' : db ? dialectOf(db).lock : 'flock'), db);
+  const lockUrl = setting('lock_url', 'lockUrl');
+  const lock = parseLock(str('lock') ?? (explicitFile !== undefined ? 'flock' : lockUrl ? 'redis' : db ? dialectOf(db).lock : 'flock'), db);
+  const redis = redisTarget(lockUrl, lock);
   if (db && (inDatabase(lock) || !options.noLog)) dialectOf(db).checkRun(db);
   if (str('lockKey') !== undefined && lock !== 'postgres') throw new UsageError(lockKeyRefusal(lock));
   const leaseTtlMs = parseLeaseTtl(str('leaseTtl'), lock);
@@ -71,6 +75,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
   const envFile = setting('env_file', 'envFile');
   const timeoutMs = optionalDuration(str('timeout'), '--timeout');
+  const log: LogSpec = options.noLog ? { kind: 'none' } : db ? { kind: 'shared', db } : { kind: 'sqlite' };
   const lockSpec = (): LockSpec<DatabaseConfig> => {
     const dir = { path: lockDir.dir, isDefault: lockDir.isDefault };
     const key = () => (str('lockKey') !== undefined ? parseLockKey(str('lockKey') as string) : advisoryKey(name, db?.schema));
@@ -85,11 +90,16 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
         return { kind: 'named', name: mysqlLockName((db as DatabaseConfig).schema, name), db: db as DatabaseConfig };
       case 'lease':
         return { kind: 'lease', key: key(), ttlMs: leaseTtlMs as number, db: db as DatabaseConfig };
+      case 'redis': {
+        const target = redis as RedisTarget;
+        // A shared log keeps the fleet's one run per tick itself; logs of each host's own
+        // leave it to the lock every host shares.
+        return { kind: 'redis', target, key: redisKeys(target, name).lock, ttlMs: leaseTtlMs as number, ticks: log.kind !== 'shared' };
+      }
       case 'none':
         return { kind: 'none' };
     }
   };
-  const log: LogSpec = options.noLog ? { kind: 'none' } : db ? { kind: 'shared', db } : { kind: 'sqlite' };
 
   const warnings: string[] = [];
   const notify = parseNotify({ command: setting('notify', 'notify'), url: setting('notify_url', 'notifyUrl') }, str('notifyTimeout'), options.noLog === true, (line) => warnings.push(line));
@@ -121,6 +131,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     warnings: Object.freeze(warnings),
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',
+      ...(redis ? [`lock server ${redis.display} (from ${redis.from})`] : []),
       `lock dir ${lockDir.dir} (${lockDir.from})`,
       `state dir ${stateDir.dir} (${stateDir.from})`,
       ...(envFile ? [`env file ${resolve(envFile.value)} (${envFile.from})`] : []),
@@ -148,8 +159,8 @@ function absolute(resolved: ResolvedDir, what: string): ResolvedDir {
 }
 
 function parseLock(value: string, db: DatabaseConfig | null): LockBackendName {
-  if (value !== 'flock' && value !== 'lockfile' && value !== 'postgres' && value !== 'mysql' && value !== 'lease' && value !== 'none') {
-    throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres, mysql, lease or none)`);
+  if (value !== 'flock' && value !== 'lockfile' && value !== 'postgres' && value !== 'mysql' && value !== 'lease' && value !== 'redis' && value !== 'none') {
+    throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres, mysql, lease, redis or none)`);
   }
   if (inDatabase(value) && !db) {
     throw new UsageError(`lock backend ${value} needs a database: give --db URL or set CRONGUARD_DATABASE_URL`);
@@ -161,6 +172,20 @@ function parseLock(value: string, db: DatabaseConfig | null): LockBackendName {
   return value;
 }
 
+// The Redis server of -l redis. A lock URL of the environment or a configuration file is
+// there for the jobs that take a Redis lock: a line with -l flock (or --lock-file) keeps its
+// own lock. Given on the line, it must be the lock's.
+function redisTarget(url: Setting | undefined, lock: LockBackendName): RedisTarget | null {
+  if (lock !== 'redis') {
+    if (url?.from === '--lock-url') throw new UsageError(`--lock-url names the server of a redis lock; it cannot go with -l ${lock}`);
+    return null;
+  }
+  if (!url) throw new UsageError('-l redis needs a lock URL: give --lock-url redis://HOST[:PORT][/DB] or set CRONGUARD_LOCK_URL');
+  const option = url.from.startsWith('--') ? url.from : `lock URL (${url.from})`;
+  if (!isRedisUrl(url.value)) throw new UsageError(`${option}: a lock URL starts with redis:// or rediss://`);
+  return resolveRedisTarget(url);
+}
+
 // The shortest lease: its holder renews every third of it and must be able to stop its
 // command (signal, grace, SIGKILL) well before it could expire.
 export const MIN_LEASE_TTL_MS = 5000;
@@ -170,8 +195,9 @@ const MAX_LEASE_TTL_MS = 24 * 86_400_000;
 const DEFAULT_LEASE_TTL_MS = 30_000;
 
 function parseLeaseTtl(text: string | undefined, lock: LockBackendName): number | null {
-  if (text !== undefined && lock !== 'lease') throw new UsageError('--lease-ttl applies to the lease lock backend only (-l lease)');
-  if (lock !== 'lease') return null;
+  const leased = lock === 'lease' || lock === 'redis';
+  if (text !== undefined && !leased) throw new UsageError("--lease-ttl applies to the lease lock backend only (-l lease, and -l redis's lease)");
+  if (!leased) return null;
   const ms = text === undefined ? DEFAULT_LEASE_TTL_MS : parseDuration(text, '--lease-ttl');
   if (ms < MIN_LEASE_TTL_MS) throw new UsageError(`--lease-ttl: '${text}' is shorter than the minimum, 5s`);
   if (ms > MAX_LEASE_TTL_MS) throw new UsageError(`--lease-ttl: '${text}' is longer than the maximum, 24d`);
