@@ -142,6 +142,16 @@ describe.skipIf(!haveRedis)(haveRedis ? '-l redis' : `-l redis: skipped, ${REDIS
     expect(oneLine(wrong.stderr)).toMatch(/refused cronguard: WRONGPASS/);
     expect(wrong.stderr).not.toMatch(/wrong-Pass/);
     expect(lines(box.path('ran'))).toEqual([]);
+    // The least a user needs, as docs/fleet-redis.md gives it: enough for a run and its tick.
+    r.cli('ACL', 'SETUSER', 'least', 'on', '>least-Pass', '~cronguard:*', '+eval', '+client|setname', '+get', '+set', '+incr', '+pexpire', '+del', '+time');
+    const least = await cronguard(['--lock-url', r.url('least:least-Pass'), '-n', 'least', '--', 'true'], box.env);
+    expect(least).toMatchObject({ code: 0, stderr: '' });
+    // Without EVAL: refused (77), nothing run.
+    r.cli('ACL', 'SETUSER', 'noeval', 'on', '>noeval-Pass', '~cronguard:*', '+client|setname');
+    const noEval = await cronguard(['--lock-url', r.url('noeval:noeval-Pass'), '-n', 'least', '--', 'sh', '-c', `touch ${box.path('ran')}`], box.env);
+    expect(noEval.code).toBe(77);
+    expect(oneLine(noEval.stderr)).toMatch(/NOPERM/);
+    expect(lines(box.path('ran'))).toEqual([]);
     // From the environment, the same.
     const fromEnv = await cronguard(['-n', 'acl', '--', 'true'], { ...box.env, CRONGUARD_LOCK_URL: r.url('cron:wrong-Pass') });
     expect(fromEnv.code).toBe(77);
