@@ -3,7 +3,7 @@ import { PermissionError, UnavailableError } from '../../errors.js';
 import type { Messages } from '../../util/io.js';
 import { monotonicMs } from '../../util/time.js';
 import { type LockBackend, retryUntil } from '../backend.js';
-import { holdLease } from '../lease.js';
+import { holdLease, type LeaseLine } from '../lease.js';
 import { type LeaseStore, leaseLine } from '../lease-line.js';
 import type { LockSpec } from '../lock-spec.js';
 import { ConnectionError, connectRedis, type Reply, ReplyError, type RespConnection } from './resp.js';
@@ -101,7 +101,10 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
     const epoch = BigInt(found);
     const session = new RedisLeaseSession(connection, value);
     connection = null;
-    const line = leaseLine<string, RedisLeaseSession>(session, async (signal) => new RedisLeaseSession(await connectRedis(target, `cronguard:${job}`, signal), value));
+    const shared = leaseLine<string, RedisLeaseSession>(session, async (signal) => new RedisLeaseSession(await connectRedis(target, `cronguard:${job}`, signal), value));
+    // The connection that took the lock is the lock's own (a database lease's is the run
+    // log's, which the log closes): closed with the line, or it would hold the process open.
+    const line: LeaseLine<string> = { ...shared, close: () => shared.close().finally(() => session.close()) };
     const env = { CRONGUARD_JOB: job, CRONGUARD_LOCK_URL: target.display, CRONGUARD_LOCK_KEY: keys.lock };
     const held = holdLease({ key: keys.lock, epoch, ttlMs, sentAt }, line, env, say);
     return Object.assign(held, {
