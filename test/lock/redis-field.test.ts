@@ -79,6 +79,22 @@ describe.skipIf(!haveRedis)(haveRedis ? '-l redis in the field' : `-l redis in t
     expect(BigInt(b[0]?.[2] as string)).toBeGreaterThan(BigInt(a[0]?.[2] as string));
   }, 120_000);
 
+  it('a server frozen at the start: nothing runs, 69 with one line within about 5 s', async () => {
+    const r = await privateRedis();
+    const box = sandbox();
+    const sleeping = r.send('DEBUG', 'SLEEP', '12');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const started = Date.now();
+    const result = await start(['--lock-url', r.url(), '-n', 'frozen-start', '--', 'sh', '-c', `touch ${box.path('ran')}`], box.env).done;
+    expect(result.code).toBe(69);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(result.stderr).toMatch(/is unreachable: no answer within the time allowed/);
+    expect(Date.now() - started).toBeLessThan(9000);
+    expect(lines(box.path('ran'))).toEqual([]);
+    sleeping.kill();
+    await r.stop();
+  }, 60_000);
+
   it('the server restarted mid-run (its data gone): the holder finds its key gone, stops its command, exits 75', async () => {
     const r = await privateRedis();
     const box = sandbox();

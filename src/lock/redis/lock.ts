@@ -84,12 +84,16 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
   // Who held it when it could not be taken: the value found in its key.
   let heldBy: string | null = null;
 
+  // Until when (monotonicMs) this acquisition may wait: a take that is not answered by then
+  // (at least CONNECT_MS after it was sent) finds the server out of reach (69). A take the
+  // server runs after that leaves a key that expires after the ttl, with nothing run under it.
+  let deadline = 0;
   const tryOnce = async () => {
     connection ??= await connect(AbortSignal.timeout(CONNECT_MS));
     const sentAt = monotonicMs();
     let reply: Reply;
     try {
-      reply = await connection.command('EVAL', TAKE, 2, keys.lock, keys.fence, holder, ttlMs);
+      reply = await within(connection.command('EVAL', TAKE, 2, keys.lock, keys.fence, holder, ttlMs), Math.max(CONNECT_MS, deadline - sentAt));
     } catch (error) {
       throw redisError(error, target.display);
     }
@@ -110,7 +114,7 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
     return Object.assign(held, {
       async claimTick(minute: Date): Promise<string | null> {
         try {
-          return (await session.connection.command('EVAL', TICK, 1, keys.tick(minute), host, TICK_MS)) as string | null;
+          return (await within(session.connection.command('EVAL', TICK, 1, keys.tick(minute), host, TICK_MS), CONNECT_MS)) as string | null;
         } catch (error) {
           throw redisError(error, target.display);
         }
@@ -121,6 +125,7 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
   return {
     description,
     async acquire({ waitMs, abort }) {
+      deadline = monotonicMs() + waitMs;
       try {
         return await retryUntil(tryOnce, waitMs, abort);
       } finally {
@@ -138,6 +143,19 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
       return { pid: thatHost === host && pid ? Number(pid) : null, stranger: null };
     },
   };
+}
+
+// The reply, or a ConnectionError once `ms` have passed without one.
+async function within<T>(reply: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const silence = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ConnectionError(`no answer within ${Math.round(ms / 1000)}s`)), ms);
+  });
+  try {
+    return await Promise.race([reply, silence]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 // What stopped the lock, as the exit code the contract gives it: a server that refuses the
