@@ -1,5 +1,5 @@
 import { refuseNonUtf8Arguments, refuseNonUtf8Environment } from './cli/bytes.js';
-import { databaseSetting, resolveRunConfig } from './cli/config.js';
+import { resolveRunConfig, usesFleet } from './cli/config.js';
 import { parseRunArgs, runHelp, VERSION } from './cli/options.js';
 import { loadSecrets } from './cli/secrecy.js';
 import { Settings } from './cli/settings.js';
@@ -59,8 +59,8 @@ async function main(args: readonly string[]): Promise<number> {
   const verbose = parsed.options.verbose === true;
   showWarnings = verbose;
   const settings = loadSettings(verbose);
-  // The dialects' code loads only for a run that has a database.
-  const fleet = databaseSetting(parsed, settings) === undefined ? null : (await import('./cli/fleet.js')).FLEET;
+  // The dialects' code (and a Redis lock's) loads only for a run that has a database (or one).
+  const fleet = usesFleet(parsed, settings) ? (await import('./cli/fleet.js')).FLEET : null;
   const config = resolveRunConfig(parsed, { env: process.env, root: isRoot(), settings, fleet });
   // First of all: nothing may be recorded or said before its secrets are known.
   const fileEnv = await loadSecrets(config);
@@ -83,11 +83,13 @@ function codeCacheNote(): string {
 // message, however early or malformed its input, can print one.
 function protectSecrets(args: readonly string[]): void {
   args.forEach((arg, i) => {
-    if (arg === '--db' || arg === '--ping-url') addSecretsOf(args[i + 1]);
+    if (arg === '--db' || arg === '--lock-url' || arg === '--ping-url') addSecretsOf(args[i + 1]);
     else if (arg.startsWith('--db=')) addSecretsOf(arg.slice(5));
+    else if (arg.startsWith('--lock-url=')) addSecretsOf(arg.slice(11));
     else if (arg.startsWith('--ping-url=')) addSecretsOf(arg.slice(11));
   });
   addSecretsOf(process.env.CRONGUARD_DATABASE_URL);
+  addSecretsOf(process.env.CRONGUARD_LOCK_URL);
   addSecret(process.env.PGPASSWORD);
 }
 

@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { inDatabase, type LockBackendName, type LockSpec } from '../lock/lock-spec.js';
+import type { RedisTarget } from '../lock/redis/target.js';
 import type { DatabaseConfig } from '../store/database-config.js';
 import type { LogSpec } from '../store/log-spec.js';
 import { parseDuration } from '../util/duration.js';
@@ -26,13 +27,24 @@ export interface Context {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly root: boolean;
   readonly settings: Settings;
-  // cli/fleet.ts, loaded by the caller when databaseSetting() finds a URL; null otherwise.
+  // cli/fleet.ts, loaded by the caller when usesFleet(); null otherwise.
   readonly fleet: Fleet | null;
 }
 
 // The fleet database's URL, wherever it is configured (--db, the environment, a file).
-export function databaseSetting({ options }: ParsedRun, settings: Settings): Setting | undefined {
+function databaseSetting({ options }: ParsedRun, settings: Settings): Setting | undefined {
   return settings.get('database_url', { value: typeof options.db === 'string' ? options.db : undefined, name: '--db' });
+}
+
+// The Redis lock's URL, as the database's.
+function lockUrlSetting({ options }: ParsedRun, settings: Settings): Setting | undefined {
+  return settings.get('lock_url', { value: typeof options.lockUrl === 'string' ? options.lockUrl : undefined, name: '--lock-url' });
+}
+
+// Whether an invocation has a database or a Redis server configured: only then does the
+// caller load cli/fleet.ts for resolveRunConfig.
+export function usesFleet(parsed: ParsedRun, settings: Settings): boolean {
+  return databaseSetting(parsed, settings) !== undefined || lockUrlSetting(parsed, settings) !== undefined;
 }
 
 const MAX_CAPTURE = 64 * 1024 * 1024;
@@ -57,13 +69,16 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
 
   const setting = (key: SettingKey, option: string) => ctx.settings.get(key, { value: str(option), name: `--${flagName(option)}` });
   const url = databaseSetting({ options, repeated, command }, ctx.settings);
-  const fleet = url === undefined ? null : fleetOf(ctx);
-  const db = fleet?.resolveDatabase(url as Setting, setting('schema', 'schema'), ctx.env) ?? null;
+  const lockUrl = lockUrlSetting({ options, repeated, command }, ctx.settings);
+  const fleet = url === undefined && lockUrl === undefined ? null : fleetOf(ctx);
+  const db = url === undefined ? null : (fleet as Fleet).resolveDatabase(url, setting('schema', 'schema'), ctx.env);
   const dialect = db && fleet?.dialectOf(db);
   // --lock-file names the lock the user wants (flock on that file), whatever database is
   // configured for the log: a fleet's /etc/cronguard.conf must not break such crontab lines.
   const explicitFile = str('lockFile');
-  const lock = parseLock(str('lock') ?? (explicitFile !== undefined ? 'flock' : (dialect?.lock ?? 'flock')), db, fleet);
+  const lock = parseLock(str('lock') ?? (explicitFile !== undefined ? 'flock' : lockUrl ? 'redis' : (dialect?.lock ?? 'flock')), db, fleet);
+  if (lock === 'redis' && lockUrl === undefined) throw new UsageError('-l redis needs a lock URL: give --lock-url redis://HOST[:PORT][/DB] or set CRONGUARD_LOCK_URL');
+  const redis = lockUrl === undefined ? null : redisTarget(lockUrl, lock, fleet as Fleet);
   if (db && dialect && (inDatabase(lock) || !options.noLog)) dialect.checkRun(db);
   if (str('lockKey') !== undefined && lock !== 'postgres') throw new UsageError(lockKeyRefusal(lock));
   const leaseTtlMs = parseLeaseTtl(str('leaseTtl'), lock);
@@ -80,6 +95,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
   const stateDir = absolute(resolveStateDir(setting('state_dir', 'stateDir'), ctx.env, ctx.root), 'state');
   const envFile = setting('env_file', 'envFile');
   const timeoutMs = optionalDuration(str('timeout'), '--timeout');
+  const log: LogSpec = options.noLog ? { kind: 'none' } : db ? { kind: 'shared', db } : { kind: 'sqlite' };
   const lockSpec = (): LockSpec<DatabaseConfig> => {
     const dir = { path: lockDir.dir, isDefault: lockDir.isDefault };
     // Only the database's locks have keys, and they have a database: `fleet` is loaded.
@@ -95,11 +111,16 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
         return { kind: 'named', name: (fleet as Fleet).mysqlLockName((db as DatabaseConfig).schema, name), db: db as DatabaseConfig };
       case 'lease':
         return { kind: 'lease', key: key(), ttlMs: leaseTtlMs as number, db: db as DatabaseConfig };
+      case 'redis': {
+        const target = redis as RedisTarget;
+        // A shared log keeps the fleet's one run per tick itself; logs of each host's own
+        // leave it to the lock every host shares.
+        return { kind: 'redis', target, key: (fleet as Fleet).redisKeys(target, name).lock, ttlMs: leaseTtlMs as number, ticks: log.kind !== 'shared' };
+      }
       case 'none':
         return { kind: 'none' };
     }
   };
-  const log: LogSpec = options.noLog ? { kind: 'none' } : db ? { kind: 'shared', db } : { kind: 'sqlite' };
 
   const warnings: string[] = [];
   const notify = parseNotify({ command: setting('notify', 'notify'), url: setting('notify_url', 'notifyUrl') }, str('notifyTimeout'), options.noLog === true, (line) => warnings.push(line));
@@ -131,6 +152,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     warnings: Object.freeze(warnings),
     sources: Object.freeze([
       db ? `database ${db.display} (from ${db.from}), schema ${db.schema}` : 'no database configured',
+      ...(redis ? [`lock server ${redis.display} (from ${redis.from})`] : []),
       `lock dir ${lockDir.dir} (${lockDir.from})`,
       `state dir ${stateDir.dir} (${stateDir.from})`,
       ...(envFile ? [`env file ${resolve(envFile.value)} (${envFile.from})`] : []),
@@ -140,7 +162,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
 }
 
 function fleetOf(ctx: Context): Fleet {
-  if (!ctx.fleet) throw new Error('a database URL is configured, but cli/fleet.ts was not loaded (databaseSetting)');
+  if (!ctx.fleet) throw new Error('a database or lock URL is configured, but cli/fleet.ts was not loaded (usesFleet)');
   return ctx.fleet;
 }
 
@@ -163,8 +185,8 @@ function absolute(resolved: ResolvedDir, what: string): ResolvedDir {
 }
 
 function parseLock(value: string, db: DatabaseConfig | null, fleet: Fleet | null): LockBackendName {
-  if (value !== 'flock' && value !== 'lockfile' && value !== 'postgres' && value !== 'mysql' && value !== 'lease' && value !== 'none') {
-    throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres, mysql, lease or none)`);
+  if (value !== 'flock' && value !== 'lockfile' && value !== 'postgres' && value !== 'mysql' && value !== 'lease' && value !== 'redis' && value !== 'none') {
+    throw new UsageError(`unknown lock backend '${value}' (use flock, lockfile, postgres, mysql, lease, redis or none)`);
   }
   if (inDatabase(value) && !db) {
     throw new UsageError(`lock backend ${value} needs a database: give --db URL or set CRONGUARD_DATABASE_URL`);
@@ -177,6 +199,19 @@ function parseLock(value: string, db: DatabaseConfig | null, fleet: Fleet | null
   return value;
 }
 
+// The Redis server of -l redis. A lock URL of the environment or a configuration file is
+// there for the jobs that take a Redis lock: a line with -l flock (or --lock-file) keeps its
+// own lock. Given on the line, it must be the lock's.
+function redisTarget(url: Setting, lock: LockBackendName, fleet: Fleet): RedisTarget | null {
+  if (lock !== 'redis') {
+    if (url.from === '--lock-url') throw new UsageError(`--lock-url names the server of a redis lock; it cannot go with -l ${lock}`);
+    return null;
+  }
+  const option = url.from.startsWith('--') ? url.from : `lock URL (${url.from})`;
+  if (!fleet.isRedisUrl(url.value)) throw new UsageError(`${option}: a lock URL starts with redis:// or rediss://`);
+  return fleet.resolveRedisTarget(url);
+}
+
 // The shortest lease: its holder renews every third of it and must be able to stop its
 // command (signal, grace, SIGKILL) well before it could expire.
 export const MIN_LEASE_TTL_MS = 5000;
@@ -186,8 +221,9 @@ const MAX_LEASE_TTL_MS = 24 * 86_400_000;
 const DEFAULT_LEASE_TTL_MS = 30_000;
 
 function parseLeaseTtl(text: string | undefined, lock: LockBackendName): number | null {
-  if (text !== undefined && lock !== 'lease') throw new UsageError('--lease-ttl applies to the lease lock backend only (-l lease)');
-  if (lock !== 'lease') return null;
+  const leased = lock === 'lease' || lock === 'redis';
+  if (text !== undefined && !leased) throw new UsageError("--lease-ttl applies to the lease lock backend only (-l lease, and -l redis's lease)");
+  if (!leased) return null;
   const ms = text === undefined ? DEFAULT_LEASE_TTL_MS : parseDuration(text, '--lease-ttl');
   if (ms < MIN_LEASE_TTL_MS) throw new UsageError(`--lease-ttl: '${text}' is shorter than the minimum, 5s`);
   if (ms > MAX_LEASE_TTL_MS) throw new UsageError(`--lease-ttl: '${text}' is longer than the maximum, 24d`);

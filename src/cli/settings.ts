@@ -11,6 +11,7 @@ type Env = Readonly<Record<string, string | undefined>>;
 // The settings that have an environment variable, and so a key in the configuration files.
 export const SETTING_ENV = {
   database_url: 'CRONGUARD_DATABASE_URL',
+  lock_url: 'CRONGUARD_LOCK_URL',
   schema: 'CRONGUARD_SCHEMA',
   lock_dir: 'CRONGUARD_LOCK_DIR',
   state_dir: 'CRONGUARD_STATE_DIR',
@@ -106,7 +107,7 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
       throw new UsageError(`${where}: unknown setting '${match[1]}' (known: ${Object.keys(SETTING_ENV).join(', ')})`);
     }
     const value = settingValue(match[2] as string);
-    if (key === 'database_url' || key === 'notify_url') addSecretsOf(value);
+    if (key === 'database_url' || key === 'lock_url' || key === 'notify_url') addSecretsOf(value);
     const lines = settings.get(key as SettingKey) ?? [];
     lines.push({ value, from: where });
     settings.set(key as SettingKey, lines);
@@ -114,6 +115,9 @@ function readConfig(file: string, required: boolean, notes: string[], warnings: 
   const url = settings.get('database_url')?.at(-1)?.value ?? '';
   if (hasPassword(url) && readableByOthers(file)) {
     warnings.push(`${file} holds a database password and is readable by other users; chmod 600 it, or use ~/.pgpass`);
+  }
+  if (hasPassword(settings.get('lock_url')?.at(-1)?.value ?? '') && readableByOthers(file)) {
+    warnings.push(`${file} holds the lock URL's password and is readable by other users; chmod 600 it`);
   }
   return settings;
 }

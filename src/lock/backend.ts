@@ -26,6 +26,10 @@ export interface Lock {
   // At most this long between the kill signal and SIGKILL when the lock is lost (a lease
   // must see its command gone before it can expire); undefined: the run path's own bound.
   readonly lossGraceMs?: number;
+  // The fleet's one run per tick, kept by a lock that every host shares when their logs are
+  // each their own (a Redis lock beside embedded logs): claims the run's minute for this
+  // host; the host that already has it, or null. Absent: the log keeps the rule, or none does.
+  claimTick?(minute: Date): Promise<string | null>;
   release(): Promise<void>;
 }
 

@@ -28,6 +28,8 @@ export async function openLockBackend(spec: LockSpec, say: Messages): Promise<Lo
     case 'named':
     case 'lease':
       throw new Error(`the ${spec.kind} lock is taken by the run log's admission; src/run/gate/gate.ts builds it`);
+    case 'redis':
+      throw new Error('the redis lock is opened by its gate (src/run/gate/open.ts), with its client');
     case 'none':
       return noLock;
     case 'lockfile': {

@@ -1,11 +1,12 @@
-import type { LeaseLine } from './lease.js';
+import type { LeaseKey, LeaseLine } from './lease.js';
 
-// What a lease line needs of a run log's store (PostgresStore, MysqlStore).
-export interface LeaseStore {
+// What a lease line needs of a run log's store (PostgresStore, MysqlStore), or of a Redis
+// connection (redis/lease.ts).
+export interface LeaseStore<K extends LeaseKey = bigint> {
   // The store's connection is gone: renewals go over another.
   readonly connectionLost: boolean;
-  renewLease(key: bigint, epoch: bigint, ttlMs: number): Promise<boolean>;
-  releaseLease(key: bigint, epoch: bigint): Promise<void>;
+  renewLease(key: K, epoch: bigint, ttlMs: number): Promise<boolean>;
+  releaseLease(key: K, epoch: bigint): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -15,7 +16,7 @@ export interface LeaseStore {
 // has a renewal unanswered: at most two connections, and the oldest renewal, on the log's,
 // still waiting for its answer. The statements need no session state, so any connection of
 // any pooler does.
-export function leaseLine<S extends LeaseStore>(log: S, open: (signal: AbortSignal) => Promise<S>): LeaseLine {
+export function leaseLine<K extends LeaseKey, S extends LeaseStore<K>>(log: S, open: (signal: AbortSignal) => Promise<S>): LeaseLine<K> {
   let own: S | null = null;
   let closed = false;
   const waiting = new Set<S>();

@@ -45,21 +45,24 @@ export function lossMs(ttlMs: number): number {
 }
 
 // What the admission took: the lock key, this holder's epoch (the fencing token), the ttl,
-// and when (monotonicMs) the statement that took it was sent.
-export interface LeaseTerms {
-  readonly key: bigint;
+// and when (monotonicMs) the statement that took it was sent. The key is a lease row's
+// number in a database, a key's name in Redis (lock/redis/).
+export interface LeaseTerms<K extends LeaseKey = bigint> {
+  readonly key: K;
   readonly epoch: bigint;
   readonly ttlMs: number;
   readonly sentAt: number;
 }
 
+export type LeaseKey = bigint | string;
+
 // How a lease reaches its database: any connection will do, pooled or not.
-export interface LeaseLine {
+export interface LeaseLine<K extends LeaseKey = bigint> {
   // True: renewed; false: the lease is no longer this holder's. Rejects when the database
   // could not be asked; connecting gives up after connectMs. With a renewal of this holder
   // still unanswered, it goes over another connection.
-  renew(key: bigint, epoch: bigint, ttlMs: number, connectMs: number): Promise<boolean>;
-  release(key: bigint, epoch: bigint): Promise<void>;
+  renew(key: K, epoch: bigint, ttlMs: number, connectMs: number): Promise<boolean>;
+  release(key: K, epoch: bigint): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -69,7 +72,7 @@ export interface HeldLease extends Lock {
 }
 
 // The lease as held: renewed in the background from now on, lost when renewals stop.
-export function holdLease(terms: LeaseTerms, line: LeaseLine, env: Readonly<Record<string, string>>, say: Messages): HeldLease {
+export function holdLease<K extends LeaseKey>(terms: LeaseTerms<K>, line: LeaseLine<K>, env: Readonly<Record<string, string>>, say: Messages): HeldLease {
   const { key, epoch, ttlMs } = terms;
   let lastSent = terms.sentAt;
   let lost: string | null = null;

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import type { RedisTarget } from './redis/target.js';
 
 // The lock of one invocation as the CLI resolved it: each kind with only its own fields.
 // `-l postgres` is the advisory lock, `-l mysql` the named GET_LOCK; the kinds that live in
@@ -9,6 +10,9 @@ export type LockSpec<Db = unknown> =
   | { readonly kind: 'advisory'; readonly key: bigint; readonly byHand: boolean; readonly db: Db }
   | { readonly kind: 'named'; readonly name: string; readonly db: Db }
   | { readonly kind: 'lease'; readonly key: bigint; readonly ttlMs: number; readonly db: Db }
+  // A lease on a Redis key (lock/redis/): `key` is the lock's key, `ticks` whether the lock
+  // keeps the fleet's one run per tick (when no shared log keeps it).
+  | { readonly kind: 'redis'; readonly target: RedisTarget; readonly key: string; readonly ttlMs: number; readonly ticks: boolean }
   | { readonly kind: 'none' };
 
 export type LockKind = LockSpec['kind'];
@@ -21,7 +25,7 @@ export interface LockDir {
 }
 
 // The lock's name on the command line and in the run log's lock_backend column.
-export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'mysql' | 'lease' | 'none';
+export type LockBackendName = 'flock' | 'lockfile' | 'postgres' | 'mysql' | 'lease' | 'redis' | 'none';
 
 // The backend each kind is recorded as.
 const BACKEND: Readonly<Record<LockKind, LockBackendName>> = {
@@ -30,6 +34,7 @@ const BACKEND: Readonly<Record<LockKind, LockBackendName>> = {
   advisory: 'postgres',
   named: 'mysql',
   lease: 'lease',
+  redis: 'redis',
   none: 'none',
 };
 
@@ -83,6 +88,8 @@ export function recordedKey(spec: LockSpec): string | null {
       return String(spec.key);
     case 'named':
       return spec.name;
+    case 'redis':
+      return spec.key;
     case 'none':
       return null;
   }

@@ -118,7 +118,8 @@ describe('resolveRunConfig', () => {
     [['--kill-after', '1y', 'true'], /--kill-after: invalid duration/],
     [['-E', '300', 'true'], /not an exit code \(0-255\)/],
     [['-E', '-1', 'true'], /not an exit code/],
-    [['-l', 'redis', 'true'], /unknown lock backend 'redis'/],
+    [['-l', 'valkey', 'true'], /unknown lock backend 'valkey'/],
+    [['-l', 'redis', 'true'], /^-l redis needs a lock URL: give --lock-url/],
     [['-l', 'postgres', 'true'], /needs a database/],
     [['-l', 'none', '--lock-file', '/tmp/x', 'true'], /--lock-file names a file for flock to lock; it cannot go with -l none/],
     [['--lock-file', '', 'true'], /--lock-file needs a path/],
@@ -138,5 +139,28 @@ describe('resolveRunConfig', () => {
   ])('rejects %j', (args, message) => {
     expect(() => resolve(args)).toThrow(UsageError);
     expect(() => resolve(args)).toThrow(message);
+  });
+});
+
+describe('-l redis (issue 39)', () => {
+  it('a redis:// lock URL implies -l redis: key cronguard:DB:NAME, ttl 30s, the tick kept by the lock beside an embedded log', () => {
+    const config = resolve(['--lock-url', 'redis://cron:pw@cache.internal:6380/2', '-n', 'invoices', 'true']);
+    expect(config.lock).toMatchObject({ kind: 'redis', key: 'cronguard:2:invoices', ttlMs: 30_000, ticks: true });
+    expect(config.lock.kind === 'redis' && config.lock.target).toMatchObject({ host: 'cache.internal', port: 6380, db: 2, user: 'cron', password: 'pw', tls: null, display: 'redis://cron@cache.internal:6380/2' });
+    expect(config.log).toEqual({ kind: 'sqlite' });
+  });
+
+  it('from the environment, with ?prefix= and TLS; beside a shared log the log keeps the tick; --lease-ttl applies', () => {
+    const env = { HOME: '/home/u', CRONGUARD_LOCK_URL: 'rediss://cache?ca=/etc/ca.pem&prefix=shop', CRONGUARD_DATABASE_URL: 'postgres://db/ops' };
+    const config = resolve(['--lease-ttl', '1m', '-n', 'j', 'true'], contextOf(env, false));
+    expect(config.lock).toMatchObject({ kind: 'redis', key: 'cronguard:shop:j', ttlMs: 60_000, ticks: false });
+    expect(config.lock.kind === 'redis' && config.lock.target.tls).toEqual({ ca: '/etc/ca.pem' });
+    expect(config.log.kind).toBe('shared');
+  });
+
+  it('-l flock (or --lock-file) keeps its own lock whatever lock URL the environment gives', () => {
+    const env = contextOf({ HOME: '/home/u', CRONGUARD_LOCK_URL: 'redis://cache' }, false);
+    expect(resolve(['-l', 'flock', '-n', 'j', 'true'], env).lock.kind).toBe('flock');
+    expect(resolve(['--lock-file', '/tmp/j.lock', '-n', 'j', 'true'], env).lock.kind).toBe('flock');
   });
 });

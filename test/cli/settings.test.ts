@@ -52,7 +52,7 @@ describe('configuration files', () => {
   });
 
   it.each([
-    ['an unknown key', 'colour = red\n', /user\.conf:1: unknown setting 'colour' \(known: database_url, schema, lock_dir, state_dir, retention, metrics_dir, notify, notify_url, env_file, redact, syslog, syslog_socket\)/],
+    ['an unknown key', 'colour = red\n', /user\.conf:1: unknown setting 'colour' \(known: database_url, lock_url, schema, lock_dir, state_dir, retention, metrics_dir, notify, notify_url, env_file, redact, syslog, syslog_socket\)/],
     ['a line without =', 'state_dir /x\n', /user\.conf:1: expected 'key = value'$/],
     // A name every object inherits is no setting either.
     ['an inherited name', 'constructor = 1\n', /user\.conf:1: unknown setting 'constructor' \(known: /],

@@ -24,6 +24,8 @@ export function localGate(
   roundTrips: () => RoundTrips,
 ): LocalGate {
   const admitHeld = async (lock: Lock): Promise<Entry> => {
+    const tick = await tickOf(lock, run, options);
+    if (tick) return tick;
     await recorder.deliverSpool();
     const verdict = await recorder.admit(atLock(run), options);
     if (verdict.admitted) return { ...verdict, lock };
@@ -58,6 +60,22 @@ export function localGate(
     roundTrips,
     close: () => recorder.close(),
   };
+}
+
+// The fleet rule, where the lock keeps it (see Lock.claimTick): the minute claimed before the
+// log is asked, or the lock released and the invocation skipped for the host that has it.
+async function tickOf(lock: Lock, run: NewRun, options: GateOptions): Promise<Entry | null> {
+  if (!lock.claimTick || !options.oneRunPerTick || run.tick === null) return null;
+  let other: string | null;
+  try {
+    other = await lock.claimTick(run.tick);
+  } catch (error) {
+    await lock.release();
+    throw error;
+  }
+  if (other === null) return null;
+  await lock.release();
+  return { admitted: false, reason: 'tick', holder: { runId: null, host: other, pid: null, startedAt: null } };
 }
 
 // For -v, once: the lock is held, and this invocation waits for it (-w, or a loop's hand-over).

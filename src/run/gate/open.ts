@@ -18,9 +18,10 @@ export async function openRecorder(config: RunConfig, say: Messages): Promise<Ru
 
 type Opener<K extends LockKind> = (config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: K }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal) => Promise<Gate>;
 
-// The gate of each kind of lock: one of this host's (or none) is taken first and the log
-// asked after; one in the fleet's database is taken by the log's admission statement, on a
-// session of its own (the advisory lock, GET_LOCK) or in the log itself (a lease).
+// The gate of each kind of lock: one of this host's (or none), or a Redis key (its client
+// loaded only then), is taken first and the log asked after; one in the fleet's database is
+// taken by the log's admission statement, on a session of its own (the advisory lock,
+// GET_LOCK) or in the log itself (a lease).
 const GATES: { readonly [K in LockKind]: Opener<K> } = {
   flock: localLockGate,
   lockfile: localLockGate,
@@ -28,6 +29,7 @@ const GATES: { readonly [K in LockKind]: Opener<K> } = {
   advisory: sessionLockGate,
   named: sessionLockGate,
   lease: leaseGate,
+  redis: redisGate,
 };
 
 // Puts together the lock and the run log the configuration asks for. An aborted `abort` (a
@@ -43,6 +45,12 @@ async function localLockGate(config: RunConfig, lock: LockSpec, run: NewRun, opt
   const backend = await openLockBackend(lock, say);
   const log = await openLog(config, say, { database: null, session: null, abort });
   return localGate(backend, log.recorder, run, config, options, say, counted(null, log));
+}
+
+async function redisGate(config: RunConfig, lock: Extract<LockSpec, { kind: 'redis' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
+  const { redisLockBackend } = await import('../../lock/redis/lock.js');
+  const log = await openLog(config, say, { database: null, session: null, abort });
+  return localGate(redisLockBackend(lock, config.name, say), log.recorder, run, config, options, say, counted(null, log));
 }
 
 async function sessionLockGate(config: RunConfig, lock: Extract<LockSpec<DatabaseConfig>, { kind: 'advisory' | 'named' }>, run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
