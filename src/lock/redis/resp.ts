@@ -11,6 +11,11 @@ import type { RedisTarget } from './target.js';
 
 export type Reply = string | number | null | Reply[];
 
+// The most a reply may hold, in bytes: the lock's are a few dozen, an application's value
+// found in a job's key a little more. A server that sends more (or never ends its reply) is
+// not one the lock can use, and is not buffered without end.
+const MAX_REPLY = 4 * 1024 * 1024;
+
 // An error reply from the server (WRONGPASS, NOPERM, NOSCRIPT...): the connection still works.
 export class ReplyError extends Error {
   readonly code: string;
@@ -99,6 +104,11 @@ function wrap(socket: Socket): RespConnection {
   };
   socket.on('data', (chunk: Buffer) => {
     buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
+    if (buffer.length > MAX_REPLY + 64) {
+      socket.destroy();
+      fail(new ConnectionError(`not a Redis server for this lock: an answer of more than ${MAX_REPLY} bytes`));
+      return;
+    }
     for (;;) {
       let parsed: { reply: Reply | ReplyError; end: number } | null;
       try {
@@ -164,15 +174,16 @@ function parse(buffer: Buffer, at: number): { reply: Reply | ReplyError; end: nu
     case '-':
       return { reply: new ReplyError(line), end: next };
     case ':':
+      if (!/^-?\d{1,20}$/.test(line)) throw notRedis(buffer, at);
       return { reply: Number(line), end: next };
     case '$': {
-      const length = Number(line);
+      const length = size(line, buffer, at);
       if (length < 0) return { reply: null, end: next };
       if (buffer.length < next + length + 2) return null;
       return { reply: buffer.toString('utf8', next, next + length), end: next + length + 2 };
     }
     case '*': {
-      const count = Number(line);
+      const count = size(line, buffer, at);
       if (count < 0) return { reply: null, end: next };
       const items: Reply[] = [];
       let end = next;
@@ -190,8 +201,21 @@ function parse(buffer: Buffer, at: number): { reply: Reply | ReplyError; end: nu
       return { reply: items, end };
     }
     default:
-      throw new ConnectionError(`not a Redis server: an answer began with ${JSON.stringify(buffer.toString('latin1', at, Math.min(at + 16, buffer.length)))}`);
+      throw notRedis(buffer, at);
   }
+}
+
+// A bulk string's length or an array's count: digits, or -1 for nil. Anything else (a NaN
+// would read the same bytes again forever) is not RESP.
+function size(line: string, buffer: Buffer, at: number): number {
+  if (!/^(-1|\d{1,10})$/.test(line)) throw notRedis(buffer, at);
+  const n = Number(line);
+  if (n > MAX_REPLY) throw new ConnectionError(`not a Redis server for this lock: an answer of ${n} bytes or items, more than ${MAX_REPLY}`);
+  return n;
+}
+
+function notRedis(buffer: Buffer, at: number): ConnectionError {
+  return new ConnectionError(`not a Redis server: an answer began with ${JSON.stringify(buffer.toString('latin1', at, Math.min(at + 16, buffer.length)))}`);
 }
 
 function skipRest(buffer: Buffer, at: number, count: number): number | null {
