@@ -1,6 +1,9 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Finished, lines, sandbox, start } from '../helpers.js';
+import { type Finished, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { haveRedis, privateRedis } from '../redis-server.js';
 
 // -l redis against what nobody expects of a Redis server (issue 39, an adversary's review):
 // replies that are not RESP, replies without end.
@@ -69,4 +72,66 @@ describe('-l redis against a server that does not speak RESP', () => {
     expect(result.ms).toBeLessThan(4000);
     expect(lines(box.path('ran'))).toEqual([]);
   }, 30_000);
+});
+
+// A server that answers CLIENT SETNAME with +OK and every later command with `reply`.
+async function fakeScripts(reply: string): Promise<number> {
+  let commands = 0;
+  return fake((socket) => socket.write(commands++ === 0 ? '+OK\r\n' : reply));
+}
+
+describe('-l redis against a server that does not run the scripts as Redis does', () => {
+  for (const [what, reply] of [
+    ['+OK to EVAL (a proxy that ignores it)', '+OK\r\n'],
+    ['nil', '$-1\r\n'],
+    ['a token that is not a number', '*2\r\n:1\r\n$3\r\nabc\r\n'],
+    ['an array too short', '*1\r\n:1\r\n'],
+  ] as const) {
+    it(`the take answered with ${what}: 69, one line, no stack trace, nothing run`, async () => {
+      const port = await fakeScripts(reply);
+      const box = sandbox();
+      const result = await bounded(['--lock-url', `redis://127.0.0.1:${port}`, '-n', 'shape', '--', 'sh', '-c', `touch ${box.path('ran')}`], box.env, 15_000);
+      expect(result.code).toBe(69);
+      expect(result.stderr.trim().split('\n')).toEqual([expect.stringMatching(/is unreachable: not a Redis server that runs cronguard's scripts: the take answered/)]);
+      expect(lines(box.path('ran'))).toEqual([]);
+    }, 30_000);
+  }
+});
+
+describe('-l redis: a ?ca= that is not a readable file', () => {
+  it('a directory, a FIFO, a missing file: 64, one line naming it, no hang, nothing run', async () => {
+    const box = sandbox();
+    const fifo = box.path('fifo');
+    execFileSync('mkfifo', [fifo]);
+    for (const [ca, message] of [
+      [box.dir, /--lock-url ca=: .* is not a regular file/],
+      [fifo, /--lock-url ca=: .*fifo is not a regular file/],
+      [box.path('missing.pem'), /--lock-url ca=: cannot read .*missing\.pem \(it does not exist\)/],
+    ] as const) {
+      const result = await bounded(['--lock-url', `rediss://127.0.0.1:1?ca=${ca}`, '-n', 'ca', '--', 'sh', '-c', `touch ${box.path('ran')}`], box.env, 15_000);
+      expect(result.code).toBe(64);
+      expect(result.stderr.trim().split('\n')).toEqual([expect.stringMatching(message)]);
+    }
+    expect(lines(box.path('ran'))).toEqual([]);
+  }, 60_000);
+});
+
+describe.skipIf(!haveRedis)('-l redis: a server frozen at the release', () => {
+  it('the command ended, the server frozen before the release: cronguard exits within seconds, not when the server wakes, the run recorded once', async () => {
+    const r = await privateRedis();
+    const box = sandbox();
+    const started = box.path('started');
+    const began = Date.now();
+    const run = start(['--lock-url', r.url(), '--lease-ttl', '60s', '--every-tick', '-n', 'frozen-release', '--', 'sh', '-c', `touch ${started}; sleep 1`], box.env);
+    await waitFor(() => existsSync(started), 'the command to start');
+    const sleeper = r.send('DEBUG', 'SLEEP', '25');
+    const result = await run.done;
+    const tookMs = Date.now() - began;
+    await new Promise((resolve) => sleeper.once('exit', resolve));
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(tookMs).toBeLessThan(15_000);
+    expect(runs(box.stateDir).map((row) => row.status)).toEqual(['succeeded']);
+    // The release sent before giving up runs when the server wakes: the key is gone.
+    expect(r.cli('EXISTS', 'cronguard:0:frozen-release')).toBe('0');
+  }, 90_000);
 });

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { PermissionError, UnavailableError } from '../../errors.js';
+import { PermissionError, UnavailableError, UsageError } from '../../errors.js';
 import type { Messages } from '../../util/io.js';
 import { monotonicMs } from '../../util/time.js';
 import { type LockBackend, retryUntil } from '../backend.js';
@@ -64,7 +64,8 @@ class RedisLeaseSession implements LeaseStore<string> {
     return (await this.connection.command('EVAL', RENEW, 1, key, this.value(epoch), Math.ceil(ttlMs))) === 1;
   }
   async releaseLease(key: string, epoch: bigint): Promise<void> {
-    await this.connection.command('EVAL', RELEASE, 1, key, this.value(epoch));
+    // Bounded: a frozen server would otherwise keep cronguard from exiting (the key expires).
+    await within(this.connection.command('EVAL', RELEASE, 1, key, this.value(epoch)), CONNECT_MS);
   }
   close(): Promise<void> {
     return this.connection.close();
@@ -97,12 +98,17 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
     } catch (error) {
       throw redisError(error, target.display);
     }
-    const [taken, found] = reply as [number, string];
-    if (taken !== 1) {
-      heldBy = found;
+    let took: ReturnType<typeof takeReply>;
+    try {
+      took = takeReply(reply);
+    } catch (error) {
+      throw redisError(error, target.display);
+    }
+    if ('held' in took) {
+      heldBy = took.held;
       return null;
     }
-    const epoch = BigInt(found);
+    const epoch = took.token;
     const session = new RedisLeaseSession(connection, value);
     connection = null;
     const shared = leaseLine<string, RedisLeaseSession>(session, async (signal) => new RedisLeaseSession(await connectRedis(target, `cronguard:${job}`, signal), value));
@@ -114,7 +120,9 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
     return Object.assign(held, {
       async claimTick(minute: Date): Promise<string | null> {
         try {
-          return (await within(session.connection.command('EVAL', TICK, 1, keys.tick(minute), host, TICK_MS), CONNECT_MS)) as string | null;
+          const other = await within(session.connection.command('EVAL', TICK, 1, keys.tick(minute), host, TICK_MS), CONNECT_MS);
+          if (other !== null && typeof other !== 'string') throw unexpected('the tick claim', other);
+          return other;
         } catch (error) {
           throw redisError(error, target.display);
         }
@@ -145,6 +153,20 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
   };
 }
 
+// The take script's answer: {1, token} or {0, the value found}. Anything else comes from a
+// server (or a proxy) that does not run the script as Redis does.
+function takeReply(reply: Reply): { token: bigint } | { held: string } {
+  if (Array.isArray(reply) && reply.length === 2 && typeof reply[1] === 'string') {
+    if (reply[0] === 1 && /^\d{1,19}$/.test(reply[1])) return { token: BigInt(reply[1]) };
+    if (reply[0] === 0) return { held: reply[1] };
+  }
+  throw unexpected('the take', reply);
+}
+
+function unexpected(what: string, reply: Reply): ConnectionError {
+  return new ConnectionError(`not a Redis server that runs cronguard's scripts: ${what} answered ${JSON.stringify(reply).slice(0, 60)}`);
+}
+
 // The reply, or a ConnectionError once `ms` have passed without one.
 async function within<T>(reply: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -161,7 +183,7 @@ async function within<T>(reply: Promise<T>, ms: number): Promise<T> {
 // What stopped the lock, as the exit code the contract gives it: a server that refuses the
 // user is 77, one that cannot be reached or answers with anything else 69.
 function redisError(error: unknown, where: string): Error {
-  if (error instanceof UnavailableError || error instanceof PermissionError) return error;
+  if (error instanceof UnavailableError || error instanceof PermissionError || error instanceof UsageError) return error;
   if (error instanceof ReplyError) {
     if (error.code === 'WRONGPASS' || error.code === 'NOAUTH' || error.code === 'NOPERM' || /invalid password|invalid username/i.test(error.message)) {
       return new PermissionError(`redis ${where} refused cronguard: ${error.message}`);

@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { connect as netConnect, type Socket } from 'node:net';
+import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
+import { readRegularFile } from '../../util/safe-path.js';
 import type { RedisTarget } from './target.js';
 
 // A Redis connection that speaks just what the lock needs (RESP2: AUTH, SELECT, CLIENT
@@ -43,7 +43,10 @@ export interface RespConnection {
 // Connects, authenticates and selects the database; `signal` bounds it all.
 export async function connectRedis(target: RedisTarget, name: string, signal: AbortSignal): Promise<RespConnection> {
   signal.throwIfAborted();
-  const socket = await open(target, signal);
+  // As a database's sslrootcert is read: a directory, a FIFO, a file denied is a one-line
+  // usage (64) or permission (77) error, not a hang or an 'unreachable' server.
+  const ca = target.tls?.ca === undefined ? undefined : readRegularFile(target.tls.ca, `${target.from.startsWith('--') ? target.from : 'lock URL'} ca=`);
+  const socket = await open(target, ca, signal);
   const connection = wrap(socket);
   const setup: Promise<Reply>[] = [];
   if (target.password !== undefined) setup.push(target.user !== undefined ? connection.command('AUTH', target.user, target.password) : connection.command('AUTH', target.password));
@@ -71,10 +74,10 @@ function describeSignal(signal: AbortSignal): string {
   return reason?.name === 'TimeoutError' ? '' : ` (${reason?.message ?? 'aborted'})`;
 }
 
-function open(target: RedisTarget, signal: AbortSignal): Promise<Socket> {
+function open(target: RedisTarget, ca: string | undefined, signal: AbortSignal): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = target.tls
-      ? tlsConnect({ host: target.host, port: target.port, servername: /^[\d.:]+$/.test(target.host) ? undefined : target.host, ca: target.tls.ca ? readFileSync(target.tls.ca) : undefined })
+      ? tlsConnect({ host: target.host, port: target.port, servername: isIP(target.host) ? undefined : target.host, ca })
       : netConnect({ host: target.host, port: target.port });
     const ready = target.tls ? 'secureConnect' : 'connect';
     const fail = (error: Error) => {
