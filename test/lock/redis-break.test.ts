@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Finished, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { cronguard, type Finished, lines, runs, sandbox, start, waitFor } from '../helpers.js';
 import { haveRedis, privateRedis } from '../redis-server.js';
 
 // -l redis against what nobody expects of a Redis server (issue 39, an adversary's review):
@@ -134,4 +134,21 @@ describe.skipIf(!haveRedis)('-l redis: a server frozen at the release', () => {
     // The release sent before giving up runs when the server wakes: the key is gone.
     expect(r.cli('EXISTS', 'cronguard:0:frozen-release')).toBe('0');
   }, 90_000);
+});
+
+describe.skipIf(!haveRedis)('-l redis: odd characters in the user and password', () => {
+  it("a user and password with ':' '@' '/' '%', %-escaped: they log in; the user is shown escaped (CRONGUARD_LOCK_URL is a URL that parses back), the password nowhere", async () => {
+    const r = await privateRedis();
+    r.cli('ACL', 'SETUSER', 'u@x:y', 'on', '>p:a@ss/w%rd', '~cronguard:*', '+@all');
+    const box = sandbox();
+    const url = `redis://${encodeURIComponent('u@x:y')}:${encodeURIComponent('p:a@ss/w%rd')}@127.0.0.1:${r.port}`;
+    const ok = await cronguard(['--lock-url', url, '-v', '--every-tick', '-n', 'odd', '--', 'sh', '-c', 'echo "$CRONGUARD_LOCK_URL"'], box.env);
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toBe(`redis://u%40x%3Ay@127.0.0.1:${r.port}/0\n`);
+    expect(decodeURIComponent(new URL(ok.stdout.trim()).username)).toBe('u@x:y');
+    for (const secret of [/p:a@ss/, /p%3Aa/i]) {
+      expect(ok.stderr).not.toMatch(secret);
+      expect(JSON.stringify(runs(box.stateDir))).not.toMatch(secret);
+    }
+  }, 30_000);
 });

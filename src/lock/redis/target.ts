@@ -75,7 +75,7 @@ export function resolveRedisTarget(url: Setting): RedisTarget {
     password,
     tls: scheme === 'rediss:' ? Object.freeze({ ca }) : null,
     prefix,
-    display: `${scheme}//${user ? `${user}@` : ''}${shownHost}:${port}/${db}`,
+    display: `${scheme}//${user ? `${encodeURIComponent(user)}@` : ''}${shownHost}:${port}/${db}`,
     from: url.from,
   });
 }
