@@ -152,3 +152,21 @@ describe.skipIf(!haveRedis)('-l redis: odd characters in the user and password',
     }
   }, 30_000);
 });
+
+describe.skipIf(!haveRedis)('-l redis: the server restarted while an invocation waits (-w)', () => {
+  it('the waiter connects again and, the key gone with the restart, runs (exit 0), once', async () => {
+    const r = await privateRedis();
+    const box = sandbox();
+    expect(r.cli('SET', 'cronguard:0:restart-wait', 'deploying', 'PX', '60000')).toBe('OK');
+    const ran = box.path('ran');
+    const waiter = start(['--lock-url', r.url(), '-v', '-w', '30s', '--every-tick', '-n', 'restart-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], box.env);
+    await waitFor(() => r.cli('CLIENT', 'LIST').includes('name=cronguard:restart-wait'), 'the waiter to connect');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await r.stop();
+    await r.start();
+    const result = await waiter.done;
+    expect(result.code).toBe(0);
+    expect(result.stderr).not.toMatch(/unreachable|connection is lost/);
+    expect(lines(ran)).toEqual(['ran']);
+  }, 60_000);
+});

@@ -90,6 +90,9 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
   // server runs after that leaves a key that expires after the ttl, with nothing run under it.
   let deadline = 0;
   const tryOnce = async () => {
+    // A waiter (-w) whose connection went with a restarted server connects again: it held
+    // nothing. A server still down is 69 then.
+    if (connection?.lost) connection = null;
     connection ??= await connect(AbortSignal.timeout(CONNECT_MS));
     const sentAt = monotonicMs();
     let reply: Reply;
