@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { inDatabase, type LockBackendName, type LockSpec } from '../lock/lock-spec.js';
+import { MAX_SLOTS } from '../lock/slots.js';
 import type { RedisTarget } from '../lock/redis/target.js';
 import type { DatabaseConfig } from '../store/database-config.js';
 import type { LogSpec } from '../store/log-spec.js';
@@ -129,6 +130,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     argv: Object.freeze([...argv]),
     display: shell !== undefined ? `/bin/sh -c ${quote(shell)}` : argv.map(quote).join(' '),
     lock: Object.freeze(lockSpec()),
+    maxRunning: parseMaxRunning(str('maxRunning'), lock),
     stateDir: stateDir.dir,
     log: Object.freeze(log),
     onLockLoss,
@@ -141,7 +143,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     captureBytes: parseBytes(str('capture'), '--capture', 65536, MAX_CAPTURE),
     ...outcomeRules(str, options, ctx.env, timeoutMs),
     everyTick: options.everyTick === true,
-    replace: replacing(options),
+    replace: replacing(options, str('maxRunning')),
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
@@ -167,8 +169,9 @@ function fleetOf(ctx: Context): Fleet {
 }
 
 // --replace finds the running copy in the run log: without one there is nothing to find it in.
-function replacing(options: RawOptions): boolean {
+function replacing(options: RawOptions, maxRunning: string | undefined): boolean {
   if (options.replace === true && options.noLog === true) throw new UsageError('--replace finds the running copy in the run log; it cannot go with --no-log');
+  if (options.replace === true && maxRunning !== undefined && maxRunning !== '1') throw new UsageError('--replace stops the running copy of a job that has one; with --max-running there may be several: stop one with cronguard stop');
   return options.replace === true;
 }
 
@@ -228,6 +231,15 @@ function parseLeaseTtl(text: string | undefined, lock: LockBackendName): number 
   if (ms < MIN_LEASE_TTL_MS) throw new UsageError(`--lease-ttl: '${text}' is shorter than the minimum, 5s`);
   if (ms > MAX_LEASE_TTL_MS) throw new UsageError(`--lease-ttl: '${text}' is longer than the maximum, 24d`);
   return ms;
+}
+
+// --max-running: how many slots the job's lock has (see lock/slots.ts).
+function parseMaxRunning(text: string | undefined, lock: LockBackendName): number {
+  if (text === undefined) return 1;
+  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > MAX_SLOTS) throw new UsageError(`--max-running: '${text}' is not a whole number from 1 to ${MAX_SLOTS}`);
+  const n = Number(text);
+  if (n > 1 && lock === 'none') throw new UsageError('--max-running counts the copies that hold a slot of the lock; -l none has no lock, so every copy runs already');
+  return n;
 }
 
 // Quotes an argument the way a POSIX shell would need it, for the run log's `command`.

@@ -40,6 +40,7 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   { key: 'leaseTtl', long: 'lease-ttl', value: 'DURATION', group: 'lock', help: 'lease, redis: how long a lease lives unrenewed, renewed every third of it (default 30s, 5s to 24d)' },
   { key: 'lockFile', long: 'lock-file', value: 'PATH', group: 'lock', help: 'flock exactly this file (shared with util-linux flock PATH); implies -l flock, the log wherever it is' },
   { key: 'lockDir', long: 'lock-dir', value: 'DIR', group: 'lock', help: 'where lock files live ($CRONGUARD_LOCK_DIR)' },
+  { key: 'maxRunning', long: 'max-running', value: 'N', group: 'lock', help: 'let up to N copies run at once (1 to 64, default 1): each takes the first free of N slots of its lock, given as $CRONGUARD_SLOT (0 to N-1)' },
   { key: 'lockKey', long: 'lock-key', value: 'N', group: 'lock', help: 'postgres: share this signed 64-bit advisory lock key (jobs, an application) instead of the hashed name' },
   { key: 'db', long: 'db', value: 'URL', group: 'fleet', brief: 'lock and log in PostgreSQL or MySQL, for a fleet', help: 'the database for the lock and run log ($CRONGUARD_DATABASE_URL): a PostgreSQL URL (hosts may be a list) or libpq keyword=value pairs, PG* variables filling in what it leaves out; or mysql://USER[:PASS]@HOST[:PORT][/DB] (also mariadb://)' },
   { key: 'schema', long: 'schema', value: 'NAME', group: 'fleet', help: 'the run log\'s PostgreSQL schema, or MySQL database ($CRONGUARD_SCHEMA, default cronguard)' },

@@ -14,6 +14,8 @@ export interface RunConfig {
   readonly argv: readonly string[];
   readonly display: string;
   readonly lock: LockSpec<DatabaseConfig>;
+  // --max-running: how many copies may run at once, each in a slot of the lock (lock/slots.ts).
+  readonly maxRunning: number;
   // The embedded run log's directory, also where the spool of the shared log lives.
   readonly stateDir: string;
   readonly log: LogSpec;

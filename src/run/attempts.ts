@@ -109,7 +109,7 @@ export async function runAttempts(ctx: Attempts, run: NewRun, claimed: readonly 
     const showHeld = (ended: ChildResult) => failed(judgementOf(ended)) && !mayRetry(judgementOf(ended));
     // Imported on demand (none of its code without --fail-on-stderr); PS4 is the command's, an env file's first.
     const stderrRule = config.failOnStderr ? new (await import('./stderr-rule.js')).StderrRule(ctx.fileEnv?.PS4 ?? config.failOnStderr.ps4) : null;
-    const env = results ? { ...lock.env, ...results.env(requests) } : (lock.env ?? null);
+    const env = { ...lock.env, CRONGUARD_SLOT: String(run.slot), ...results?.env(requests) };
     const child = supervise({ ...config, argv, file: ctx.file, inheritFd: lock.inheritFd, dieWithWrapper: lock.commandDiesWithWrapper, heartbeat: lock.heartbeat, env, fileEnv: ctx.fileEnv, masker: ctx.masker, live, say, held, showHeld, stderrRule });
     guard.current = child;
     ctx.stopListener?.begin(child);

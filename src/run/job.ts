@@ -5,7 +5,7 @@ import { backendOf, defaultFlockDir, mayBeShared, provesHoldersGone, recordedKey
 import type { AdmitOptions, Refused } from '../store/admission.js';
 import { dueAfterMs } from '../store/jobs.js';
 import { isShared } from '../store/log-spec.js';
-import type { NewRun, RunningRow } from '../store/types.js';
+import type { NewRun } from '../store/types.js';
 import { type Messages, sleep } from '../util/io.js';
 import { isSameProcess, newRunKey, processStart } from '../util/process-id.js';
 import { masking } from '../util/redact.js';
@@ -85,21 +85,23 @@ export async function runJob(config: RunConfig, fileEnv: Readonly<Record<string,
     const admittedAt = monotonicMs();
     const lock = admission.admitted ? admission.lock : admission.held;
     if (!lock) return await skipped(config, admission as Refused, gate.description, say, manual);
-    say.verbose(`${config.name}: holding ${gate.description}`);
+    // The runs it makes are recorded in the slot it holds (--max-running).
+    const slotted: NewRun = { ...run, ...admission.slot };
+    say.verbose(`${config.name}: holding ${gate.description}${config.maxRunning > 1 ? `, slot ${slotted.slot}` : ''}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
     const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, syslog, stop: stop.signal, metrics, stopListener, fileEnv, masker: masker && (() => new masker()) };
     if (!admission.admitted) {
       // A loop that holds the lock waiting for work says as a single run would why it waits.
       if (admission.reason === 'unscheduled') await skipped(config, admission as Refused, gate.description, say, manual);
-      return await repeat(ctx, gate, run, { invokedMs, admittedAt, firstAt: spacedFrom(admission as Refused, admittedAt, config) }, 0, scheduledLook(config, admission as Refused));
+      return await repeat(ctx, gate, slotted, { invokedMs, admittedAt, firstAt: spacedFrom(admission as Refused, admittedAt, config) }, 0, scheduledLook(config, admission as Refused));
     }
     if (stop.signal.aborted) {
       await gate.recorder.finish(notStarted(stop.signal.reason, stopListener.request?.by ?? null), true);
       throw interrupted('before the command started; nothing ran');
     }
     if (replacing.length > 0) await (await import('./stop/replace.js')).replaced(gate.recorder, replacing, run.host);
-    const code = await runAttempts(ctx, run, admission.requests);
-    return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, run, { invokedMs, admittedAt, firstAt: null }, code, scheduledLook(config, null));
+    const code = await runAttempts(ctx, slotted, admission.requests);
+    return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, slotted, { invokedMs, admittedAt, firstAt: null }, code, scheduledLook(config, null));
   } finally {
     const ran = admission?.admitted || admission?.held;
     await (admission?.admitted ? admission.lock : admission?.held)?.release();
@@ -213,14 +215,12 @@ function lockWaitMs(config: RunConfig, manual: boolean): number {
 
 // The rules an admission applies, from the configuration. --scheduled loads its cron reader.
 async function admitOptions(config: RunConfig, manual: boolean): Promise<AdmitOptions> {
-  // Rows under this same lock are gone when holding it proves so; others when their wrapper
-  // process is.
+  // Rows under this same lock (the slot the run holds) are gone when holding it proves so;
+  // others when their wrapper process is.
   const sameLock = provesHoldersGone(config.lock);
-  const lockBackend = backendOf(config.lock);
-  const lockKey = recordedKey(config.lock);
   return {
     oneRunPerTick: !manual && !config.everyTick,
-    isGone: (row: RunningRow) => (sameLock && row.lock_backend === lockBackend && row.lock_key === lockKey) || !isSameProcess(row.pid, row.wrapper_start),
+    isGone: (row, run) => (sameLock && row.lock_backend === run.lockBackend && row.lock_key === run.lockKey) || !isSameProcess(row.pid, row.wrapper_start),
     minIntervalMs: config.minIntervalMs,
     // A loop's first run keeps its period after the last one, the previous invocation's.
     spacingMs: config.everyMs,
@@ -249,6 +249,8 @@ function newRun(config: RunConfig, manual: boolean): NewRun {
     tick: manual ? null : minuteOf(invokedAt),
     lockBackend: backendOf(config.lock),
     lockKey: recordedKey(config.lock),
+    slot: 0,
+    maxRunning: config.maxRunning,
     runKey: newRunKey(),
     wrapperStart: processStart(process.pid),
   };

@@ -5,6 +5,9 @@ import { describePause, dueAfterMs, resumeHint } from '../store/jobs.js';
 import { formatDuration } from '../util/duration.js';
 import type { Messages } from '../util/io.js';
 
+// A disagreement about --max-running is a mistake in how the job is run, as a bad option is.
+const USAGE = 64;
+
 // Why this invocation did not run, for -v (and, when the lock is held, for a person at a
 // terminal: `manual`), and its exit code: -E N when the lock is held, 0 for every other reason.
 export async function skipped(config: RunConfig, refusal: Refused, lock: string, say: Messages, manual: boolean): Promise<number> {
@@ -32,6 +35,12 @@ export async function skipped(config: RunConfig, refusal: Refused, lock: string,
       // Once a day (the log keeps when it was said): under cron, a mail a day until it is set.
       if (refusal.warn && !config.verbose) say.warn(`${config.name} did not run: --scheduled, but ${why}; ${fix} (said once a day)`);
       return skip(`--scheduled, but ${why}; ${fix}`);
+    }
+    case 'slots': {
+      // Said under cron too: every crontab line of the job must be given the same N.
+      const other = `--max-running ${refusal.maxRunning ?? 1}`;
+      say.warn(`${config.name} did not run: it runs with --max-running ${config.maxRunning} here, but ${describeHolder(refusal.holder ?? null)} runs it with ${other}; give every line that runs it the same --max-running`);
+      return USAGE;
     }
     case 'locked': {
       // Someone at a terminal is told (a colleague must not think the job ran); under cron

@@ -1,6 +1,6 @@
 import type { Paused } from './jobs.js';
 import type { ClaimedRequest } from './requests.js';
-import type { RunningRow } from './types.js';
+import type { NewRun, RunningRow } from './types.js';
 
 // An invocation's admission: what it may do, and if it may not run, why (every store's
 // admit() answers it; run/ acts on it).
@@ -34,8 +34,9 @@ function isoTime(value: Date | string): string {
 
 // Why an invocation did not run: the lock is held, the job is paused, nothing was
 // requested (--on-request), the minimum interval has not passed, another host ran this
-// tick, its stored schedule is not due (--scheduled), or it has no schedule it can read.
-export type Refusal = 'locked' | 'disabled' | 'idle' | 'interval' | 'tick' | 'schedule' | 'unscheduled';
+// tick, its stored schedule is not due (--scheduled), or it has no schedule it can read; or
+// a running copy was given another --max-running (`holder`, and its `maxRunning`).
+export type Refusal = 'locked' | 'disabled' | 'idle' | 'interval' | 'tick' | 'schedule' | 'unscheduled' | 'slots';
 
 // Whether an admission keeps the lock it took: a run does; a refusal frees it, but a loop
 // (--for) that finds nothing due yet keeps it to wait for work.
@@ -68,6 +69,7 @@ export type Admission =
       // this invocation is the one of the day that says so (the store noted it).
       readonly problem?: string | null;
       readonly warn?: boolean;
+      readonly maxRunning?: number;
     };
 
 // Why an invocation did not run, with what the refusal says.
@@ -95,7 +97,8 @@ export interface AdmitOptions {
   readonly oneRunPerTick: boolean;
   // Whether the wrapper of one of this host's `running` rows of the job is gone, so the
   // row may be marked abandoned.
-  readonly isGone: (row: RunningRow) => boolean;
+  // `held`: the run being admitted, whose lock (and slot) it holds.
+  readonly isGone: (row: RunningRow, held: Pick<NewRun, 'lockBackend' | 'lockKey'>) => boolean;
   // Skip when the last run started less than this long ago (and nothing was requested).
   readonly minIntervalMs: number | null;
   // A loop's first admission (--every D): refused as `interval` (a loop keeps its lock and

@@ -43,6 +43,9 @@ export interface RunRow {
   run_key: string | null;
   invoked_at: string | null;
   wrapper_start: string | null;
+  // The slot of the job's lock it held, and the N of --max-running (null: before both).
+  slot: number | null;
+  max_running: number | null;
 }
 
 export interface NewRun {
@@ -61,6 +64,9 @@ export interface NewRun {
   readonly tick: Date | null;
   readonly lockBackend: string;
   readonly lockKey: string | null;
+  // Which of the job's slots (--max-running) it holds, and how many the job has.
+  readonly slot: number;
+  readonly maxRunning: number;
   readonly runKey: string;
   readonly wrapperStart: string | null;
 }

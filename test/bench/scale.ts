@@ -43,7 +43,7 @@ const newRun = (job: string): NewRun => {
   const now = new Date(Date.now() + ++keys * 10);
   return {
     job, trigger: 'cron', attempt: 1, host: 'bench', pid: process.pid, username: 'bench', command: 'true', startedAt: now, invokedAt: now,
-    tick: new Date(Math.floor(Date.now() / 60_000) * 60_000), lockBackend: 'flock', lockKey: '/bench', runKey: `bench-${process.pid}-${keys}`, wrapperStart: null,
+    tick: new Date(Math.floor(Date.now() / 60_000) * 60_000), lockBackend: 'flock', lockKey: '/bench', slot: 0, maxRunning: 1, runKey: `bench-${process.pid}-${keys}`, wrapperStart: null,
   };
 };
 const OPTIONS: AdmitOptions = { oneRunPerTick: true, isGone: () => false, minIntervalMs: 1, spacingMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null };

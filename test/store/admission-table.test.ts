@@ -23,7 +23,7 @@ function newRun(job: string, over: Partial<NewRun> = {}): NewRun {
   const now = new Date();
   return {
     job, trigger: 'cron', attempt: 1, host: 'host-a', pid: 4242, username: 'alice', command: 'true', startedAt: now, invokedAt: now,
-    tick: null, lockBackend: 'flock', lockKey: `/run/lock/${job}`, runKey: `key-${randomBytes(8).toString('hex')}`, wrapperStart: 'boot:1', ...over,
+    tick: null, lockBackend: 'flock', lockKey: `/run/lock/${job}`, slot: 0, maxRunning: 1, runKey: `key-${randomBytes(8).toString('hex')}`, wrapperStart: 'boot:1', ...over,
   };
 }
 

@@ -64,7 +64,7 @@ describe.each(['sqlite', 'postgres'] as const)('a late outcome (%s)', (kind) => 
     const now = new Date();
     const run: NewRun = {
       job: `late-${randomBytes(4).toString('hex')}`, trigger: 'cron', attempt: 1, host: 'old-primary-host', pid: 4242, username: 'u', command: 'true',
-      startedAt: now, invokedAt: now, tick: null, lockBackend: 'postgres', lockKey: '1', runKey: `late-${randomBytes(8).toString('hex')}`, wrapperStart: null,
+      startedAt: now, invokedAt: now, tick: null, lockBackend: 'postgres', lockKey: '1', slot: 0, maxRunning: 1, runKey: `late-${randomBytes(8).toString('hex')}`, wrapperStart: null,
     };
     const admitted = await store.admit(run, RULES);
     expect(admitted.admitted).toBe(true);

@@ -36,7 +36,7 @@ export function newRun(job: string, over: Partial<NewRun> = {}): NewRun {
   const now = new Date(Math.floor(Date.now() / 1000) * 1000 + 123);
   return {
     job, trigger: 'cron', attempt: 1, host: 'host-a', pid: 4242, username: 'alice', command: 'echo hi', startedAt: now, invokedAt: new Date(now.getTime() - 7),
-    tick: null, lockBackend: 'flock', lockKey: `/run/lock/${job}`, runKey: `key-${randomBytes(8).toString('hex')}`, wrapperStart: 'boot:1', ...over,
+    tick: null, lockBackend: 'flock', lockKey: `/run/lock/${job}`, slot: 0, maxRunning: 1, runKey: `key-${randomBytes(8).toString('hex')}`, wrapperStart: 'boot:1', ...over,
   };
 }
 

@@ -30,7 +30,7 @@ function record(job: string, startedAt: string, output: string): SpooledRun {
     id: null,
     run: {
       job, trigger: 'cron', attempt: 1, host: 'vm', pid: 1, username: 'u', command: 'true', startedAt, invokedAt: startedAt,
-      tick: null, lockBackend: 'none', lockKey: null, runKey: 'boot/4200/1/1', wrapperStart: 'boot/4200',
+      tick: null, lockBackend: 'none', lockKey: null, slot: 0, maxRunning: 1, runKey: 'boot/4200/1/1', wrapperStart: 'boot/4200',
     },
     childPid: 2,
     outcome: { status: 'succeeded', finishedAt: startedAt, durationMs: 1, exitCode: 0, signal: null, output, outputTruncated: false, error: null },

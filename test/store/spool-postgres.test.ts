@@ -60,7 +60,7 @@ describe('the spool', () => {
     const now = new Date();
     const run: NewRun = {
       job: box.job('ghost'), trigger: 'cron', attempt: 1, host: 'h', pid: 1, username: 'u', command: 'true',
-      startedAt: now, invokedAt: now, tick: null, lockBackend: 'none', lockKey: null, runKey: `ghost-${box.schema}`, wrapperStart: null,
+      startedAt: now, invokedAt: now, tick: null, lockBackend: 'none', lockKey: null, slot: 0, maxRunning: 1, runKey: `ghost-${box.schema}`, wrapperStart: null,
     };
     const admitted = await store.admit(run, { oneRunPerTick: false, isGone: () => false, minIntervalMs: null, spacingMs: null, onRequest: false, batch: false, batchMax: null, manual: false, keepLock: false, scheduled: null });
     expect(admitted.admitted).toBe(true);

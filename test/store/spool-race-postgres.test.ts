@@ -22,7 +22,7 @@ function records(job: string): [SpooledRun, SpooledRun] {
     id: null,
     run: {
       job, trigger: 'cron', attempt: 1, host: 'vm', pid: 2 ** 22 + 1, username: 'u', command: 'job', startedAt: at, invokedAt: at,
-      tick: null, lockBackend: 'flock', lockKey: null, runKey: `race-${job}`, wrapperStart: 'no-such-boot/1',
+      tick: null, lockBackend: 'flock', lockKey: null, slot: 0, maxRunning: 1, runKey: `race-${job}`, wrapperStart: 'no-such-boot/1',
     },
     childPid: null,
     outcome: null,

@@ -23,6 +23,8 @@ const newRun = (over: Partial<NewRun> = {}): NewRun => ({
   tick: null,
   lockBackend: 'flock',
   lockKey: '/l/j.lock',
+  slot: 0,
+  maxRunning: 1,
   runKey: `key-${++keys}`,
   wrapperStart: null,
   ...over,

@@ -7,7 +7,7 @@ import { holdLease, type LeaseLine } from '../lease.js';
 import { type LeaseStore, leaseLine } from '../lease-line.js';
 import type { LockSpec } from '../lock-spec.js';
 import { ConnectionError, connectRedis, type Reply, ReplyError, type RespConnection } from './resp.js';
-import { redisKeys } from './target.js';
+import { keysOf } from './target.js';
 
 // -l redis: a lease on a Redis (or Valkey) key, held as -l lease holds its row (lock/lease.ts:
 // renewed every third of the ttl, the command stopped with 75 when renewals stop finding it
@@ -75,7 +75,7 @@ class RedisLeaseSession implements LeaseStore<string> {
 // The lock backend of a Redis lock.
 export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): LockBackend {
   const { target, ttlMs } = spec;
-  const keys = redisKeys(target, job);
+  const keys = keysOf(spec.key);
   const host = hostname();
   const holder = `${host} ${process.pid}`;
   const value = (epoch: bigint) => `${epoch} ${holder}`;

@@ -83,7 +83,11 @@ export function resolveRedisTarget(url: Setting): RedisTarget {
 // The keys of a job's lock, documented (docs/locks.md) so that an application can hold a job
 // off with SET cronguard:P:JOB x NX PX ...: the lock, its fencing counter, and a minute's tick.
 export function redisKeys(target: RedisTarget, job: string) {
-  const lock = `cronguard:${target.prefix}:${job}`;
+  return keysOf(`cronguard:${target.prefix}:${job}`);
+}
+
+// The keys that go with a lock's key: its fencing counter and its ticks.
+export function keysOf(lock: string) {
   return {
     lock,
     fence: `${lock}:fence`,

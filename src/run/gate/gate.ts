@@ -1,14 +1,28 @@
-import type { Lock } from '../../lock/backend.js';
+import type { Lock, LockBackend } from '../../lock/backend.js';
 import type { AdmitOptions, Refused, Verdict } from '../../store/admission.js';
 import type { ClaimedRequest } from '../../store/requests.js';
 import type { NewRun } from '../../store/types.js';
 import type { RunRecorder } from '../recorder.js';
 
-// Whether an invocation may run, and if so the lock it holds and the requests it serves. A
-// loop (--for) that found nothing due yet holds the lock (`held`) to wait for work.
+// Whether an invocation may run, and if so the lock it holds, in which slot, and the requests
+// it serves. A loop (--for) that found nothing due yet holds the lock (`held`) to wait for work.
 export type Entry =
-  | { readonly admitted: true; readonly lock: Lock; readonly requests: readonly ClaimedRequest[] }
-  | (Refused & { readonly held?: Lock; readonly reported?: boolean });
+  | { readonly admitted: true; readonly lock: Lock; readonly slot: SlotStamp; readonly requests: readonly ClaimedRequest[] }
+  | (Refused & { readonly held?: Lock; readonly slot?: SlotStamp; readonly reported?: boolean });
+
+// What a run in a slot of the job's lock (lock/slots.ts) records of it.
+export type SlotStamp = Pick<NewRun, 'slot' | 'lockKey'>;
+
+// One slot of a lock of this host's (or a Redis one): how to take it, and its stamp.
+export interface Slot {
+  readonly backend: LockBackend;
+  readonly stamp: SlotStamp;
+}
+
+// For -v: the lock, and how many slots it has.
+export function describeSlots(first: string, slots: number): string {
+  return slots === 1 ? first : `${first} (slot 0 of ${slots}; --max-running)`;
+}
 
 export interface Gate {
   readonly recorder: RunRecorder;

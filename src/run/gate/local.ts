@@ -1,21 +1,21 @@
 import type { RunConfig } from '../../cli/config.js';
-import type { Lock, LockBackend } from '../../lock/backend.js';
+import { type Lock, retryUntil } from '../../lock/backend.js';
 import { keepsLock } from '../../store/admission.js';
 import type { NewRun } from '../../store/types.js';
 import { formatDuration } from '../../util/duration.js';
 import type { Messages } from '../../util/io.js';
 import type { RunRecorder } from '../recorder.js';
-import type { Entry, Gate, GateOptions, RoundTrips } from './gate.js';
+import { describeSlots, type Entry, type Gate, type GateOptions, type RoundTrips, type Slot, type SlotStamp } from './gate.js';
 
 interface LocalGate extends Gate {
-  // After the lock is held: the log's verdict, releasing the lock if it says no.
-  admitHeld(lock: Lock): Promise<Entry>;
+  // After the lock of a slot is held: the log's verdict, releasing the lock if it says no.
+  admitHeld(lock: Lock, slot: SlotStamp): Promise<Entry>;
 }
 
-// A lock taken first, then the log asked (flock, lockfile, none; the postgres lock when
-// the log is elsewhere or failed).
+// A lock taken first, then the log asked (flock, lockfile, none, redis; the postgres lock
+// when the log is elsewhere or failed): the first free of the job's slots (--max-running).
 export function localGate(
-  backend: LockBackend,
+  slots: readonly Slot[],
   recorder: RunRecorder,
   run: NewRun,
   config: RunConfig,
@@ -23,35 +23,52 @@ export function localGate(
   say: Messages,
   roundTrips: () => RoundTrips,
 ): LocalGate {
-  const admitHeld = async (lock: Lock): Promise<Entry> => {
+  const admitHeld = async (lock: Lock, slot: SlotStamp): Promise<Entry> => {
     const tick = await tickOf(lock, run, options);
     if (tick) return tick;
     await recorder.deliverSpool();
-    const verdict = await recorder.admit(atLock(run), options);
-    if (verdict.admitted) return { ...verdict, lock };
-    if (keepsLock(verdict, options)) return { ...verdict, held: lock };
+    const verdict = await recorder.admit(atLock({ ...run, ...slot }), options);
+    if (verdict.admitted) return { ...verdict, lock, slot };
+    if (keepsLock(verdict, options)) return { ...verdict, held: lock, slot };
     await lock.release();
     return verdict;
+  };
+  const [first] = slots as [Slot];
+  const description = describeSlots(first.backend.description, slots.length);
+  // One slot waits as its backend does; several are tried in turn until one is free.
+  const take = async (waitMs: number, abort: AbortSignal): Promise<{ lock: Lock; slot: SlotStamp } | null> => {
+    if (slots.length === 1) {
+      const lock = await first.backend.acquire({ waitMs, abort });
+      return lock && { lock, slot: first.stamp };
+    }
+    const each = async () => {
+      for (const { backend, stamp } of slots) {
+        const lock = await backend.acquire({ waitMs: 0, abort });
+        if (lock) return { lock, slot: stamp };
+      }
+      return null;
+    };
+    return waitMs === 0 ? each() : retryUntil(each, waitMs, abort);
   };
   // A loop's later admissions: a stored schedule is due at its time, not cron's jitter early;
   // the loop spaces its runs itself.
   const inLoop = { ...options, spacingMs: null, scheduled: options.scheduled?.inLoop() ?? null };
   return {
     recorder,
-    description: backend.description,
+    description,
     admitHeld,
     readmit: (next) => recorder.admit(atLock(next), inLoop),
     admit: async (abort) => {
-      let lock = await backend.acquire({ waitMs: 0, abort });
-      if (!lock && config.waitMs > 0) {
-        waiting(config, backend.description, say)();
-        lock = await backend.acquire({ waitMs: config.waitMs, abort });
+      let taken = await take(0, abort);
+      if (!taken && config.waitMs > 0) {
+        waiting(config, description, say)();
+        taken = await take(config.waitMs, abort);
       }
-      if (lock) return admitHeld(lock);
-      const holder = await backend.holder?.();
+      if (taken) return admitHeld(taken.lock, taken.slot);
+      const holder = await first.backend.holder?.();
       if (holder?.stranger) {
         // Even under cron: the job did not run, and someone who does not share it is why.
-        say.warn(`${config.name} did not run: its lock (${backend.description}) is held by ${holder.stranger}, who does not share this job; stop that process`);
+        say.warn(`${config.name} did not run: its lock (${first.backend.description}) is held by ${holder.stranger}, who does not share this job; stop that process`);
         await recorder.consult('note who held the lock', (store) => store.recordBlocked(config.name, holder.stranger as string));
       }
       const counted = await recorder.overlap(config.name, holder ? run.host : null, holder?.pid ?? null);

@@ -7,43 +7,52 @@ import type { DatabaseLock, LockedAdmission, SharedDatabase } from '../../store/
 import type { NewRun } from '../../store/types.js';
 import type { Messages } from '../../util/io.js';
 import { prestartWatchdog } from '../supervisor/watchdog.js';
-import type { Entry, Gate, GateOptions, RoundTrips } from './gate.js';
+import { describeSlots, type Entry, type Gate, type GateOptions, type RoundTrips, type Slot, type SlotStamp } from './gate.js';
 import { atLock, localGate, waiting } from './local.js';
 import type { OpenedLog } from './log-open.js';
+
+// A slot of a lock in the fleet's database (lock/slots.ts), and what a run in it records.
+export interface DatabaseSlot {
+  readonly lock: DatabaseLock;
+  readonly stamp: SlotStamp;
+}
 
 // One statement takes the lock, applies the fleet rule and records the run. If the log
 // fails inside it (no privilege, a timeout), a lock that can be taken alone is, and the
 // record spooled; never on a server that refused it as read-only.
-export function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log: OpenedLog, run: NewRun, config: RunConfig, options: GateOptions, say: Messages, roundTrips: () => RoundTrips): Gate {
-  const fallback = dbLock.alone?.backend ?? { description: dbLock.description, acquire: async () => null };
+export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDatabase, log: OpenedLog, run: NewRun, config: RunConfig, options: GateOptions, say: Messages, roundTrips: () => RoundTrips): Gate {
+  const [first] = slots as [DatabaseSlot];
+  const fallback: Slot[] = slots.map(({ lock, stamp }) => ({ backend: lock.alone?.backend ?? { description: lock.description, acquire: async () => null }, stamp }));
   const gate = localGate(fallback, log.recorder, run, config, options, say, roundTrips);
   const close = async () => {
     await gate.close();
-    await dbLock.close();
+    for (const slot of slots) await slot.lock.close();
   };
   const combined = log.store;
   if (!combined) return { ...gate, close };
-  const hold = (admitted: LockedAdmission, sentAt: number): Lock => {
+  const hold = (dbLock: DatabaseLock, admitted: LockedAdmission, sentAt: number): Lock => {
     const { lock, release, releasedElsewhere } = dbLock.taken(admitted, sentAt);
     log.recorder.releasesLock(release, releasedElsewhere);
     return lock;
   };
-  const attempt = async (): Promise<Entry | null> => {
+  // One slot's admission: an entry, or null when its lock is held and this is not the answer
+  // yet (a wait goes on, another slot is tried, or the skip is counted below).
+  const attemptSlot = async ({ lock: dbLock, stamp: slot }: DatabaseSlot, countSkip: boolean): Promise<Entry | null> => {
     if (log.recorder.writable) {
-      const stamped = atLock(run);
+      const stamped = atLock({ ...run, ...slot });
       try {
-        const admitting = combined.lockAndAdmit(stamped, dbLock.request, options, config.waitMs === 0);
+        const admitting = combined.lockAndAdmit(stamped, dbLock.request, options, countSkip);
         // A command under a database lock needs a watchdog: it starts while the server works.
         if (dbLock.spareWatchdog) prestartWatchdog();
         const admitted = await admitting;
         const { admission } = admitted;
-        const held = admitted.holding ? hold(admitted, admitted.sentAt) : null;
+        const held = admitted.holding ? hold(dbLock, admitted, admitted.sentAt) : null;
         if (!admission.admitted) {
-          if (held && keepsLock(admission, options)) return { ...admission, held };
-          return admission.reason !== 'locked' || config.waitMs === 0 ? admission : null;
+          if (held && keepsLock(admission, options)) return { ...admission, held, slot };
+          return admission.reason !== 'locked' || countSkip ? admission : null;
         }
         log.recorder.adopt(admission.startedAt ? { ...stamped, startedAt: admission.startedAt } : stamped, admission.runId);
-        return { admitted: true, lock: held as Lock, requests: admission.requests };
+        return { admitted: true, lock: held as Lock, slot, requests: admission.requests };
       } catch (error) {
         // A refusal of cronguard's own (a server connection shared by a pooler): nothing ran.
         if (error instanceof CronguardError) throw error;
@@ -62,9 +71,19 @@ export function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log
     }
     if (!dbLock.alone) throw database.error(log.recorder.openFailure ?? new Error('the run log is out of reach'));
     const lock = await dbLock.alone.tryOnce();
-    return lock && gate.admitHeld(lock);
+    return lock && gate.admitHeld(lock, slot);
   };
-  const tell = waiting(config, dbLock.description, say);
+  // The first slot that is free, in order; the skip is counted by the last slot's admission
+  // when nothing waits (null: every slot is held, and nothing counted it).
+  const attempt = async (): Promise<Entry | null> => {
+    for (const [i, slot] of slots.entries()) {
+      const entry = await attemptSlot(slot, config.waitMs === 0 && i === slots.length - 1);
+      if (entry) return entry;
+    }
+    return null;
+  };
+  const description = describeSlots(first.lock.description, slots.length);
+  const tell = waiting(config, description, say);
   const admit = async (abort: AbortSignal): Promise<Entry> => {
     // Before the admission, as a local lock's gate does: a record of this host's that says
     // its run never started the command (the reply to its admission lost) gives its claims
@@ -76,5 +95,5 @@ export function databaseGate(dbLock: DatabaseLock, database: SharedDatabase, log
       { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) }
     );
   };
-  return { ...gate, description: dbLock.description, admit, close };
+  return { ...gate, description, admit, close };
 }

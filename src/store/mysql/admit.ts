@@ -195,7 +195,7 @@ async function settle(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitO
   const ended = (r: UnsettledRun): boolean =>
     (r.lock_backend === null && fleet) ||
     (r.lock_backend === run.lockBackend && r.lock_key !== null && r.lock_key === run.lockKey && (fleet || r.host === run.host)) ||
-    (r.host === run.host && options.isGone(r as RunningRow));
+    (r.host === run.host && options.isGone(r as RunningRow, run));
   const gone = rows.filter((r) => r.status === 'running' && ended(r)).map((r) => Number(r.id));
   // Not this wrapper's own earlier runs (a loop's), whose claims it settles itself.
   const own = (r: UnsettledRun) => r.host === run.host && r.pid === run.pid && r.wrapper_start === run.wrapperStart;

@@ -238,9 +238,9 @@ export class PostgresStore implements SharedStore {
     // This host's rows of the job under other locks, whose wrappers only this host can
     // check: as the embedded log does, whatever the verdict; and so the claims of such runs
     // that ended (see settle_claims).
-    const gone = (r.running ?? []).filter(options.isGone).map((g) => String(g.id));
+    const gone = (r.running ?? []).filter((g) => options.isGone(g, run)).map((g) => String(g.id));
     if (gone.length > 0) await this.run(this.sql.abandon, { ids: gone });
-    const orphaned = (row?.orphaned ?? []).filter(options.isGone).map((o) => String(o.id));
+    const orphaned = (row?.orphaned ?? []).filter((o) => options.isGone(o, run)).map((o) => String(o.id));
     if (orphaned.length > 0) await this.run(this.sql.settleClaims, { ids: orphaned });
     if (!r.admitted) {
       const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ? toPaused(r.disabled as unknown as Record<string, unknown>, r.disabled.fleet === true) : undefined, ...scheduleRefusal(r, options.scheduled, startedAt.getTime()) } as const;

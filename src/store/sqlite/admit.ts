@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type BetterSqlite3 from 'better-sqlite3';
-import type { Admission, AdmitOptions } from '../admission.js';
+import { type Admission, type AdmitOptions, type HolderRow, toHolder } from '../admission.js';
 import { decide, readsLastStart } from '../decide.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { NewRun, RunningRow } from '../types.js';
@@ -29,11 +29,13 @@ export function admitIn(
     const paused = pauseAt(db, run.job, now);
     if (!paused) {
       for (const row of db.prepare(SQL.runningHere).all(run.job, run.host) as RunningRow[]) {
-        if (!options.isGone(row)) continue;
+        if (!options.isGone(row, run)) continue;
         db.prepare(SQL.abandon).run(now, row.id);
         db.prepare(SQL.failRequestsOf).run(now, row.id);
       }
     }
+    const other = db.prepare(SQL.otherSlots).get(run.job, run.maxRunning) as (HolderRow & { max_running: number | null }) | undefined;
+    if (other) return { admitted: false, reason: 'slots', holder: toHolder(other), maxRunning: other.max_running ?? 1 };
     const job = options.scheduled !== null ? (db.prepare(SQL.scheduleOf).get(run.job) as { schedule: string | null; said: string | null } | undefined) : undefined;
     const decision = decide(
       {

@@ -1,4 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
+import type { AdmitOptions } from '../admission.js';
 import { claimsOf } from '../requests.js';
 import type { SpooledRun } from '../spool-record.js';
 import type { NewRun, RunningRow } from '../types.js';
@@ -11,10 +12,10 @@ import { SQL } from './sql.js';
 // request its run never started the command for goes back to `pending` (this admission may
 // claim it); one it did ends `failed`, with the last attempt's exit code and why: its
 // command ran for it, and another run would serve it twice.
-export function settleOrphans(db: BetterSqlite3.Database, run: NewRun, isGone: (row: RunningRow) => boolean, now: string): void {
+export function settleOrphans(db: BetterSqlite3.Database, run: NewRun, isGone: AdmitOptions['isGone'], now: string): void {
   const here = { job: run.job, host: run.host, pid: run.pid, wrapper_start: run.wrapperStart };
   for (const row of db.prepare(SQL.orphanedHere).all(here) as RunningRow[]) {
-    if (!isGone(row)) continue;
+    if (!isGone(row, run)) continue;
     db.prepare(SQL.claimsUnstarted).run({ id: row.id });
     db.prepare(SQL.claimsCut).run({ id: row.id, now });
   }

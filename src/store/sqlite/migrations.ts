@@ -14,9 +14,10 @@ import m0012 from './migrations/0012_maintenance.sql';
 import m0013 from './migrations/0013_stop_requests.sql';
 import m0014 from './migrations/0014_alert_delivery.sql';
 import m0015 from './migrations/0015_holding.sql';
+import m0016 from './migrations/0016_slots.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited.
-export const SQLITE_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011, m0012, m0013, m0014, m0015];
+export const SQLITE_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011, m0012, m0013, m0014, m0015, m0016];
 
 // Brings the schema up to date. `PRAGMA user_version` records how many migrations are in;
 // the check is one cheap read on every run, and the upgrade runs under BEGIN IMMEDIATE so

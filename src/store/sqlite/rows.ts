@@ -13,7 +13,7 @@ export function runParams(run: NewRun): Record<string, unknown> {
     job: run.job, host: run.host, trigger: run.trigger, attempt: run.attempt, pid: run.pid, username: run.username,
     command: run.command, started_at: run.startedAt.toISOString(), tick: run.tick?.toISOString() ?? null,
     lock_backend: run.lockBackend, lock_key: run.lockKey, run_key: run.runKey, invoked_at: run.invokedAt.toISOString(),
-    wrapper_start: run.wrapperStart,
+    wrapper_start: run.wrapperStart, slot: run.slot ?? 0, max_running: run.maxRunning ?? 1,
   };
 }
 

@@ -3,16 +3,18 @@ import type { RunFilter } from '../types.js';
 
 // Every SQLite statement of the run log, parameterised (@name).
 
-const RUN_COLUMNS = 'job, host, trigger, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start';
-const RUN_VALUES = '@job, @host, @trigger, @attempt, @pid, @username, @command, @started_at, @tick, @lock_backend, @lock_key, @run_key, @invoked_at, @wrapper_start';
+const RUN_COLUMNS = 'job, host, trigger, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start, slot, max_running';
+const RUN_VALUES = '@job, @host, @trigger, @attempt, @pid, @username, @command, @started_at, @tick, @lock_backend, @lock_key, @run_key, @invoked_at, @wrapper_start, @slot, @max_running';
 // A run's columns but its output, which lists never read.
 const LIST_COLUMNS = `id, job, status, trigger, attempt, host, pid, child_pid, username, command, started_at, finished_at, duration_ms,
                       exit_code, signal, output_truncated, overlaps, request_id, error,
-                      tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start`;
+                      tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start, slot, max_running`;
 const OUTCOME = 'status, finished_at, duration_ms, exit_code, signal, output, output_truncated, error';
 const ABANDONED = `'wrapper (pid ' || pid || ') vanished without recording an outcome'`;
 
 export const SQL = {
+  // A running copy of the job that was given another --max-running than this one.
+  otherSlots: `SELECT id, host, pid, started_at, max_running FROM runs WHERE job = ? AND status = 'running' AND COALESCE(max_running, 1) <> ? LIMIT 1`,
   runningHere: `SELECT id, pid, wrapper_start, lock_backend, lock_key FROM runs WHERE job = ? AND host = ? AND status = 'running'`,
   abandon: `UPDATE runs SET status = 'abandoned', finished_at = ?, error = ${ABANDONED} WHERE id = ? AND status = 'running'`,
   // The requests of a run that ended without a word end with it.
