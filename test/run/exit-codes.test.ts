@@ -35,6 +35,7 @@ describe('exit codes and the run row', () => {
         'id', 'job', 'status', 'trigger', 'attempt', 'host', 'pid', 'child_pid', 'username', 'command',
         'started_at', 'finished_at', 'duration_ms', 'exit_code', 'signal', 'output', 'output_truncated',
         'overlaps', 'request_id', 'error', 'tick', 'lock_backend', 'lock_key', 'run_key', 'invoked_at', 'wrapper_start',
+        'slot', 'max_running',
       ].sort(),
     );
     expect(row).toMatchObject({
