@@ -1,8 +1,8 @@
 import { join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { inDatabase, type LockBackendName, type LockSpec } from '../lock/lock-spec.js';
-import { MAX_SLOTS } from '../lock/slots.js';
 import type { RedisTarget } from '../lock/redis/target.js';
+import { MAX_SLOTS } from '../lock/slots.js';
 import type { DatabaseConfig } from '../store/database-config.js';
 import type { LogSpec } from '../store/log-spec.js';
 import { parseDuration } from '../util/duration.js';

@@ -6,10 +6,10 @@ import type { NewRun } from '../store/types.js';
 import type { Messages } from '../util/io.js';
 import { summaryLine } from './attempts.js';
 import { openRecorder } from './gate/open.js';
+import { recordedText } from './recorded.js';
 import type { Notifier } from './report/notify.js';
 import type { Pinger } from './report/ping.js';
 import type { Syslog } from './report/syslog.js';
-import { recordedText } from './recorded.js';
 
 // What hears of a run besides the run log: each null when not configured.
 export interface Monitors {

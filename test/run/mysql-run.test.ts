@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mysqlLockName } from '../../src/store/mysql/lock-name.js';
 import { cronguard, fixture, isAlive, lines, release, serialRuns, spooled, start, startMany, waitFor } from '../helpers.js';
