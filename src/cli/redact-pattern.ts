@@ -1,4 +1,4 @@
-import { setFlagsFromString } from 'node:v8';
+import { createRequire } from 'node:module';
 
 // A --redact pattern runs on every line of the command's output, in cronguard's event loop:
 // while it runs, nothing else does (no --timeout, no signal, no lock renewal). JavaScript's
@@ -16,12 +16,13 @@ import { setFlagsFromString } from 'node:v8';
 // Whether this Node.js has the linear engine, its flag set on first use. Not at boot: any
 // V8 flag changes the hash a code cache is checked against, so Node's own built-in cache
 // and ours were rejected on every run (measured: +7 to 15 ms a plain run). Set here, it costs
-// a --redact run the cache of the files it loads later, and nothing to any other run.
+// a --redact run the cache of the files it loads later, and nothing to any other run; and
+// node:v8 (three of Node's modules to compile) loads only then.
 let linear: boolean | null = null;
 
 function linearEngine(): boolean {
   if (linear === null) {
-    if (!probe()) setFlagsFromString('--enable-experimental-regexp-engine');
+    if (!probe()) (createRequire(import.meta.url)('node:v8') as typeof import('node:v8')).setFlagsFromString('--enable-experimental-regexp-engine');
     linear = probe();
   }
   return linear;
