@@ -35,14 +35,16 @@ export function localGate(
   };
   const [first] = slots as [Slot];
   const description = describeSlots(first.backend.description, slots.length);
-  // One slot waits as its backend does; several are tried in turn until one is free.
-  const take = async (waitMs: number, abort: AbortSignal): Promise<{ lock: Lock; slot: SlotStamp } | null> => {
+  // One slot waits as its backend does; several are tried in turn, from slot `from` on,
+  // until one is free.
+  const take = async (waitMs: number, abort: AbortSignal, from = 0): Promise<{ lock: Lock; slot: SlotStamp } | null> => {
+    if (from >= slots.length) return null;
     if (slots.length === 1) {
       const lock = await first.backend.acquire({ waitMs, abort });
       return lock && { lock, slot: first.stamp };
     }
     const each = async () => {
-      for (const { backend, stamp } of slots) {
+      for (const { backend, stamp } of slots.slice(from)) {
         const lock = await backend.acquire({ waitMs: 0, abort });
         if (lock) return { lock, slot: stamp };
       }
@@ -64,7 +66,16 @@ export function localGate(
         waiting(config, description, say)();
         taken = await take(config.waitMs, abort);
       }
-      if (taken) return admitHeld(taken.lock, taken.slot);
+      // The fleet's rule holds per slot (at most N starts a tick): a slot whose minute another
+      // host has leaves the slots after it to try.
+      let tick: Entry | null = null;
+      while (taken) {
+        const entry = await admitHeld(taken.lock, taken.slot);
+        if (entry.admitted || entry.reason !== 'tick') return entry;
+        tick = entry;
+        taken = await take(0, abort, taken.slot.slot + 1);
+      }
+      if (tick) return tick;
       const holder = await first.backend.holder?.();
       if (holder?.stranger) {
         // Even under cron: the job did not run, and someone who does not share it is why.
