@@ -42,6 +42,13 @@ describe('--max-running: bad input', () => {
       expect(lines(box.path('ran'))).toEqual([]);
     });
   }
+
+  it('--replace goes with --max-running 01, which is 1', async () => {
+    const box = sandbox();
+    const result = await cronguard(['--max-running', '01', '--replace', '-n', 'one', '--', 'sh', '-c', `echo "$CRONGUARD_SLOT" >> ${box.path('ran')}`], box.env);
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(lines(box.path('ran'))).toEqual(['0']);
+  });
 });
 
 describe.each(KINDS)('--max-running 3 (-l %s)', (kind) => {
