@@ -43,4 +43,24 @@ describe.skipIf(!haveRedis)(haveRedis ? '--max-running with -l redis' : `--max-r
       expect(r.cli('EXISTS', key)).toBe('0');
     }
   }, 400_000);
+
+  it("a minute whose slot 0 another host started in is no reason to skip: the run takes slot 1, and claims that slot's minute", async () => {
+    const r = await server();
+    const box = sandbox();
+    // This minute and the next (the invocation may start after it turns).
+    const minutes = [0, 60_000].map((ms) => new Date(Date.now() + ms).toISOString().slice(0, 16));
+    for (const m of minutes) r.cli('SET', `cronguard:0:ticked:tick:${m}`, 'other-host', 'PX', '120000');
+    const ran = box.path('ran');
+    const result = await cronguard(['--lock-url', r.url(), '--max-running', '3', '-n', 'ticked', '--', 'sh', '-c', `echo "$CRONGUARD_SLOT" >> ${ran}`], box.env);
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(lines(ran)).toEqual(['1']);
+    const claimed = r.cli('KEYS', 'cronguard:0:ticked#1:tick:*').split('\n');
+    expect(claimed).toHaveLength(1);
+    // Every slot's minute another host's: skipped, as with one slot.
+    for (const slot of ['#1', '#2']) for (const m of minutes) r.cli('SET', `cronguard:0:ticked${slot}:tick:${m}`, 'other-host', 'PX', '120000');
+    const skipped = await cronguard(['--lock-url', r.url(), '-v', '--max-running', '3', '-n', 'ticked', '--', 'sh', '-c', `echo "$CRONGUARD_SLOT" >> ${ran}`], box.env);
+    expect(skipped.code).toBe(0);
+    expect(skipped.stderr).toMatch(/already ran this minute on host other-host/);
+    expect(lines(ran)).toEqual(['1']);
+  });
 });

@@ -50,6 +50,20 @@ export function localGate(
     };
     return waitMs === 0 ? each() : retryUntil(each, waitMs, abort);
   };
+  // The tick is claimed per slot (at most N starts a minute, one in each): a slot whose
+  // minute another host has is let go and the free slots after it tried, or whether this
+  // invocation runs would hang on which slot happened to be free when it came.
+  const admitFrom = async (taken: { lock: Lock; slot: SlotStamp }, abort: AbortSignal): Promise<Entry> => {
+    const entry = await admitHeld(taken.lock, taken.slot);
+    if (entry.admitted || entry.reason !== 'tick') return entry;
+    for (const { backend, stamp } of slots.slice(taken.slot.slot + 1)) {
+      const lock = await backend.acquire({ waitMs: 0, abort });
+      if (!lock) continue;
+      const next = await admitHeld(lock, stamp);
+      if (next.admitted || next.reason !== 'tick') return next;
+    }
+    return entry;
+  };
   // A loop's later admissions: a stored schedule is due at its time, not cron's jitter early;
   // the loop spaces its runs itself.
   const inLoop = { ...options, spacingMs: null, scheduled: options.scheduled?.inLoop() ?? null };
@@ -64,7 +78,7 @@ export function localGate(
         waiting(config, description, say)();
         taken = await take(config.waitMs, abort);
       }
-      if (taken) return admitHeld(taken.lock, taken.slot);
+      if (taken) return admitFrom(taken, abort);
       const holder = await first.backend.holder?.();
       if (holder?.stranger) {
         // Even under cron: the job did not run, and someone who does not share it is why.
