@@ -1,7 +1,8 @@
-import { existsSync, readFileSync, symlinkSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cronguard, type Finished, fixture, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
+import { asNobody, cronguard, type Finished, fixture, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
 import { distinctSlots, notedGone, slotRuns } from '../slot-marks.js';
 
 // --max-running N (issue 39) on this host's locks: N slots, each a lock of its own, the first
@@ -169,6 +170,27 @@ describe('--max-running with flock files', () => {
     expect(result.code).toBe(73);
     expect(oneLine(result.stderr)).toMatch(/lock file \S+j\.lock#1/);
     expect(existsSync(box.path('elsewhere'))).toBe(false);
+    expect(lines(box.path('ran'))).toEqual([]);
+    release(barrier);
+    expect(await holder).toMatchObject({ code: 0 });
+  });
+
+  it.skipIf(asNobody.length === 0)('a stranger holding slot 1 while a run of the job holds slot 0 is said, as one holding slot 0 would be', async () => {
+    const box = sandbox();
+    chmodSync(box.dir, 0o755);
+    mkdirSync(box.lockDir, { mode: 0o777 });
+    chmodSync(box.lockDir, 0o777);
+    const slot1 = join(box.lockDir, 'j.lock#1');
+    const held = join(box.lockDir, 'held');
+    spawn(asNobody[0] as string, [...asNobody.slice(1), 'sh', '-c', `umask 022; touch '${slot1}'; exec flock '${slot1}' sh -c 'touch ${held}; sleep 600'`], { env: box.env, stdio: 'ignore' });
+    await waitFor(() => existsSync(held), 'the stranger to hold slot 1');
+    const marks = box.path('marks');
+    const barrier = box.path('barrier');
+    const holder = start(['--max-running', '2', '-n', 'j', '--', fixture('slot.sh'), marks, barrier], box.env).done;
+    await waitFor(() => slotRuns(marks).length === 1, 'a run to hold slot 0');
+    const skipped = await cronguard(['--max-running', '2', '-n', 'j', '--', 'touch', box.path('ran')], box.env);
+    expect(skipped.code).toBe(0);
+    expect(skipped.stderr).toMatch(/cronguard: j did not run: its lock \(flock \S+j\.lock#1\) is held by user nobody \(uid 65534\), pid \d+, who does not share this job; stop that process\n$/);
     expect(lines(box.path('ran'))).toEqual([]);
     release(barrier);
     expect(await holder).toMatchObject({ code: 0 });

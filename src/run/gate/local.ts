@@ -1,5 +1,5 @@
 import type { RunConfig } from '../../cli/config.js';
-import { type Lock, retryUntil } from '../../lock/backend.js';
+import { type LocalHolder, type Lock, retryUntil } from '../../lock/backend.js';
 import { keepsLock } from '../../store/admission.js';
 import type { NewRun } from '../../store/types.js';
 import { formatDuration } from '../../util/duration.js';
@@ -80,17 +80,28 @@ export function localGate(
       }
       if (taken) return admitFrom(taken, abort);
       const holder = await first.backend.holder?.();
-      if (holder?.stranger) {
+      const strange = await strangerIn(slots, holder);
+      if (strange) {
         // Even under cron: the job did not run, and someone who does not share it is why.
-        say.warn(`${config.name} did not run: its lock (${first.backend.description}) is held by ${holder.stranger}, who does not share this job; stop that process`);
-        await recorder.consult('note who held the lock', (store) => store.recordBlocked(config.name, holder.stranger as string));
+        say.warn(`${config.name} did not run: its lock (${strange.description}) is held by ${strange.stranger}, who does not share this job; stop that process`);
+        await recorder.consult('note who held the lock', (store) => store.recordBlocked(config.name, strange.stranger));
       }
       const counted = await recorder.overlap(config.name, holder ? run.host : null, holder?.pid ?? null);
-      return { admitted: false, reason: 'locked', holder: counted, reported: holder?.stranger != null };
+      return { admitted: false, reason: 'locked', holder: counted, reported: strange !== null };
     },
     roundTrips,
     close: () => recorder.close(),
   };
+}
+
+// The first slot held by someone who does not share the job (slot 0's holder `first`, already
+// asked): one in any slot keeps a copy from running as much as one in slot 0.
+async function strangerIn(slots: readonly Slot[], first: LocalHolder | undefined): Promise<{ description: string; stranger: string } | null> {
+  for (const [i, { backend }] of slots.entries()) {
+    const stranger = (i === 0 ? first : await backend.holder?.())?.stranger;
+    if (stranger) return { description: backend.description, stranger };
+  }
+  return null;
 }
 
 // The fleet rule, where the lock keeps it (see Lock.claimTick): the minute claimed before the
