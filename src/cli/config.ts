@@ -123,6 +123,8 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     }
   };
 
+  // Parsed before --replace looks at it: '01' is 1, which --replace goes with.
+  const maxRunning = parseMaxRunning(str('maxRunning'), lock);
   const warnings: string[] = [];
   const notify = parseNotify({ command: setting('notify', 'notify'), url: setting('notify_url', 'notifyUrl') }, str('notifyTimeout'), options.noLog === true, (line) => warnings.push(line));
   return Object.freeze({
@@ -130,7 +132,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     argv: Object.freeze([...argv]),
     display: shell !== undefined ? `/bin/sh -c ${quote(shell)}` : argv.map(quote).join(' '),
     lock: Object.freeze(lockSpec()),
-    maxRunning: parseMaxRunning(str('maxRunning'), lock),
+    maxRunning,
     stateDir: stateDir.dir,
     log: Object.freeze(log),
     onLockLoss,
@@ -143,7 +145,7 @@ export function resolveRunConfig({ options, repeated, command }: ParsedRun, ctx:
     captureBytes: parseBytes(str('capture'), '--capture', 65536, MAX_CAPTURE),
     ...outcomeRules(str, options, ctx.env, timeoutMs),
     everyTick: options.everyTick === true,
-    replace: replacing(options, str('maxRunning')),
+    replace: replacing(options, maxRunning),
     ...scheduling(str, options),
     ...observing(ctx.settings.get('retention'), setting('metrics_dir', 'metricsDir'), !options.noLog),
     ping: parsePing(str, options),
@@ -169,9 +171,9 @@ function fleetOf(ctx: Context): Fleet {
 }
 
 // --replace finds the running copy in the run log: without one there is nothing to find it in.
-function replacing(options: RawOptions, maxRunning: string | undefined): boolean {
+function replacing(options: RawOptions, maxRunning: number): boolean {
   if (options.replace === true && options.noLog === true) throw new UsageError('--replace finds the running copy in the run log; it cannot go with --no-log');
-  if (options.replace === true && maxRunning !== undefined && maxRunning !== '1') throw new UsageError('--replace stops the running copy of a job that has one; with --max-running there may be several: stop one with cronguard stop');
+  if (options.replace === true && maxRunning > 1) throw new UsageError('--replace stops the running copy of a job that has one; with --max-running there may be several: stop one with cronguard stop');
   return options.replace === true;
 }
 

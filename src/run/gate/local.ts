@@ -1,5 +1,5 @@
 import type { RunConfig } from '../../cli/config.js';
-import { type Lock, retryUntil } from '../../lock/backend.js';
+import { type LocalHolder, type Lock, retryUntil } from '../../lock/backend.js';
 import { keepsLock } from '../../store/admission.js';
 import type { NewRun } from '../../store/types.js';
 import { formatDuration } from '../../util/duration.js';
@@ -35,22 +35,34 @@ export function localGate(
   };
   const [first] = slots as [Slot];
   const description = describeSlots(first.backend.description, slots.length);
-  // One slot waits as its backend does; several are tried in turn, from slot `from` on,
-  // until one is free.
-  const take = async (waitMs: number, abort: AbortSignal, from = 0): Promise<{ lock: Lock; slot: SlotStamp } | null> => {
-    if (from >= slots.length) return null;
+  // One slot waits as its backend does; several are tried in turn until one is free.
+  const take = async (waitMs: number, abort: AbortSignal): Promise<{ lock: Lock; slot: SlotStamp } | null> => {
     if (slots.length === 1) {
       const lock = await first.backend.acquire({ waitMs, abort });
       return lock && { lock, slot: first.stamp };
     }
     const each = async () => {
-      for (const { backend, stamp } of slots.slice(from)) {
+      for (const { backend, stamp } of slots) {
         const lock = await backend.acquire({ waitMs: 0, abort });
         if (lock) return { lock, slot: stamp };
       }
       return null;
     };
     return waitMs === 0 ? each() : retryUntil(each, waitMs, abort);
+  };
+  // The tick is claimed per slot (at most N starts a minute, one in each): a slot whose
+  // minute another host has is let go and the free slots after it tried, or whether this
+  // invocation runs would hang on which slot happened to be free when it came.
+  const admitFrom = async (taken: { lock: Lock; slot: SlotStamp }, abort: AbortSignal): Promise<Entry> => {
+    const entry = await admitHeld(taken.lock, taken.slot);
+    if (entry.admitted || entry.reason !== 'tick') return entry;
+    for (const { backend, stamp } of slots.slice(taken.slot.slot + 1)) {
+      const lock = await backend.acquire({ waitMs: 0, abort });
+      if (!lock) continue;
+      const next = await admitHeld(lock, stamp);
+      if (next.admitted || next.reason !== 'tick') return next;
+    }
+    return entry;
   };
   // A loop's later admissions: a stored schedule is due at its time, not cron's jitter early;
   // the loop spaces its runs itself.
@@ -66,28 +78,30 @@ export function localGate(
         waiting(config, description, say)();
         taken = await take(config.waitMs, abort);
       }
-      // The fleet's rule holds per slot (at most N starts a tick): a slot whose minute another
-      // host has leaves the slots after it to try.
-      let tick: Entry | null = null;
-      while (taken) {
-        const entry = await admitHeld(taken.lock, taken.slot);
-        if (entry.admitted || entry.reason !== 'tick') return entry;
-        tick = entry;
-        taken = await take(0, abort, taken.slot.slot + 1);
-      }
-      if (tick) return tick;
+      if (taken) return admitFrom(taken, abort);
       const holder = await first.backend.holder?.();
-      if (holder?.stranger) {
+      const strange = await strangerIn(slots, holder);
+      if (strange) {
         // Even under cron: the job did not run, and someone who does not share it is why.
-        say.warn(`${config.name} did not run: its lock (${first.backend.description}) is held by ${holder.stranger}, who does not share this job; stop that process`);
-        await recorder.consult('note who held the lock', (store) => store.recordBlocked(config.name, holder.stranger as string));
+        say.warn(`${config.name} did not run: its lock (${strange.description}) is held by ${strange.stranger}, who does not share this job; stop that process`);
+        await recorder.consult('note who held the lock', (store) => store.recordBlocked(config.name, strange.stranger));
       }
       const counted = await recorder.overlap(config.name, holder ? run.host : null, holder?.pid ?? null);
-      return { admitted: false, reason: 'locked', holder: counted, reported: holder?.stranger != null };
+      return { admitted: false, reason: 'locked', holder: counted, reported: strange !== null };
     },
     roundTrips,
     close: () => recorder.close(),
   };
+}
+
+// The first slot held by someone who does not share the job (slot 0's holder `first`, already
+// asked): one in any slot keeps a copy from running as much as one in slot 0.
+async function strangerIn(slots: readonly Slot[], first: LocalHolder | undefined): Promise<{ description: string; stranger: string } | null> {
+  for (const [i, { backend }] of slots.entries()) {
+    const stranger = (i === 0 ? first : await backend.holder?.())?.stranger;
+    if (stranger) return { description: backend.description, stranger };
+  }
+  return null;
 }
 
 // The fleet rule, where the lock keeps it (see Lock.claimTick): the minute claimed before the
