@@ -87,7 +87,7 @@ export async function runJob(config: RunConfig, fileEnv: Readonly<Record<string,
     if (!lock) return await skipped(config, admission as Refused, gate.description, say, manual);
     // The runs it makes are recorded in the slot it holds (--max-running).
     const slotted: NewRun = { ...run, ...admission.slot };
-    say.verbose(`${config.name}: holding ${gate.description}${config.maxRunning > 1 ? `, slot ${slotted.slot}` : ''}`);
+    say.verbose(`${config.name}: holding ${gate.description}${config.maxRunning > 1 ? `, in slot ${slotted.slot}` : ''}`);
     const metrics = config.metricsDir === null ? null : new (await import('../metrics/textfile.js')).Textfile(config.metricsDir, config.name, say);
     const ctx: Attempts = { config, file, lock, guard: new LockGuard(lock, config, say), recorder: gate.recorder, say, pinger, syslog, stop: stop.signal, metrics, stopListener, fileEnv, masker: masker && (() => new masker()) };
     if (!admission.admitted) {

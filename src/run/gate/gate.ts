@@ -21,7 +21,8 @@ export interface Slot {
 
 // For -v: the lock, and how many slots it has.
 export function describeSlots(first: string, slots: number): string {
-  return slots === 1 ? first : `${first} (slot 0 of ${slots}; --max-running)`;
+  if (slots === 1) return first;
+  return `${first} and its slots #1${slots > 2 ? ` to #${slots - 1}` : ''} (--max-running ${slots})`;
 }
 
 export interface Gate {
