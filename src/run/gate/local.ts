@@ -7,6 +7,12 @@ import type { Messages } from '../../util/io.js';
 import type { RunRecorder } from '../recorder.js';
 import { describeSlots, type Entry, type Gate, type GateOptions, type RoundTrips, type Slot, type SlotStamp } from './gate.js';
 
+// A slot's lock, held.
+interface Taken {
+  readonly lock: Lock;
+  readonly slot: SlotStamp;
+}
+
 interface LocalGate extends Gate {
   // After the lock of a slot is held: the log's verdict, releasing the lock if it says no.
   admitHeld(lock: Lock, slot: SlotStamp): Promise<Entry>;
@@ -24,8 +30,6 @@ export function localGate(
   roundTrips: () => RoundTrips,
 ): LocalGate {
   const admitHeld = async (lock: Lock, slot: SlotStamp): Promise<Entry> => {
-    const tick = await tickOf(lock, run, options);
-    if (tick) return tick;
     await recorder.deliverSpool();
     const verdict = await recorder.admit(atLock({ ...run, ...slot }), options);
     if (verdict.admitted) return { ...verdict, lock, slot };
@@ -35,14 +39,15 @@ export function localGate(
   };
   const [first] = slots as [Slot];
   const description = describeSlots(first.backend.description, slots.length);
-  // One slot waits as its backend does; several are tried in turn until one is free.
-  const take = async (waitMs: number, abort: AbortSignal): Promise<{ lock: Lock; slot: SlotStamp } | null> => {
+  // One slot waits as its backend does; several are tried in turn, from slot `from` on,
+  // until one is free.
+  const take = async (waitMs: number, abort: AbortSignal, from = 0): Promise<Taken | null> => {
     if (slots.length === 1) {
-      const lock = await first.backend.acquire({ waitMs, abort });
+      const lock = from === 0 ? await first.backend.acquire({ waitMs, abort }) : null;
       return lock && { lock, slot: first.stamp };
     }
     const each = async () => {
-      for (const { backend, stamp } of slots) {
+      for (const { backend, stamp } of slots.slice(from)) {
         const lock = await backend.acquire({ waitMs: 0, abort });
         if (lock) return { lock, slot: stamp };
       }
@@ -50,19 +55,18 @@ export function localGate(
     };
     return waitMs === 0 ? each() : retryUntil(each, waitMs, abort);
   };
-  // The tick is claimed per slot (at most N starts a minute, one in each): a slot whose
-  // minute another host has is let go and the free slots after it tried, or whether this
-  // invocation runs would hang on which slot happened to be free when it came.
-  const admitFrom = async (taken: { lock: Lock; slot: SlotStamp }, abort: AbortSignal): Promise<Entry> => {
-    const entry = await admitHeld(taken.lock, taken.slot);
-    if (entry.admitted || entry.reason !== 'tick') return entry;
-    for (const { backend, stamp } of slots.slice(taken.slot.slot + 1)) {
-      const lock = await backend.acquire({ waitMs: 0, abort });
-      if (!lock) continue;
-      const next = await admitHeld(lock, stamp);
-      if (next.admitted || next.reason !== 'tick') return next;
+  // A lock that keeps the fleet's rule (see tickOf) keeps a tick per slot, at most N starts a
+  // minute, one in each: a slot whose minute another host has is let go and the free slots
+  // after it tried, or whether this invocation runs would hang on which slot happened to be
+  // free when it came. A log that keeps the rule counts the minute's starts itself.
+  const admitFrom = async (taken: Taken, abort: AbortSignal): Promise<Entry> => {
+    let tick: Entry | null = null;
+    for (let next: Taken | null = taken; next; next = await take(0, abort, next.slot.slot + 1)) {
+      const claimed = await tickOf(next.lock, run, options);
+      if (!claimed) return admitHeld(next.lock, next.slot);
+      tick ??= claimed;
     }
-    return entry;
+    return tick as Entry;
   };
   // A loop's later admissions: a stored schedule is due at its time, not cron's jitter early;
   // the loop spaces its runs itself.

@@ -74,17 +74,14 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
     return lock && gate.admitHeld(lock, slot);
   };
   // The first slot that is free, in order; the skip is counted by the last slot's admission
-  // when nothing waits (null: every slot is held, and nothing counted it). The fleet's rule
-  // holds per slot (at most N starts a tick): a slot whose minute another host has leaves
-  // the slots after it to try, and only the last one counts that skip.
+  // when nothing waits (null: every slot is held, and nothing counted it). The log counts the
+  // minute's starts (at most N) whichever slot asks, so its refusal is the answer.
   const attempt = async (): Promise<Entry | null> => {
-    let tick: Entry | null = null;
     for (const [i, slot] of slots.entries()) {
       const entry = await attemptSlot(slot, config.waitMs === 0 && i === slots.length - 1);
-      if (entry && (entry.admitted || entry.reason !== 'tick')) return entry;
-      tick = entry ?? tick;
+      if (entry) return entry;
     }
-    return tick;
+    return null;
   };
   const description = describeSlots(first.lock.description, slots.length);
   const tell = waiting(config, description, say);
