@@ -51,6 +51,22 @@ describe('mysql run log: one run per tick, across hosts', () => {
     expect(all.filter((a) => !a.admitted && a.reason === 'tick')).toHaveLength(5);
   });
 
+  it('admits 3 of 8 hosts that start the same tick at once with --max-running 3, each in a tick slot of its own', async () => {
+    const { store, database, job } = await freshStore();
+    await store.migrate();
+    const name = job('eight');
+    const tick = minute();
+    const hosts = await Promise.all(Array.from({ length: 8 }, () => mysqlStore(database)));
+    // Local locks: every host holds its own slot 0; the ticks are the job's, not the lock's.
+    const all = await Promise.all(hosts.map((h, i) => h.admit(newRun(name, { tick, host: `host-${i}`, maxRunning: 3 }), FLEET)));
+    expect(admittedOnes(all)).toHaveLength(3);
+    expect(all.filter((a) => !a.admitted && a.reason === 'tick')).toHaveLength(5);
+    const slots = await mysqlQuery<{ slot: number; tick_host: string }>(`SELECT slot, tick_host FROM \`${database}\`.slot_ticks WHERE job = ? ORDER BY slot`, [name]);
+    const [row] = await mysqlQuery<{ tick_host: string }>(`SELECT tick_host FROM \`${database}\`.jobs WHERE name = ?`, [name]);
+    expect(slots.map((s) => s.slot)).toEqual([1, 2]);
+    expect(new Set([row?.tick_host, ...slots.map((s) => s.tick_host)]).size).toBe(3);
+  });
+
   it('admits one of 6 hosts under a minimum interval at once', async () => {
     const { store, database, job } = await freshStore();
     await store.migrate();

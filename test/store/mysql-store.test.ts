@@ -10,7 +10,7 @@ describe('mysql run log: schema', () => {
     expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
     expect(await store.migrate()).toBe(MYSQL_MIGRATIONS.length);
     const tables = await mysqlQuery<{ name: string }>('SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY 1', [database]);
-    expect(tables.map((t) => t.name).sort()).toEqual(['fleet_pause', 'housekeeping', 'jobs', 'lease_epochs', 'leases', 'pause_events', 'requests', 'run_counts', 'runs', 'schema_migrations', 'stop_requests']);
+    expect(tables.map((t) => t.name).sort()).toEqual(['fleet_pause', 'housekeeping', 'jobs', 'lease_epochs', 'leases', 'pause_events', 'requests', 'run_counts', 'runs', 'schema_migrations', 'slot_ticks', 'stop_requests']);
     const versions = await mysqlQuery(`SELECT version, complete FROM \`${database}\`.schema_migrations ORDER BY version`);
     expect(versions).toEqual(MYSQL_MIGRATIONS.map((_, i) => ({ version: i + 1, complete: 1 })));
   });
@@ -98,7 +98,7 @@ describe('mysql run log: runs', () => {
     const { store, job } = await freshStore();
     const name = job('cols');
     const tick = new Date(Math.floor(Date.now() / 60_000) * 60_000);
-    const run = newRun(name, { tick, lockBackend: 'mysql', lockKey: 'cg:abc' });
+    const run = newRun(name, { tick, lockBackend: 'mysql', lockKey: 'cg:abc', slot: 2, maxRunning: 3 });
     const before = Date.now();
     const id = await admitted(store, run);
     const after = Date.now();
@@ -116,6 +116,7 @@ describe('mysql run log: runs', () => {
       command: 'echo hi there', started_at: new Date(startedAt).toISOString(), finished_at: finishedAt.toISOString(), duration_ms: 1500,
       exit_code: 3, signal: null, output, output_truncated: true, overlaps: 0, request_id: null, error: 'boom', tick: tick.toISOString(),
       lock_backend: 'mysql', lock_key: 'cg:abc', run_key: run.runKey, invoked_at: run.invokedAt.toISOString(), wrapper_start: 'boot:1',
+      slot: 2, max_running: 3,
     });
     expect(await store.latestRun(name)).toEqual(row);
     const [listed] = await store.listRuns({ jobs: [name], limit: 5 });

@@ -4,10 +4,10 @@ import { decide, readsLastStart } from '../decide.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { NewRun, RunningRow, UnsettledRun } from '../types.js';
 import { type PauseRow, toPaused } from './pause.js';
-import { iso, parseJson, runParams } from './rows.js';
+import { iso, parseJson, runParams, toHolder } from './rows.js';
 import type { Answer, MysqlSession, Statement } from './session.js';
 import { LOCK_SQL, type RunSql } from './sql.js';
-import { claimTick, skipForTick } from './ticks.js';
+import { claimTick, skipForTick, type TickClaim, type TickSlot, tickSlots, tickWrites } from './ticks.js';
 
 interface JobRow {
   disabled: number;
@@ -33,16 +33,24 @@ export interface AdmissionLock {
 // another session holds the name, no admission but the run holding it.
 export type Admitted =
   | { readonly got: number | null; readonly admission: Admission }
-  | { readonly got: number | null; readonly admission: null; readonly holder: HolderRow | undefined };
+  | { readonly got: number | null; readonly admission: null; readonly holder: HolderOfSlot | undefined };
+
+// The run holding a lock another session holds, with its --max-running (sql.runningHolder).
+export type HolderOfSlot = HolderRow & { readonly max_running: number | null };
+
+// A run the admission may settle, or whose --max-running it holds this one's to.
+export type UnsettledRow = UnsettledRun & HolderOfSlot;
 
 // What the first packet reads, under the job's row lock.
 interface Found {
   readonly job: JobRow | undefined;
   // The fleet's pause row (held: it holds now).
   readonly fleet: (PauseRow & { held: number | null }) | undefined;
-  readonly unsettled: readonly UnsettledRun[];
+  readonly unsettled: readonly UnsettledRow[];
   readonly due: readonly { id: number; args: string }[];
   readonly last: { at: Date } | undefined;
+  // The ticks of the job's slots past the first (none read: N = 1, or no tick to claim).
+  readonly slotTicks: readonly TickSlot[];
 }
 
 // Whether one invocation may run, under its lock (GET_LOCK, or a local lock), decided in one
@@ -67,15 +75,15 @@ export function admitIn(session: MysqlSession, sql: RunSql, given: NewRun, optio
     if (lock !== null && got !== 1 && got !== 2) {
       // Another session's name: nothing was locked (UNDER_LOCK); the run holding it is asked for the skip.
       const [, holder] = await session.batch([['ROLLBACK', []], [sql.runningHolder, [run.job]]]);
-      return { got, admission: null, holder: holder?.rows[0] as HolderRow | undefined };
+      return { got, admission: null, holder: holder?.rows[0] as HolderOfSlot | undefined };
     }
-    let found = foundIn(first.slice(take.length + 2), options);
+    let found = foundIn(first.slice(take.length + 2), run, options);
     // A job's first run: its row is made, which takes its lock at once (see sql.lockJob), in
     // a transaction begun again, so that what it reads is read after that (the first one's
     // snapshot was taken before).
     if (found.job === undefined) {
       const again = await session.batch([['ROLLBACK', []], ['BEGIN', []], [sql.lockJob, [run.job]], ...reads(sql, run, options, null)]);
-      found = foundIn(again.slice(3), options);
+      found = foundIn(again.slice(3), run, options);
     }
     const writes: Statement[] = [];
     const decided = await admitFound(session, sql, run, options, found, writes);
@@ -95,7 +103,7 @@ export function admitIn(session: MysqlSession, sql: RunSql, given: NewRun, optio
 // The admission's rules in transaction `t` once the job's row is locked (sql.lockJob), for a
 // lock taken in that transaction before them (a lease: lease-admit.ts).
 export async function admitLocked(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions): Promise<Admission> {
-  const found = foundIn(await t.batch(reads(sql, run, options, null)), options);
+  const found = foundIn(await t.batch(reads(sql, run, options, null)), run, options);
   const writes: Statement[] = [];
   const decided = await admitFound(t, sql, run, options, found, writes);
   if ('reason' in decided) {
@@ -107,39 +115,60 @@ export async function admitLocked(t: MysqlSession, sql: RunSql, run: NewRun, opt
   return { admitted: true, runId: (answers[inserted] as Answer).insertId, requests: decided.requests, startedAt: run.startedAt };
 }
 
-// The run's row, its claims (of the run just inserted: LAST_INSERT_ID()) and its job's row.
-function runWrites(sql: RunSql, run: NewRun, options: AdmitOptions, plan: { requests: readonly ClaimedRequest[]; tick: Date | null }): Statement[] {
+// The run's row, its claims (of the run just inserted: LAST_INSERT_ID()), its job's row and
+// the tick it claimed.
+function runWrites(sql: RunSql, run: NewRun, options: AdmitOptions, plan: { requests: readonly ClaimedRequest[]; tick: TickClaim | null }): Statement[] {
   const trigger = plan.requests.length > 0 ? 'request' : run.trigger;
   const writes: Statement[] = [[sql.insertRun, [plan.requests[0]?.id ?? null, ...runParams({ ...run, trigger })]]];
   const ids = plan.requests.map((r) => r.id);
   if (ids.length > 0) writes.push([sql.claim(ids.length), ids]);
-  const { tick } = plan;
-  writes.push([sql.register, [run.command, run.host, options.minIntervalMs, run.startedAt, tick, tick && run.host, run.job]]);
+  // The first slot's tick is the job row's. Another's is written last before the COMMIT, as
+  // every admission writes it: a wait on that table (a claim of another job's beside it) is
+  // on a transaction about to commit, never on one that waits for this one in turn.
+  const tick = plan.tick?.slot === 0 ? plan.tick.tick : null;
+  writes.push([sql.register, [run.command, run.host, options.minIntervalMs, run.startedAt, tick, tick && run.host, run.job]], ...tickWrites(sql, run, plan.tick));
   return writes;
 }
 
 // The first packet's reads (see Found); `name`: the GET_LOCK asked before them, under which
 // their locking reads are (sql.ts UNDER_LOCK).
 function reads(sql: RunSql, run: NewRun, options: AdmitOptions, name: string | null): Statement[] {
-  const statements: Statement[] = [
-    [sql.jobRow, [name, run.job]],
-    [sql.admissionFleet, []],
-    [sql.unsettled, [run.job, run.job]],
-    [sql.dueRequests, [name, run.job]],
-  ];
+  const statements: Statement[] = [[sql.jobRow, [name, run.job]], [sql.admissionFleet, []], [sql.unsettled, [run.job, run.job]], ...changing(sql, run, options, name)];
+  if (readsSlotTicks(run, options)) statements.push([sql.slotTicks, [run.job, run.maxRunning]]);
+  return statements;
+}
+
+// The reads that settling runs may change, read again after it: due requests, last start.
+function changing(sql: RunSql, run: NewRun, options: AdmitOptions, name: string | null): Statement[] {
+  const statements: Statement[] = [[sql.dueRequests, [name, run.job]]];
   if (readsLastStart(options)) statements.push([sql.lastStart, [run.job]]);
   return statements;
 }
 
-function foundIn(answers: readonly Answer[], options: AdmitOptions): Found {
-  const [job, fleet, unsettled, due, last] = answers.map((a) => a.rows);
+// A job of one slot keeps its tick in its row alone: a plain admission reads nothing more.
+function readsSlotTicks(run: NewRun, options: AdmitOptions): boolean {
+  return run.maxRunning > 1 && options.oneRunPerTick && run.tick !== null;
+}
+
+function foundIn(answers: readonly Answer[], run: NewRun, options: AdmitOptions): Found {
+  const [job, fleet, unsettled, due, ...rest] = answers.map((a) => a.rows);
+  const last = readsLastStart(options) ? rest.shift() : undefined;
+  const slotTicks = readsSlotTicks(run, options) ? rest.shift() : undefined;
   return {
     job: job?.[0] as JobRow | undefined,
     fleet: fleet?.[0] as Found['fleet'],
-    unsettled: (unsettled ?? []) as UnsettledRun[],
+    unsettled: (unsettled ?? []) as UnsettledRow[],
     due: (due ?? []) as Found['due'],
-    last: readsLastStart(options) ? (last?.[0] as Found['last']) : undefined,
+    last: last?.[0] as Found['last'],
+    slotTicks: (slotTicks ?? []) as TickSlot[],
   };
+}
+
+// A running copy of the job given another --max-running than `run`: all copies of a job must
+// agree on N, or each would count the others' slots wrong. Null when none disagrees.
+export function disagreement(rows: readonly HolderOfSlot[], run: NewRun): Refused | null {
+  const other = rows.find((r) => (r.max_running ?? 1) !== run.maxRunning);
+  return other ? { admitted: false, reason: 'slots', holder: toHolder(other), maxRunning: other.max_running ?? 1 } : null;
 }
 
 // The admission's decision on what the first packet found (decide() applies the rule,
@@ -153,12 +182,15 @@ async function admitFound(
   options: AdmitOptions,
   found: Found,
   writes: Statement[],
-): Promise<Refused | { requests: readonly ClaimedRequest[]; tick: Date | null }> {
+): Promise<Refused | { requests: readonly ClaimedRequest[]; tick: TickClaim | null }> {
   const { job } = found;
   // The job's own pause, else the fleet's (a job without a row too).
   const paused =
     job && Number(job.disabled) === 1 ? toPaused(job, false) : found.fleet && Number(found.fleet.held) === 1 ? toPaused(found.fleet, true) : null;
   const settled = paused ? found : await settle(t, sql, run, options, found, writes);
+  // Before the pause, as the embedded log: a disagreement is a mistake to say at once.
+  const slots = disagreement(settled.unsettled.filter((r) => r.status === 'running'), run);
+  if (slots) return slots;
   const decision = decide(
     {
       paused,
@@ -175,9 +207,9 @@ async function admitFound(
     return decision;
   }
   const { requests } = decision;
-  let tick: Date | null = null;
+  let tick: TickClaim | null = null;
   if (options.oneRunPerTick && run.tick !== null) {
-    tick = await claimTick(t, sql, run, job ?? null);
+    tick = await claimTick(t, sql, run, tickSlots(job ?? null, found.slotTicks, run.maxRunning));
     if (tick === null && requests.length === 0) return { admitted: false, reason: 'tick', holder: await skipForTick(t, sql, run, writes) };
   }
   return { requests, tick };
@@ -188,7 +220,8 @@ async function admitFound(
 // whose wrapper vanished between attempts are settled. Proven by a database lock held
 // (holding one proves that every run under it before has ended, on any host), or by `isGone` for this host's rows under other locks. Rare, so in a round
 // trip of its own, which reads again what it changes: the requests due (some may be
-// pending again) and the last start (not an abandoned run's).
+// pending again) and the last start (not an abandoned run's); the runs it abandoned are
+// no longer found running.
 async function settle(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions, found: Found, writes: Statement[]): Promise<Found> {
   const rows = found.unsettled;
   const fleet = inDatabase(run.lockBackend);
@@ -204,12 +237,10 @@ async function settle(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitO
   const statements: Statement[] = [];
   if (gone.length > 0) statements.push([sql.abandon(gone.length), gone], [sql.failRequestsOf(gone.length), gone]);
   if (orphaned.length > 0) statements.push([sql.claimsUnstarted(orphaned.length), orphaned], [sql.claimsCut(orphaned.length), orphaned]);
-  // The first packet's reads after the job's row, the fleet's pause and the unsettled runs:
-  // due requests, last start.
-  const again = reads(sql, run, options, null).slice(3);
-  const answers = await t.batch([...statements, ...again]);
+  const answers = await t.batch([...statements, ...changing(sql, run, options, null)]);
   const abandoned = gone.length > 0 ? (answers[0] as Answer).affectedRows : 0;
   if (abandoned > 0) writes.push([sql.count, [run.job, 'abandoned', abandoned, abandoned]]);
   const [due, last] = answers.slice(statements.length).map((a) => a.rows);
-  return { ...found, due: (due ?? []) as Found['due'], last: readsLastStart(options) ? (last?.[0] as Found['last']) : undefined };
+  const unsettled = rows.filter((r) => !gone.includes(Number(r.id)));
+  return { ...found, unsettled, due: (due ?? []) as Found['due'], last: readsLastStart(options) ? (last?.[0] as Found['last']) : undefined };
 }

@@ -1,6 +1,6 @@
-import { type Admission, type AdmitOptions, type HolderRow, keepsLock } from '../admission.js';
+import { type Admission, type AdmitOptions, keepsLock, type Refused } from '../admission.js';
 import type { NewRun } from '../types.js';
-import { admitLocked } from './admit.js';
+import { admitLocked, disagreement, type HolderOfSlot } from './admit.js';
 import { serverErrno } from './errors.js';
 import { toHolder } from './rows.js';
 import type { MysqlSession } from './session.js';
@@ -33,7 +33,7 @@ export function admitLeased(session: MysqlSession, sql: RunSql, run: NewRun, opt
   return session.transaction(async (t): Promise<LeaseAdmission> => {
     await t.query(sql.lockJob, [run.job]);
     const taken = await takeLease(t, sql, run, lease);
-    if (taken === null) return { admission: { admitted: false, reason: 'locked', holder: await skip(t, sql, run.job, lease.countSkip) }, epoch: null };
+    if (taken === null) return { admission: await skip(t, sql, run, lease.countSkip), epoch: null };
     const { epoch } = taken;
     // Holding the lease proves that the runs under it before ended, on any host (their
     // holders stopped their commands before it could expire): admitLocked abandons the
@@ -80,12 +80,15 @@ async function takeLease(t: MysqlSession, sql: RunSql, run: NewRun, lease: Lease
 }
 
 // A refusal for the lease counts as a skip of the run that holds it (or is parked on the
-// job for its outcome, when no run is found), as a held GET_LOCK's does.
-async function skip(t: MysqlSession, sql: RunSql, job: string, count: boolean) {
-  const [holder] = await t.query<HolderRow>(sql.runningHolder, [job]);
+// job for its outcome, when no run is found), as a held GET_LOCK's does; a holder given
+// another --max-running is refused as a disagreement, uncounted.
+async function skip(t: MysqlSession, sql: RunSql, run: NewRun, count: boolean): Promise<Refused> {
+  const [holder] = await t.query<HolderOfSlot>(sql.runningHolder, [run.job]);
+  const slots = disagreement(holder ? [holder] : [], run);
+  if (slots) return slots;
   if (count) {
     if (holder) await t.execute(sql.countSkip, [holder.id]);
-    else await t.execute(sql.park, [job]);
+    else await t.execute(sql.park, [run.job]);
   }
-  return toHolder(holder);
+  return { admitted: false, reason: 'locked', holder: toHolder(holder) };
 }

@@ -8,7 +8,7 @@ import { migrationSql, quoteName } from './sql.js';
 // The schema version this code reads and writes: how many numbered migrations there are
 // (held to the list by test/store/migration-versions.test.ts). The run path compares with it
 // on every start; the migrations' text loads only when one is applied.
-export const MYSQL_SCHEMA_VERSION = 9;
+export const MYSQL_SCHEMA_VERSION = 10;
 
 // How long a migrator waits for another host's migration before giving up.
 const MIGRATE_WAIT_S = 120;

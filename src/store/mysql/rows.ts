@@ -22,6 +22,8 @@ export function runParams(run: NewRun): unknown[] {
   return [
     run.job, run.host, run.trigger, run.attempt, run.pid, run.username, run.command, run.startedAt, run.tick, run.lockBackend,
     run.lockKey, run.runKey, run.invokedAt, run.wrapperStart,
+    // A spooled record from before --max-running held slot 0 of 1.
+    run.slot ?? 0, run.maxRunning ?? 1,
   ];
 }
 

@@ -7,7 +7,7 @@ import { BY_ID, BY_STATUS, marks } from './sql.js';
 // A run's columns but its output, which lists never read.
 const LIST_COLUMNS = `id, job, status, \`trigger\`, attempt, host, pid, child_pid, username, command, started_at, finished_at, duration_ms,
                       exit_code, \`signal\`, output_truncated, overlaps, request_id, error,
-                      tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start`;
+                      tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start, slot, max_running`;
 // Database locks: a run under one is proven ended, on any host, by whoever holds it next.
 const FLEET_LOCKS = `'mysql', 'lease'`;
 

@@ -23,8 +23,8 @@ export const BY_ID = 'FORCE INDEX (runs_job_id)';
 export const BY_STATUS = 'FORCE INDEX (runs_job_status)';
 
 // A new run's columns, in the order runParams (rows.ts) gives their values.
-export const RUN_COLUMNS = 'job, host, `trigger`, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start';
-const RUN_MARKS = marks(14);
+export const RUN_COLUMNS = 'job, host, `trigger`, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start, slot, max_running';
+const RUN_MARKS = marks(16);
 // An outcome's columns, in the order outcomeParams gives them.
 const OUTCOME_COLUMNS = 'status, finished_at, duration_ms, exit_code, `signal`, output, output_truncated, error';
 const HOLDER = 'id, host, pid, started_at';
@@ -99,9 +99,10 @@ export function runSql(D: string) {
     // UPDATE of it) waits for the admissions under way, so a drain after it sees their runs.
     admissionFleet: `SELECT paused AND (until_at IS NULL OR until_at > UTC_TIMESTAMP(6)) AS held, reason, paused_at AS since, paused_by AS \`by\`, until_at AS \`until\`
                      FROM ${D}.fleet_pause WHERE id = 1 LOCK IN SHARE MODE`,
-    // The job's runs still `running`, and finished runs whose claims still are (job, job).
-    unsettled: `SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key FROM ${D}.runs WHERE job = ? AND status = 'running'
-                UNION SELECT r.id, r.status, r.host, r.pid, r.wrapper_start, r.lock_backend, r.lock_key
+    // The job's runs still `running`, and finished runs whose claims still are (job, job);
+    // with when each started and its --max-running, for a refusal of copies that disagree.
+    unsettled: `SELECT id, status, host, pid, wrapper_start, lock_backend, lock_key, started_at, max_running FROM ${D}.runs WHERE job = ? AND status = 'running'
+                UNION SELECT r.id, r.status, r.host, r.pid, r.wrapper_start, r.lock_backend, r.lock_key, r.started_at, r.max_running
                 FROM ${D}.requests q JOIN ${D}.runs r ON r.id = q.run_id WHERE q.job = ? AND q.status = 'running'`,
     abandon: (n: number) => `UPDATE ${D}.runs SET status = 'abandoned', finished_at = UTC_TIMESTAMP(6), error = ${ABANDONED}
                              WHERE id IN (${marks(n)}) AND status = 'running'`,
@@ -139,6 +140,13 @@ export function runSql(D: string) {
     // Whether the job's claimed tick (job, tick, tick_host) was served: by a run that started
     // its command or still may.
     tickServed: `SELECT 1 AS served FROM ${D}.runs WHERE job = ? AND tick = ? AND host = ? AND (status = 'running' OR child_pid IS NOT NULL) LIMIT 1`,
+    // The ticks of a job's slots past the first (job, N; see migration 0010). A plain read:
+    // the job's row, locked before it, is what lines up their writers, and a locking read of
+    // a missing row would take a gap lock that two admissions, each then inserting, deadlock on.
+    slotTicks: `SELECT slot, tick, tick_host FROM ${D}.slot_ticks WHERE job = ? AND slot < ?`,
+    // A slot's tick claimed (job, slot, tick, host, and again).
+    claimSlotTick: `INSERT INTO ${D}.slot_ticks (job, slot, tick, tick_host) VALUES (?, ?, ?, ?)
+                    ON DUPLICATE KEY UPDATE tick = ?, tick_host = ?`,
     // The run of another host that had this tick (job, tick, ahead, host).
     tickHolder: `SELECT ${HOLDER} FROM ${D}.runs FORCE INDEX (runs_job_tick) WHERE job = ? AND tick >= ? AND tick <= ? AND host <> ? ORDER BY id DESC LIMIT 1`,
     insertRun: `INSERT INTO ${D}.runs (status, overlaps, request_id, ${RUN_COLUMNS}) VALUES ('running', 0, ?, ${RUN_MARKS})`,
@@ -153,7 +161,8 @@ export function runSql(D: string) {
     // Skips: the run holding the lock (running; on one host for a local lock), else the
     // latest run of the wrapper that took a local lock (job, host, pid); else parked on the
     // job, for its holder's outcome to fold in.
-    runningHolder: `SELECT ${HOLDER} FROM ${D}.runs ${BY_STATUS} WHERE job = ? AND status = 'running' ORDER BY id DESC LIMIT 1`,
+    // With its --max-running: a copy given another N is refused as a disagreement.
+    runningHolder: `SELECT ${HOLDER}, max_running FROM ${D}.runs ${BY_STATUS} WHERE job = ? AND status = 'running' ORDER BY id DESC LIMIT 1`,
     runningHolderOn: `SELECT ${HOLDER} FROM ${D}.runs ${BY_STATUS} WHERE job = ? AND status = 'running' AND host = ? ORDER BY id DESC LIMIT 1`,
     pidHolder: `SELECT ${HOLDER} FROM ${D}.runs WHERE job = ? AND host = ? AND pid = ? ORDER BY id DESC LIMIT 1`,
     countSkip: `UPDATE ${D}.runs SET overlaps = overlaps + 1 WHERE id = ?`,

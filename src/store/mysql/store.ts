@@ -6,7 +6,7 @@ import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, t
 import type { LockedAdmission, SchemaMemory, ServerLock, SharedStore } from '../shared.js';
 import type { SpooledRun } from '../spool-record.js';
 import type { AlertClaim, LeaseRow, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunFilter, RunOutcome, RunRow, RunTail, StopRequest, UnsettledRun } from '../types.js';
-import { type AdmissionLock, type Admitted, admitIn } from './admit.js';
+import { type AdmissionLock, type Admitted, admitIn, disagreement } from './admit.js';
 import { isRetryableTransaction, serverErrno } from './errors.js';
 import { heldMysqlLocks } from './held-locks.js';
 import { admitLeased } from './lease-admit.js';
@@ -219,8 +219,10 @@ export class MysqlStore implements SharedStore {
 
   // GET_LOCK(name, 0) and, if it is ours, the admission, on this store's session: asked in
   // the admission's first packet (admitIn). When another session holds it, the skip is
-  // counted (countSkip) on its run. A refusal frees the lock, but an idle or early loop
-  // (keepLock) keeps it to wait for work.
+  // counted (countSkip) on its run, unless that run was given another --max-running: that
+  // is refused as the disagreement it is, which no free slot of this N would find when all
+  // are held. A refusal frees the lock, but an idle or early loop (keepLock) keeps it to wait
+  // for work.
   async lockAndAdmit(run: NewRun, lock: LockRequest, options: AdmitOptions, countSkip: boolean): Promise<LockedAdmission> {
     if (lock.kind === 'lease') return this.leaseAndAdmit(run, lock, options, countSkip);
     if (lock.kind !== 'named') throw new Error(`a MySQL log takes a named lock (GET_LOCK) or a lease, not ${lock.kind}`);
@@ -240,6 +242,8 @@ export class MysqlStore implements SharedStore {
     const { got, admission } = admitted;
     if (admission === null) {
       const holder = 'holder' in admitted ? admitted.holder : undefined;
+      const slots = disagreement(holder ? [holder] : [], run);
+      if (slots) return { ...locked, sentAt, holding: false, admission: slots };
       if (countSkip) await this.withSchema(() => this.write(holder ? this.sql.countSkip : this.sql.park, holder ? [holder.id] : [run.job]));
       return { ...locked, sentAt, holding: false, admission: { admitted: false, reason: 'locked', holder: toHolder(holder) } };
     }
