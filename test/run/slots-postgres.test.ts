@@ -142,6 +142,22 @@ describe.each(LOCKS)('--max-running with -l %s', (lock) => {
     expect(starts(log)).toBe(1);
     expect((await pgRuns(box.schema)).map((r) => [r.status, r.slot, r.max_running])).toEqual([['succeeded', 0, running]]);
   });
+
+  it('a copy given another N is refused even while every slot it would take is held', async () => {
+    const box = pgSandbox();
+    const job = box.job('all-held');
+    const log = box.path('marks');
+    const barrier = box.path('go');
+    const args = ['-l', lock, '--max-running', '3', '-n', job, '--', fixture('hold-slot.sh'), log, barrier];
+    const holders = [0, 1, 2].map(() => start(args, box.env));
+    await waitFor(() => starts(log) === 3, 'three copies to start');
+    const other = await start(['-l', lock, '--max-running', '2', '-n', job, '--', 'true'], box.env).done;
+    expect(other.code).toBe(64);
+    expect(other.stderr).toMatch(new RegExp(`${job} did not run: it runs with --max-running 2 here, but .* runs it with --max-running 3; `));
+    release(barrier);
+    for (const holder of holders) expect(await holder.done).toMatchObject({ code: 0, stderr: '' });
+    expect(starts(log)).toBe(3);
+  });
 });
 
 describe('at most N starts a minute across a fleet (--max-running N)', () => {

@@ -25,8 +25,14 @@ BEGIN
   SELECT max(m.version) INTO version FROM {{schema}}.schema_migrations m;
   IF p ? 'key' THEN
     IF NOT pg_try_advisory_lock((p->>'key')::bigint) THEN
-      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
-        WHERE job = job_name AND status = 'running' ORDER BY id DESC LIMIT 1) r;
+      -- The holder read for the skip is a running copy given another N if there is one: such a
+      -- copy is refused even while every slot it would take is held.
+      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
+        WHERE job = job_name AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
+      IF (holder->>'max_running')::integer <> slot_count THEN
+        RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', holder - 'max_running',
+                                  'max_running', holder->'max_running', 'version', version);
+      END IF;
       IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(job_name, (holder->>'id')::bigint); END IF;
       RETURN jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder, 'version', version);
     END IF;

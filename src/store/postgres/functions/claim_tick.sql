@@ -8,7 +8,7 @@ DECLARE
   ahead     timestamptz := (p->>'now')::timestamptz + interval '1 minute';
 BEGIN
   FOR i IN 1 .. slot_count - 1 LOOP
-    INSERT INTO {{schema}}.tick_slots AS t (job, slot, tick, tick_host) VALUES (job_name, i, tick_at, host_name)
+    INSERT INTO {{schema}}.slot_ticks AS t (job, slot, tick, tick_host) VALUES (job_name, i, tick_at, host_name)
     ON CONFLICT (job, slot) DO UPDATE
     SET tick = CASE WHEN t.tick > ahead THEN excluded.tick ELSE greatest(t.tick, excluded.tick) END, tick_host = excluded.tick_host
     WHERE excluded.tick > t.tick OR t.tick_host = excluded.tick_host OR t.tick > ahead

@@ -1,15 +1,17 @@
 -- --max-running N (issue 39): the slot of the job's lock a run held (0 to N-1) and the N it
 -- was run with (as SQLite's 0016; NULL, from before, reads as slot 0 of 1). admit(p) records
 -- both from `slot` and `max_running`, refuses with `slots` when a running copy of the job was
--- given another N, and lets N hosts start the job in a minute.
+-- given another N (admit_lease() too, when the lease is held), and lets N hosts start the job
+-- in a minute.
 ALTER TABLE {{schema}}.runs ADD COLUMN slot integer, ADD COLUMN max_running integer;
 
 -- The fleet's rule becomes at most N starts per tick: the first host of a minute claims it on
 -- the job's row (jobs.tick, as before), the next N - 1 hosts each one of these, by the same
--- upsert, so two hosts can never both claim one of them. They are a minute's N starts, not the
--- lock's slots: every host's first free slot of a lock of its own (flock) is slot 0, and a
--- slot freed by a run that ended within the minute must not start the job again.
-CREATE TABLE {{schema}}.tick_slots (
+-- upsert, so two hosts can never both claim one of them (as MySQL's slot_ticks). They are the
+-- minute's N starts, not the lock's slots: hosts that hold locks of their own (flock) all hold
+-- their slot 0, and a quick run frees its lock's slot for the next host within the minute;
+-- either way the minute's other starts are still the job's to make.
+CREATE TABLE {{schema}}.slot_ticks (
   job       text        NOT NULL,
   slot      integer     NOT NULL,
   tick      timestamptz NOT NULL,
@@ -28,7 +30,7 @@ DECLARE
   ahead     timestamptz := (p->>'now')::timestamptz + interval '1 minute';
 BEGIN
   FOR i IN 1 .. slot_count - 1 LOOP
-    INSERT INTO {{schema}}.tick_slots AS t (job, slot, tick, tick_host) VALUES (job_name, i, tick_at, host_name)
+    INSERT INTO {{schema}}.slot_ticks AS t (job, slot, tick, tick_host) VALUES (job_name, i, tick_at, host_name)
     ON CONFLICT (job, slot) DO UPDATE
     SET tick = CASE WHEN t.tick > ahead THEN excluded.tick ELSE greatest(t.tick, excluded.tick) END, tick_host = excluded.tick_host
     WHERE excluded.tick > t.tick OR t.tick_host = excluded.tick_host OR t.tick > ahead
@@ -64,8 +66,14 @@ BEGIN
   SELECT max(m.version) INTO version FROM {{schema}}.schema_migrations m;
   IF p ? 'key' THEN
     IF NOT pg_try_advisory_lock((p->>'key')::bigint) THEN
-      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
-        WHERE job = job_name AND status = 'running' ORDER BY id DESC LIMIT 1) r;
+      -- The holder read for the skip is a running copy given another N if there is one: such a
+      -- copy is refused even while every slot it would take is held.
+      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
+        WHERE job = job_name AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
+      IF (holder->>'max_running')::integer <> slot_count THEN
+        RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', holder - 'max_running',
+                                  'max_running', holder->'max_running', 'version', version);
+      END IF;
       IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(job_name, (holder->>'id')::bigint); END IF;
       RETURN jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder, 'version', version);
     END IF;
@@ -199,3 +207,44 @@ BEGIN
   RETURN jsonb_build_object('admitted', true, 'id', new_id, 'requests', claimed, 'running', others, 'version', version);
 END $$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.admit_lease(p jsonb) RETURNS jsonb LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
+DECLARE
+  lease      bigint  := (p->>'lease')::bigint;
+  taken      bigint;
+  holder     jsonb;
+  slot_count integer := coalesce((p->>'max_running')::integer, 1);
+BEGIN
+  -- The row is locked by whoever writes it first; the others wait for that transaction and
+  -- then see its lease unexpired: exactly one of any number of racing admissions takes it.
+  INSERT INTO {{schema}}.leases AS l (lock_key, job, host, pid, ttl_ms, expires_at)
+  VALUES (lease, p->>'job', p->>'host', (p->>'pid')::integer, (p->>'lease_ttl_ms')::integer,
+          now() + make_interval(secs => (p->>'lease_ttl_ms')::numeric / 1000))
+  ON CONFLICT (lock_key) DO UPDATE SET job = excluded.job, host = excluded.host, pid = excluded.pid, run_id = NULL,
+    epoch = nextval('{{schema}}.lease_epochs'), ttl_ms = excluded.ttl_ms, acquired_at = now(), renewed_at = now(),
+    expires_at = excluded.expires_at
+  WHERE l.expires_at <= now()
+  RETURNING l.epoch INTO taken;
+  IF taken IS NULL THEN
+    -- As admit() does when the advisory lock is held: a running copy given another N first.
+    SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
+      WHERE job = p->>'job' AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
+    IF (holder->>'max_running')::integer <> slot_count THEN
+      RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', holder - 'max_running',
+                                'max_running', holder->'max_running',
+                                'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
+    END IF;
+    IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(p->>'job', (holder->>'id')::bigint); END IF;
+    RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder,
+                              'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
+  END IF;
+  -- Holding the lease proves its runs before ended (their holders stopped their commands
+  -- before the lease could expire): rows they left running were abandoned, on any host.
+  WITH gone AS (
+    UPDATE {{schema}}.runs SET status = 'abandoned', finished_at = now(),
+           error = 'wrapper (pid ' || pid || ' on ' || host || ') vanished without recording an outcome'
+    WHERE job = p->>'job' AND status = 'running' AND lock_backend = 'lease' AND runs.lock_key = p->>'lock_key'
+    RETURNING id)
+  UPDATE {{schema}}.requests SET status = 'failed', finished_at = now()
+  WHERE run_id IN (SELECT id FROM gone) AND status = 'running';
+  RETURN jsonb_build_object('epoch', taken);
+END $$;
