@@ -16,7 +16,7 @@ interface Mark {
   readonly pid: number;
 }
 
-// hold-slot.sh's marks, in the order of the commands' clocks.
+// slot.sh's marks, in the order of the commands' clocks.
 function marks(file: string): Mark[] {
   return lines(file)
     .map((l) => {
@@ -65,7 +65,7 @@ describe.each(LOCKS)('--max-running with -l %s', (lock) => {
     const job = box.job('forty');
     const log = box.path('marks');
     const barrier = box.path('go');
-    const many = startMany(40, ['-l', lock, '--max-running', '3', '-n', job, '--', fixture('hold-slot.sh'), log, barrier], box.env);
+    const many = startMany(40, ['-l', lock, '--max-running', '3', '-n', job, '--', fixture('slot.sh'), log, barrier], box.env);
     // The runs hold their slots until the barrier: every other invocation finds all three held.
     await waitFor(() => many.exited() + starts(log) === 40, 'every invocation to run or skip');
     expect(starts(log)).toBe(3);
@@ -91,7 +91,7 @@ describe.each(LOCKS)('--max-running with -l %s', (lock) => {
     const barrier = box.path('go');
     // A lease of a holder killed is free when it expires: as short as it may be.
     const args = ['-l', lock, ...(lock === 'lease' ? ['--lease-ttl', '5s'] : []), '--max-running', '3', '-n', job];
-    const holders = [0, 1, 2].map(() => start([...args, '--', fixture('hold-slot.sh'), log, barrier], box.env));
+    const holders = [0, 1, 2].map(() => start([...args, '--', fixture('slot.sh'), log, barrier], box.env));
     await waitFor(() => starts(log) === 3, 'three holders to start');
     await waitFor(async () => (await pgRuns(box.schema)).filter((r) => r.child_pid !== null).length === 3, 'their commands to be recorded');
     const victim = (await pgRuns(box.schema)).find((r) => r.slot === 1);
@@ -103,7 +103,7 @@ describe.each(LOCKS)('--max-running with -l %s', (lock) => {
     appendFileSync(log, `end ${BigInt(Date.now()) * 1_000_000n} 1 ${command}\n`);
     // It waits (-w) for a slot rather than skip: the killed session's lock, or its lease, goes
     // when the server sees it gone.
-    const next = start([...args, '-w', '10m', '--', fixture('hold-slot.sh'), log, barrier], box.env);
+    const next = start([...args, '-w', '10m', '--', fixture('slot.sh'), log, barrier], box.env);
     await waitFor(() => starts(log) === 4, 'the next invocation to start');
     expect(marks(log).at(-1)).toMatchObject({ kind: 'start', slot: 1 });
     release(barrier);
@@ -128,9 +128,9 @@ describe.each(LOCKS)('--max-running with -l %s', (lock) => {
     const job = box.job('disagree');
     const log = box.path('marks');
     const barrier = box.path('go');
-    const holder = start(['-l', lock, '--max-running', String(running), '-n', job, '--', fixture('hold-slot.sh'), log, barrier], box.env);
+    const holder = start(['-l', lock, '--max-running', String(running), '-n', job, '--', fixture('slot.sh'), log, barrier], box.env);
     await waitFor(() => starts(log) === 1, 'the running copy to start');
-    const other = await start(['-l', lock, '--max-running', String(given), '-n', job, '--', fixture('hold-slot.sh'), log, barrier], box.env).done;
+    const other = await start(['-l', lock, '--max-running', String(given), '-n', job, '--', fixture('slot.sh'), log, barrier], box.env).done;
     expect(other.code).toBe(64);
     expect(other.stdout).toBe('');
     expect(other.stderr.trim().split('\n')).toHaveLength(1);
@@ -148,7 +148,7 @@ describe.each(LOCKS)('--max-running with -l %s', (lock) => {
     const job = box.job('all-held');
     const log = box.path('marks');
     const barrier = box.path('go');
-    const args = ['-l', lock, '--max-running', '3', '-n', job, '--', fixture('hold-slot.sh'), log, barrier];
+    const args = ['-l', lock, '--max-running', '3', '-n', job, '--', fixture('slot.sh'), log, barrier];
     const holders = [0, 1, 2].map(() => start(args, box.env));
     await waitFor(() => starts(log) === 3, 'three copies to start');
     const other = await start(['-l', lock, '--max-running', '2', '-n', job, '--', 'true'], box.env).done;
@@ -198,7 +198,7 @@ describe('at most N starts a minute across a fleet (--max-running N)', () => {
     const log = box.path('marks');
     const barrier = box.path('go');
     const hosts = ['a', 'b'].map((h) =>
-      onHost(`host-${h}`, at('03:00:01'), [...lockArgs, '--max-running', '2', '-n', job, '--', fixture('hold-slot.sh'), log, barrier], {
+      onHost(`host-${h}`, at('03:00:01'), [...lockArgs, '--max-running', '2', '-n', job, '--', fixture('slot.sh'), log, barrier], {
         ...box.env,
         CRONGUARD_LOCK_DIR: box.path(`locks-${h}`),
       }),
