@@ -22,6 +22,8 @@ export interface AdmitResult {
   schedule?: string;
   problem?: string | null;
   warn?: boolean;
+  // 'slots' (migration 0028): the --max-running the running copy (`holder`) was given.
+  max_running?: number;
   version: number | null;
 }
 
@@ -65,6 +67,8 @@ export function runValues(run: NewRun): Record<string, unknown> {
     job: run.job, host: run.host, trigger: run.trigger, attempt: run.attempt, pid: run.pid, username: run.username,
     command: run.command, started_at: run.startedAt, tick: run.tick, lock_backend: run.lockBackend, lock_key: run.lockKey,
     run_key: run.runKey, invoked_at: run.invokedAt, wrapper_start: run.wrapperStart,
+    // A spooled record from before --max-running has neither: it ran in slot 0 of 1.
+    slot: run.slot ?? 0, max_running: run.maxRunning ?? 1,
   };
 }
 

@@ -12,13 +12,13 @@ const SYSTEM_IDENTIFIER = 'SELECT system_identifier::text FROM pg_catalog.pg_con
 const ABANDONED = `'wrapper (pid ' || pid || ' on ' || host || ') vanished without recording an outcome'`;
 
 // A new run's columns and their parameters.
-const RUN_COLUMNS = 'job, host, trigger, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start';
+const RUN_COLUMNS = 'job, host, trigger, attempt, pid, username, command, started_at, tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start, slot, max_running';
 const RUN_VALUES = `:job, :host, :trigger, :attempt, :pid, :username, :command, :started_at, :tick::timestamptz, :lock_backend,
-                    :lock_key, :run_key, :invoked_at, :wrapper_start`;
+                    :lock_key, :run_key, :invoked_at, :wrapper_start, :slot::integer, :max_running::integer`;
 // A run's columns but its output, which lists never read.
 const LIST_COLUMNS = `id, job, status, trigger, attempt, host, pid, child_pid, username, command, started_at, finished_at, duration_ms,
                       exit_code, signal, output_truncated, "overlaps", request_id, error,
-                      tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start`;
+                      tick, lock_backend, lock_key, run_key, invoked_at, wrapper_start, slot, max_running`;
 
 export function statements(S: string) {
   return {

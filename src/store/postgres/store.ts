@@ -243,7 +243,7 @@ export class PostgresStore implements SharedStore {
     const orphaned = (row?.orphaned ?? []).filter((o) => options.isGone(o, run)).map((o) => String(o.id));
     if (orphaned.length > 0) await this.run(this.sql.settleClaims, { ids: orphaned });
     if (!r.admitted) {
-      const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ? toPaused(r.disabled as unknown as Record<string, unknown>, r.disabled.fleet === true) : undefined, ...scheduleRefusal(r, options.scheduled, startedAt.getTime()) } as const;
+      const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ? toPaused(r.disabled as unknown as Record<string, unknown>, r.disabled.fleet === true) : undefined, ...scheduleRefusal(r, options.scheduled, startedAt.getTime()), ...(r.reason === 'slots' ? { maxRunning: r.max_running ?? 1 } : {}) } as const;
       return { ...locked, admission: refused };
     }
     const requests = r.requests.map((q) => claimedRequest(Number(q.id), q.args));

@@ -18,12 +18,21 @@ DECLARE
   new_id     bigint;
   scheduled  boolean     := coalesce((p->>'scheduled')::boolean, false) AND NOT (p->>'manual')::boolean;
   verdict    jsonb;
+  slot_count integer     := coalesce((p->>'max_running')::integer, 1);
+  disagrees  jsonb;
+  ticked     boolean;
 BEGIN
   SELECT max(m.version) INTO version FROM {{schema}}.schema_migrations m;
   IF p ? 'key' THEN
     IF NOT pg_try_advisory_lock((p->>'key')::bigint) THEN
-      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
-        WHERE job = job_name AND status = 'running' ORDER BY id DESC LIMIT 1) r;
+      -- The holder read for the skip is a running copy given another N if there is one: such a
+      -- copy is refused even while every slot it would take is held.
+      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
+        WHERE job = job_name AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
+      IF (holder->>'max_running')::integer <> slot_count THEN
+        RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', holder - 'max_running',
+                                  'max_running', holder->'max_running', 'version', version);
+      END IF;
       IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(job_name, (holder->>'id')::bigint); END IF;
       RETURN jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder, 'version', version);
     END IF;
@@ -62,8 +71,22 @@ BEGIN
     RETURNING id)
   UPDATE {{schema}}.requests SET status = 'failed', finished_at = now()
   WHERE run_id IN (SELECT id FROM gone) AND status = 'running';
-  SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]') INTO others FROM (SELECT id, pid, wrapper_start, lock_backend, lock_key
-    FROM {{schema}}.runs WHERE job = job_name AND host = host_name AND status = 'running') r;
+  -- This host's running rows (whose wrappers only the caller can check), and in the same look
+  -- a running copy given another --max-running: every copy must agree on N, or one's slots
+  -- would not count the other's runs. Seen once committed: two first copies that disagree,
+  -- admitted at the same instant under different slots' locks, may both run.
+  SELECT coalesce(jsonb_agg(jsonb_build_object('id', id, 'pid', pid, 'wrapper_start', wrapper_start,
+                                               'lock_backend', lock_backend, 'lock_key', lock_key))
+                  FILTER (WHERE host = host_name), '[]'),
+         (array_agg(jsonb_build_object('id', id, 'host', host, 'pid', pid, 'started_at', started_at,
+                                       'max_running', coalesce(max_running, 1)) ORDER BY id)
+          FILTER (WHERE coalesce(max_running, 1) <> slot_count))[1]
+  INTO others, disagrees FROM {{schema}}.runs WHERE job = job_name AND status = 'running';
+  IF disagrees IS NOT NULL THEN
+    IF took_lock THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
+    RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', disagrees - 'max_running',
+                              'max_running', disagrees->'max_running', 'running', others, 'version', version);
+  END IF;
 
   -- Due requests: all of them in a --batch run (up to batch_max), else every one without
   -- arguments and the oldest one with. SKIP LOCKED: two claimers never take the same one.
@@ -115,7 +138,10 @@ BEGIN
     WHERE j.tick IS NULL OR excluded.tick > j.tick OR j.tick_host = excluded.tick_host OR j.tick > ahead
        OR NOT EXISTS (SELECT 1 FROM {{schema}}.runs r WHERE r.job = job_name AND r.tick = j.tick AND r.host = j.tick_host
                       AND (r.status = 'running' OR r.child_pid IS NOT NULL));
-    IF NOT FOUND AND cardinality(claimed_id) = 0 THEN
+    ticked := FOUND;
+    -- The job's row holds the minute's first claim; with --max-running N, N - 1 more.
+    IF NOT ticked AND slot_count > 1 THEN ticked := {{schema}}.claim_tick(p, slot_count); END IF;
+    IF NOT ticked AND cardinality(claimed_id) = 0 THEN
       IF took_lock THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
       SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
         WHERE job = job_name AND tick >= tick_at AND tick <= ahead AND host <> host_name ORDER BY id DESC LIMIT 1) r;
@@ -126,12 +152,12 @@ BEGIN
 
   new_id := nextval(pg_get_serial_sequence('{{schema}}.runs', 'id'));
   INSERT INTO {{schema}}.runs (id, status, job, host, trigger, attempt, pid, username, command, started_at, tick,
-                               lock_backend, lock_key, run_key, invoked_at, wrapper_start, request_id)
+                               lock_backend, lock_key, run_key, invoked_at, wrapper_start, request_id, slot, max_running)
   VALUES (new_id, 'running', job_name, host_name,
           CASE WHEN cardinality(claimed_id) > 0 THEN 'request' ELSE p->>'trigger' END,
           (p->>'attempt')::integer, (p->>'pid')::integer, p->>'username', p->>'command', started, tick_at,
           p->>'lock_backend', p->>'lock_key', p->>'run_key', (p->>'invoked_at')::timestamptz, p->>'wrapper_start',
-          claimed_id[1]);
+          claimed_id[1], (p->>'slot')::integer, slot_count);
   UPDATE {{schema}}.requests SET status = 'running', claimed_at = now(), attempts = attempts + 1, run_id = new_id
   WHERE id = ANY(claimed_id);
   UPDATE {{schema}}.jobs SET command = p->>'command', host = host_name, min_interval_ms = (p->>'min_interval_ms')::bigint,

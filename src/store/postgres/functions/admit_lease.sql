@@ -2,9 +2,10 @@
 
 CREATE OR REPLACE FUNCTION {{schema}}.admit_lease(p jsonb) RETURNS jsonb LANGUAGE plpgsql VOLATILE SET lock_timeout = '5s' AS $$
 DECLARE
-  lease  bigint := (p->>'lease')::bigint;
-  taken  bigint;
-  holder jsonb;
+  lease      bigint  := (p->>'lease')::bigint;
+  taken      bigint;
+  holder     jsonb;
+  slot_count integer := coalesce((p->>'max_running')::integer, 1);
 BEGIN
   -- The row is locked by whoever writes it first; the others wait for that transaction and
   -- then see its lease unexpired: exactly one of any number of racing admissions takes it.
@@ -17,8 +18,14 @@ BEGIN
   WHERE l.expires_at <= now()
   RETURNING l.epoch INTO taken;
   IF taken IS NULL THEN
-    SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
-      WHERE job = p->>'job' AND status = 'running' ORDER BY id DESC LIMIT 1) r;
+    -- As admit() does when the advisory lock is held: a running copy given another N first.
+    SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
+      WHERE job = p->>'job' AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
+    IF (holder->>'max_running')::integer <> slot_count THEN
+      RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', holder - 'max_running',
+                                'max_running', holder->'max_running',
+                                'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
+    END IF;
     IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(p->>'job', (holder->>'id')::bigint); END IF;
     RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder,
                               'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));

@@ -1,0 +1,214 @@
+import { appendFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { fixture, isAlive, lines, release, start, startMany, waitFor } from '../helpers.js';
+import { pgRuns, pgSandbox } from '../pg-helpers.js';
+
+// --max-running N with the PostgreSQL lock kinds (issue 39): N slots, each an advisory key or a
+// lease of its own; the run log records each run's slot and N, refuses a copy given another N,
+// and lets N hosts start the job in one minute.
+
+const LOCKS = ['postgres', 'lease'] as const;
+
+interface Mark {
+  readonly kind: 'start' | 'end';
+  readonly ns: bigint;
+  readonly slot: number;
+  readonly pid: number;
+}
+
+// slot.sh's marks, in the order of the commands' clocks.
+function marks(file: string): Mark[] {
+  return lines(file)
+    .map((l) => {
+      const [kind, ns, slot, pid] = l.split(' ');
+      return { kind: kind as Mark['kind'], ns: BigInt(ns as string), slot: Number(slot), pid: Number(pid) };
+    })
+    .sort((a, b) => (a.ns < b.ns ? -1 : a.ns > b.ns ? 1 : 0));
+}
+
+const starts = (file: string) => lines(file).filter((l) => l.startsWith('start ')).length;
+
+// Replays the marks: at no instant do two commands hold one slot, nor more than `n` run.
+// Returns the most that ran at once.
+function slotsHeld(file: string, n: number): number {
+  const held = new Map<number, number>();
+  let most = 0;
+  for (const m of marks(file)) {
+    if (m.kind === 'end') {
+      expect(held.get(m.slot), `slot ${m.slot} ended by the command that held it`).toBe(m.pid);
+      held.delete(m.slot);
+      continue;
+    }
+    expect(held.has(m.slot), `slot ${m.slot} taken while held`).toBe(false);
+    expect(m.slot).toBeGreaterThanOrEqual(0);
+    expect(m.slot).toBeLessThan(n);
+    held.set(m.slot, m.pid);
+    most = Math.max(most, held.size);
+  }
+  return most;
+}
+
+// A "host" as test/run/fleet-postgres.test.ts makes one: its own UTS namespace and hostname,
+// and its own clock (the fixture starts it at `clock`), the database shared.
+function onHost(name: string, clock: string, args: string[], env: NodeJS.ProcessEnv) {
+  const unshare = process.geteuid?.() === 0 ? ['unshare', '-u'] : ['unshare', '-r', '-u'];
+  const prefix = [...unshare, 'sh', '-c', 'hostname "$0" && exec "$@"', name];
+  const clocked = { ...env, NODE_OPTIONS: `--require ${fixture('clock.cjs')}`, CRONGUARD_TEST_CLOCK: clock };
+  return start(args, clocked, prefix);
+}
+
+const at = (time: string) => `2026-03-01T${time}Z`;
+
+describe.each(LOCKS)('--max-running with -l %s', (lock) => {
+  it('of 40 invocations at once with --max-running 3, exactly 3 run, each in a slot of its own; the rest skip', async () => {
+    const box = pgSandbox();
+    const job = box.job('forty');
+    const log = box.path('marks');
+    const barrier = box.path('go');
+    const many = startMany(40, ['-l', lock, '--max-running', '3', '-n', job, '--', fixture('slot.sh'), log, barrier], box.env);
+    // The runs hold their slots until the barrier: every other invocation finds all three held.
+    await waitFor(() => many.exited() + starts(log) === 40, 'every invocation to run or skip');
+    expect(starts(log)).toBe(3);
+    release(barrier);
+    for (const result of await many.done) expect(result).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(slotsHeld(log, 3)).toBe(3);
+    const rows = await pgRuns(box.schema);
+    expect(rows.map((r) => [r.status, r.max_running]).sort()).toEqual([
+      ['succeeded', 3],
+      ['succeeded', 3],
+      ['succeeded', 3],
+    ]);
+    expect(rows.map((r) => r.slot).sort()).toEqual([0, 1, 2]);
+    // The command was told the slot its run records.
+    const slotOf = new Map(marks(log).map((m) => [m.pid, m.slot]));
+    for (const row of rows) expect(slotOf.get(row.child_pid as number)).toBe(row.slot);
+  });
+
+  it('a holder SIGKILLed with its command frees its slot: the next invocation runs in it, beside the others', async () => {
+    const box = pgSandbox();
+    const job = box.job('killed');
+    const log = box.path('marks');
+    const barrier = box.path('go');
+    // A lease of a holder killed is free when it expires: as short as it may be.
+    const args = ['-l', lock, ...(lock === 'lease' ? ['--lease-ttl', '5s'] : []), '--max-running', '3', '-n', job];
+    const holders = [0, 1, 2].map(() => start([...args, '--', fixture('slot.sh'), log, barrier], box.env));
+    await waitFor(() => starts(log) === 3, 'three holders to start');
+    await waitFor(async () => (await pgRuns(box.schema)).filter((r) => r.child_pid !== null).length === 3, 'their commands to be recorded');
+    const victim = (await pgRuns(box.schema)).find((r) => r.slot === 1);
+    const command = victim?.child_pid as number;
+    // The whole of it: cronguard, and the command's process group.
+    process.kill(victim?.pid as number, 'SIGKILL');
+    process.kill(-command, 'SIGKILL');
+    await waitFor(() => !isAlive(command) && !isAlive(victim?.pid as number), 'the holder and its command to die');
+    appendFileSync(log, `end ${BigInt(Date.now()) * 1_000_000n} 1 ${command}\n`);
+    // It waits (-w) for a slot rather than skip: the killed session's lock, or its lease, goes
+    // when the server sees it gone.
+    const next = start([...args, '-w', '10m', '--', fixture('slot.sh'), log, barrier], box.env);
+    await waitFor(() => starts(log) === 4, 'the next invocation to start');
+    expect(marks(log).at(-1)).toMatchObject({ kind: 'start', slot: 1 });
+    release(barrier);
+    expect(await next.done).toMatchObject({ code: 0, stderr: '' });
+    for (const holder of holders.filter((h) => h.child.pid !== victim?.pid)) expect(await holder.done).toMatchObject({ code: 0, stderr: '' });
+    expect(slotsHeld(log, 3)).toBe(3);
+    const rows = await pgRuns(box.schema);
+    expect(rows.map((r) => [r.slot, r.status])).toEqual(
+      expect.arrayContaining([
+        [1, 'abandoned'],
+        [1, 'succeeded'],
+      ]),
+    );
+    expect(rows).toHaveLength(4);
+  });
+
+  it.each([
+    [3, 2],
+    [1, 3],
+  ])('a copy given another N than the running one (%i) is refused: 64, one line, nothing run (--max-running %i)', async (running, given) => {
+    const box = pgSandbox();
+    const job = box.job('disagree');
+    const log = box.path('marks');
+    const barrier = box.path('go');
+    const holder = start(['-l', lock, '--max-running', String(running), '-n', job, '--', fixture('slot.sh'), log, barrier], box.env);
+    await waitFor(() => starts(log) === 1, 'the running copy to start');
+    const other = await start(['-l', lock, '--max-running', String(given), '-n', job, '--', fixture('slot.sh'), log, barrier], box.env).done;
+    expect(other.code).toBe(64);
+    expect(other.stdout).toBe('');
+    expect(other.stderr.trim().split('\n')).toHaveLength(1);
+    expect(other.stderr).toMatch(
+      new RegExp(`${job} did not run: it runs with --max-running ${given} here, but host \\S+ \\(pid \\d+, run 1, since [^)]+\\) runs it with --max-running ${running}; `),
+    );
+    release(barrier);
+    expect(await holder.done).toMatchObject({ code: 0, stderr: '' });
+    expect(starts(log)).toBe(1);
+    expect((await pgRuns(box.schema)).map((r) => [r.status, r.slot, r.max_running])).toEqual([['succeeded', 0, running]]);
+  });
+
+  it('a copy given another N is refused even while every slot it would take is held', async () => {
+    const box = pgSandbox();
+    const job = box.job('all-held');
+    const log = box.path('marks');
+    const barrier = box.path('go');
+    const args = ['-l', lock, '--max-running', '3', '-n', job, '--', fixture('slot.sh'), log, barrier];
+    const holders = [0, 1, 2].map(() => start(args, box.env));
+    await waitFor(() => starts(log) === 3, 'three copies to start');
+    const other = await start(['-l', lock, '--max-running', '2', '-n', job, '--', 'true'], box.env).done;
+    expect(other.code).toBe(64);
+    expect(other.stderr).toMatch(new RegExp(`${job} did not run: it runs with --max-running 2 here, but .* runs it with --max-running 3; `));
+    release(barrier);
+    for (const holder of holders) expect(await holder.done).toMatchObject({ code: 0, stderr: '' });
+    expect(starts(log)).toBe(3);
+  });
+});
+
+describe('at most N starts a minute across a fleet (--max-running N)', () => {
+  it.each([
+    ['postgres', []],
+    ['lease', ['-l', 'lease']],
+    ['flock, with the shared log', ['-l', 'flock']],
+  ])('of three hosts one after another in a minute, two run with --max-running 2; the third runs the next minute (%s)', async (_what, lockArgs) => {
+    const box = pgSandbox();
+    const job = box.job('tick');
+    const args = (h: string): [string[], NodeJS.ProcessEnv] => [
+      [...lockArgs, '-v', '--max-running', '2', '-n', job, '--', 'true'],
+      // Each host has its own lock dir, as separate machines would.
+      { ...box.env, CRONGUARD_LOCK_DIR: box.path(`locks-${h}`) },
+    ];
+    // The runs are over before the next host starts: the minute, not the lock, holds them off.
+    for (const [h, time] of [['a', '03:00:01'], ['b', '03:00:02']] as const) {
+      expect((await onHost(`host-${h}`, at(time), ...args(h)).done).code).toBe(0);
+    }
+    const third = await onHost('host-c', at('03:00:03'), ...args('c')).done;
+    expect(third.code).toBe(0);
+    expect(third.stderr).toMatch(/already ran this minute on host host-b/);
+    expect((await onHost('host-c', at('03:01:01'), ...args('c')).done).code).toBe(0);
+    expect((await pgRuns(box.schema)).map((r) => [r.host, r.tick?.toString() === new Date(at('03:00:00')).toString()])).toEqual([
+      ['host-a', true],
+      ['host-b', true],
+      ['host-c', false],
+    ]);
+  });
+
+  it.each([
+    ['postgres', [], [0, 1]],
+    // Every host's first free slot of a lock of its own is its slot 0; the minute is shared.
+    ['flock, with the shared log', ['-l', 'flock'], [0, 0]],
+  ])('two hosts at once in one minute both start with --max-running 2 (%s)', async (_what, lockArgs, slots) => {
+    const box = pgSandbox();
+    const job = box.job('pair');
+    const log = box.path('marks');
+    const barrier = box.path('go');
+    const hosts = ['a', 'b'].map((h) =>
+      onHost(`host-${h}`, at('03:00:01'), [...lockArgs, '--max-running', '2', '-n', job, '--', fixture('slot.sh'), log, barrier], {
+        ...box.env,
+        CRONGUARD_LOCK_DIR: box.path(`locks-${h}`),
+      }),
+    );
+    await waitFor(() => starts(log) === 2, 'both hosts to start');
+    release(barrier);
+    for (const host of hosts) expect(await host.done).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    const rows = await pgRuns(box.schema);
+    expect(rows.map((r) => r.host).sort()).toEqual(['host-a', 'host-b']);
+    expect(rows.map((r) => r.slot).sort()).toEqual(slots);
+    expect(rows.every((r) => r.tick?.toString() === new Date(at('03:00:00')).toString())).toBe(true);
+  });
+});
