@@ -1,12 +1,13 @@
 import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
 import { LocalLocks } from '../lock/held.js';
-import { heldBySession } from '../lock/lock-spec.js';
+import { heldBySession, onThisMachine } from '../lock/lock-spec.js';
 import { clockTime, tableTime } from '../present/format.js';
 import type { JobStatus } from '../store/jobs.js';
 import type { ServerLock, SharedStore } from '../store/shared.js';
 import type { LeaseRow, RunRow } from '../store/types.js';
 import { isRoot, resolveLockDir } from '../util/paths.js';
+import { isSameProcess } from '../util/process-id.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { colours, renderTable } from './table.js';
 
@@ -78,7 +79,7 @@ const localLocks = new LocalLocks();
 
 function note(h: HeldLock): string {
   const loop = h.holding_until === undefined ? '' : `idle, holding until ${clockTime(h.holding_until)}`;
-  if (!h.verified) return [loop, 'per run log (other host)'].filter((n) => n !== '').join('; ');
+  if (!h.verified) return [loop, `per run log${h.host === hostname() ? ', its wrapper runs' : ' (other host)'}`].filter((n) => n !== '').join('; ');
   const lease = h.epoch === undefined ? '' : `epoch ${h.epoch}, expires in ${Math.ceil((h.expires_in_ms ?? 0) / 1000)}s`;
   return [loop, lease, h.run_id === null && loop === '' ? 'no run row' : ''].filter((n) => n !== '').join('; ');
 }
@@ -110,7 +111,8 @@ function fromLease(l: LeaseRow): HeldLock {
 }
 
 // Running rows whose lock is held: checked in /proc/locks or the lock dir on this host, by
-// the database server for its own locks, taken on trust for another host's local lock.
+// the database server for its own locks, taken on trust for another host's local lock; a
+// Redis lock of this host's while the wrapper that renews it runs (its server is not asked).
 function fromRuns(running: readonly RunRow[], server: readonly ServerLock[]): HeldLock[] {
   const here = hostname();
   const held: HeldLock[] = [];
@@ -122,6 +124,8 @@ function fromRuns(running: readonly RunRow[], server: readonly ServerLock[]): He
       if (server.some((s) => s.lock === run.lock_backend && s.key === run.lock_key)) held.push({ ...base, holder_pid: null, verified: true });
     } else if (run.host !== here) {
       held.push({ ...base, holder_pid: null, verified: false });
+    } else if (!onThisMachine(run.lock_backend)) {
+      if (isSameProcess(run.pid, run.wrapper_start)) held.push({ ...base, holder_pid: null, verified: false });
     } else {
       const holder = localLocks.holder(run.lock_backend, run.lock_key);
       if (holder !== undefined) held.push({ ...base, holder_pid: holder, verified: true });
