@@ -30,6 +30,9 @@ export interface HeldLock {
   expires_in_ms?: number;
   // A loop (--for) that holds it between its runs: until when its window lasts.
   holding_until?: string;
+  // One of the slots of a job run with --max-running N > 1 (lock/slots.ts): which, of N.
+  slot?: number;
+  max_running?: number;
 }
 
 // `cronguard locks`: every lock held right now by a cronguard run the run log knows of,
@@ -68,14 +71,23 @@ export async function locks(args: readonly string[], settings: Settings): Promis
     const c = colours();
     const rows = held.map((h) => [
       h.job, h.lock, h.host ?? '-', String(h.pid ?? h.holder_pid ?? '-'), tableTime(h.since), String(h.run_id ?? '-'),
-      note(h),
+      h.slot === undefined ? '-' : `${h.slot} of ${h.max_running}`, [slotsHeld(h, held), note(h)].filter((n) => n !== '').join('; '),
     ]);
-    process.stdout.write(renderTable(['JOB', 'LOCK', 'HOST', 'PID', 'SINCE', 'RUN', 'NOTE'], rows, c));
+    const headers = ['JOB', 'LOCK', 'HOST', 'PID', 'SINCE', 'RUN', 'SLOT', 'NOTE'];
+    // The slot is worth a column only where a job runs several copies at once.
+    const hide = held.some((h) => h.slot !== undefined) ? [] : [headers.indexOf('SLOT')];
+    process.stdout.write(renderTable(headers, rows, c, { hide, width: Number.POSITIVE_INFINITY }));
   }
   return 0;
 }
 
 const localLocks = new LocalLocks();
+
+// "2 of 3 running", beside each slot a job's copies hold.
+function slotsHeld(h: HeldLock, held: readonly HeldLock[]): string {
+  if (h.slot === undefined) return '';
+  return `${held.filter((o) => o.job === h.job && o.slot !== undefined).length} of ${h.max_running} running`;
+}
 
 function note(h: HeldLock): string {
   const loop = h.holding_until === undefined ? '' : `idle, holding until ${clockTime(h.holding_until)}`;
@@ -119,7 +131,7 @@ function fromRuns(running: readonly RunRow[], server: readonly ServerLock[]): He
   for (const run of newestPerLock(running)) {
     // A lease's holder is in its row (fromLease), not to be guessed from running rows.
     if (run.lock_backend === null || run.lock_backend === 'none' || run.lock_backend === 'lease' || run.lock_key === null) continue;
-    const base = { job: run.job, lock: run.lock_backend, key: run.lock_key, host: run.host, pid: run.pid, run_id: run.id, since: run.started_at };
+    const base = { job: run.job, lock: run.lock_backend, key: run.lock_key, host: run.host, pid: run.pid, run_id: run.id, since: run.started_at, ...slotOf(run) };
     if (heldBySession(run.lock_backend)) {
       if (server.some((s) => s.lock === run.lock_backend && s.key === run.lock_key)) held.push({ ...base, holder_pid: null, verified: true });
     } else if (run.host !== here) {
@@ -132,6 +144,11 @@ function fromRuns(running: readonly RunRow[], server: readonly ServerLock[]): He
     }
   }
   return held;
+}
+
+// The slot a run holds, where its job has several (a job without them: nothing, as before).
+function slotOf(run: RunRow): Pick<HeldLock, 'slot' | 'max_running'> {
+  return (run.max_running ?? 1) > 1 ? { slot: run.slot ?? 0, max_running: run.max_running as number } : {};
 }
 
 // A lock can be held by one run at a time, and a run can only take it once the previous

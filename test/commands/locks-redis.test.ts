@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines, runs, sandbox, start, waitFor } from '../helpers.js';
 import { haveRedis, privateRedis, REDIS_SERVER } from '../redis-server.js';
+import { holdSlots } from '../slots.js';
 
 const locksOf = async (env: NodeJS.ProcessEnv) => {
   const result = await cronguard(['locks', '--json'], env);
@@ -33,6 +34,23 @@ describe.skipIf(!haveRedis)(haveRedis ? 'cronguard locks: a Redis lock of this h
     expect(json).toEqual([{ job: 'cache', lock: 'redis', key: 'cronguard:0:cache', host: hostname(), pid: run?.pid, run_id: 1, since: run?.started_at, holder_pid: null, verified: false }]);
     expect(table.stdout).toMatch(/^JOB\s+LOCK\s+HOST\s+PID\s+SINCE\s+RUN\s+NOTE\ncache\s+redis\s.*\s1\s+per run log, its wrapper runs\n$/);
     expect(after).toEqual([]);
+  });
+
+  it('with --max-running, the key of each slot is listed, which slot of how many', async () => {
+    const box = sandbox();
+    const redis = await privateRedis();
+    const env = { ...box.env, CRONGUARD_LOCK_URL: redis.url() };
+    const slotted = await holdSlots('warm', 2, 2, env, box.dir);
+    const json = await locksOf(env);
+    const table = await cronguard(['locks'], env);
+    await slotted.release();
+    const [first, second] = runs(box.stateDir);
+    const entry = { job: 'warm', lock: 'redis', host: hostname(), holder_pid: null, verified: false, max_running: 2 };
+    expect(json).toEqual([
+      { ...entry, key: 'cronguard:0:warm', pid: first?.pid, run_id: 1, since: first?.started_at, slot: 0 },
+      { ...entry, key: 'cronguard:0:warm#1', pid: second?.pid, run_id: 2, since: second?.started_at, slot: 1 },
+    ]);
+    expect(table.stdout).toMatch(/\nwarm\s+redis\s.*\s2\s+1 of 2\s+2 of 2 running; per run log, its wrapper runs\n$/);
   });
 
   it('is not listed once its wrapper is gone (its key runs out unrenewed)', async () => {
