@@ -30,7 +30,8 @@ export interface HeldLock {
   expires_in_ms?: number;
   // A loop (--for) that holds it between its runs: until when its window lasts.
   holding_until?: string;
-  // One of the slots of a job run with --max-running N > 1 (lock/slots.ts): which, of N.
+  // One of the slots of a job run with --max-running N > 1 (lock/slots.ts): which, of N (N
+  // unknown for a lock file no run row explains).
   slot?: number;
   max_running?: number;
 }
@@ -71,7 +72,7 @@ export async function locks(args: readonly string[], settings: Settings): Promis
     const c = colours();
     const rows = held.map((h) => [
       h.job, h.lock, h.host ?? '-', String(h.pid ?? h.holder_pid ?? '-'), tableTime(h.since), String(h.run_id ?? '-'),
-      h.slot === undefined ? '-' : `${h.slot} of ${h.max_running}`, [slotsHeld(h, held), note(h)].filter((n) => n !== '').join('; '),
+      h.slot === undefined ? '-' : `${h.slot}${h.max_running === undefined ? '' : ` of ${h.max_running}`}`, [slotsHeld(h, held), note(h)].filter((n) => n !== '').join('; '),
     ]);
     const headers = ['JOB', 'LOCK', 'HOST', 'PID', 'SINCE', 'RUN', 'SLOT', 'NOTE'];
     // The slot is worth a column only where a job runs several copies at once.
@@ -85,7 +86,7 @@ const localLocks = new LocalLocks();
 
 // "2 of 3 running", beside each slot a job's copies hold.
 function slotsHeld(h: HeldLock, held: readonly HeldLock[]): string {
-  if (h.slot === undefined) return '';
+  if (h.slot === undefined || h.max_running === undefined) return '';
   return `${held.filter((o) => o.job === h.job && o.slot !== undefined).length} of ${h.max_running} running`;
 }
 
@@ -172,12 +173,13 @@ function fromServer(server: readonly ServerLock[], running: readonly RunRow[], h
     .map((s) => ({ job: s.job, lock: s.lock, key: s.key, host: null, pid: null, run_id: null, since: s.since, holder_pid: null, verified: true }));
 }
 
-// Held lock files in the lock dir that no running row (or loop) of this host accounts for.
+// Held lock files in the lock dir that no running row (or loop) of this host accounts for;
+// one of a slot above 0 says which (how many the job has, only its runs record).
 function unexplained(dir: string, running: readonly RunRow[], holdings: readonly HeldLock[]): HeldLock[] {
   const here = hostname();
   const known = new Set([...running.filter((r) => r.host === here).map((r) => r.lock_key), ...holdings.filter((h) => h.host === here).map((h) => h.key)]);
   return localLocks
     .inDirectory(dir)
     .filter((l) => !known.has(l.path))
-    .map((l) => ({ job: l.job, lock: l.lock, key: l.path, host: here, pid: null, run_id: null, since: null, holder_pid: l.holder, verified: true }));
+    .map((l) => ({ job: l.job, lock: l.lock, key: l.path, host: here, pid: null, run_id: null, since: null, holder_pid: l.holder, verified: true, ...(l.slot > 0 ? { slot: l.slot } : {}) }));
 }

@@ -39,3 +39,24 @@ describe('cronguard locks: --max-running', () => {
     expect(table.stdout).toMatch(/^JOB\s+LOCK\s+HOST\s+PID\s+SINCE\s+RUN\s+NOTE\nsingle\s+flock\s/);
   });
 });
+
+describe('cronguard locks: a slot held by a --no-log run', () => {
+  it('is listed from its lock file, with the slot its name gives', async () => {
+    const box = sandbox();
+    const held = await holdSlots('quiet', 3, 2, box.env, box.dir, ['--no-log']);
+    const locked = await holdSlots('locked', 2, 2, box.env, box.dir, ['--no-log', '-l', 'lockfile']);
+    const json = await locksOf(box.env);
+    const table = await cronguard(['locks'], box.env);
+    await Promise.all([held.release(), locked.release()]);
+    const entry = { host: hostname(), pid: null, run_id: null, since: null, verified: true };
+    // Those of a job come in the lock directory's order.
+    expect(json.sort((a, b) => String(a.key).localeCompare(String(b.key)))).toEqual([
+      { ...entry, job: 'locked', lock: 'lockfile', key: `${box.lockDir}/locked.lockdir`, holder_pid: locked.copies[0]?.child.pid },
+      { ...entry, job: 'locked', lock: 'lockfile', key: `${box.lockDir}/locked#1.lockdir`, holder_pid: locked.copies[1]?.child.pid, slot: 1 },
+      // Its slot 0 is the job's own lock file: a run without --max-running would hold the same.
+      { ...entry, job: 'quiet', lock: 'flock', key: `${box.lockDir}/quiet.lock`, holder_pid: held.copies[0]?.child.pid },
+      { ...entry, job: 'quiet', lock: 'flock', key: `${box.lockDir}/quiet.lock#1`, holder_pid: held.copies[1]?.child.pid, slot: 1 },
+    ]);
+    expect(table.stdout).toMatch(/\nquiet\s+flock\s.*\s-\s+1\s+no run row\n$/);
+  });
+});
