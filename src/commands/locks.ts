@@ -1,12 +1,13 @@
 import { hostname } from 'node:os';
 import type { Settings } from '../cli/settings.js';
 import { LocalLocks } from '../lock/held.js';
-import { heldBySession } from '../lock/lock-spec.js';
+import { heldBySession, onThisMachine } from '../lock/lock-spec.js';
 import { clockTime, tableTime } from '../present/format.js';
 import type { JobStatus } from '../store/jobs.js';
 import type { ServerLock, SharedStore } from '../store/shared.js';
 import type { LeaseRow, RunRow } from '../store/types.js';
 import { isRoot, resolveLockDir } from '../util/paths.js';
+import { isSameProcess } from '../util/process-id.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { colours, renderTable } from './table.js';
 
@@ -29,6 +30,10 @@ export interface HeldLock {
   expires_in_ms?: number;
   // A loop (--for) that holds it between its runs: until when its window lasts.
   holding_until?: string;
+  // One of the slots of a job run with --max-running N > 1 (lock/slots.ts): which, of N (N
+  // unknown for a lock file no run row explains).
+  slot?: number;
+  max_running?: number;
 }
 
 // `cronguard locks`: every lock held right now by a cronguard run the run log knows of,
@@ -67,18 +72,27 @@ export async function locks(args: readonly string[], settings: Settings): Promis
     const c = colours();
     const rows = held.map((h) => [
       h.job, h.lock, h.host ?? '-', String(h.pid ?? h.holder_pid ?? '-'), tableTime(h.since), String(h.run_id ?? '-'),
-      note(h),
+      h.slot === undefined ? '-' : `${h.slot}${h.max_running === undefined ? '' : ` of ${h.max_running}`}`, [slotsHeld(h, held), note(h)].filter((n) => n !== '').join('; '),
     ]);
-    process.stdout.write(renderTable(['JOB', 'LOCK', 'HOST', 'PID', 'SINCE', 'RUN', 'NOTE'], rows, c));
+    const headers = ['JOB', 'LOCK', 'HOST', 'PID', 'SINCE', 'RUN', 'SLOT', 'NOTE'];
+    // The slot is worth a column only where a job runs several copies at once.
+    const hide = held.some((h) => h.slot !== undefined) ? [] : [headers.indexOf('SLOT')];
+    process.stdout.write(renderTable(headers, rows, c, { hide, width: Number.POSITIVE_INFINITY }));
   }
   return 0;
 }
 
 const localLocks = new LocalLocks();
 
+// "2 of 3 running", beside each slot a job's copies hold.
+function slotsHeld(h: HeldLock, held: readonly HeldLock[]): string {
+  if (h.slot === undefined || h.max_running === undefined) return '';
+  return `${held.filter((o) => o.job === h.job && o.slot !== undefined).length} of ${h.max_running} running`;
+}
+
 function note(h: HeldLock): string {
   const loop = h.holding_until === undefined ? '' : `idle, holding until ${clockTime(h.holding_until)}`;
-  if (!h.verified) return [loop, 'per run log (other host)'].filter((n) => n !== '').join('; ');
+  if (!h.verified) return [loop, `per run log${h.host === hostname() ? ', its wrapper runs' : ' (other host)'}`].filter((n) => n !== '').join('; ');
   const lease = h.epoch === undefined ? '' : `epoch ${h.epoch}, expires in ${Math.ceil((h.expires_in_ms ?? 0) / 1000)}s`;
   return [loop, lease, h.run_id === null && loop === '' ? 'no run row' : ''].filter((n) => n !== '').join('; ');
 }
@@ -110,24 +124,32 @@ function fromLease(l: LeaseRow): HeldLock {
 }
 
 // Running rows whose lock is held: checked in /proc/locks or the lock dir on this host, by
-// the database server for its own locks, taken on trust for another host's local lock.
+// the database server for its own locks, taken on trust for another host's local lock; a
+// Redis lock of this host's while the wrapper that renews it runs (its server is not asked).
 function fromRuns(running: readonly RunRow[], server: readonly ServerLock[]): HeldLock[] {
   const here = hostname();
   const held: HeldLock[] = [];
   for (const run of newestPerLock(running)) {
     // A lease's holder is in its row (fromLease), not to be guessed from running rows.
     if (run.lock_backend === null || run.lock_backend === 'none' || run.lock_backend === 'lease' || run.lock_key === null) continue;
-    const base = { job: run.job, lock: run.lock_backend, key: run.lock_key, host: run.host, pid: run.pid, run_id: run.id, since: run.started_at };
+    const base = { job: run.job, lock: run.lock_backend, key: run.lock_key, host: run.host, pid: run.pid, run_id: run.id, since: run.started_at, ...slotOf(run) };
     if (heldBySession(run.lock_backend)) {
       if (server.some((s) => s.lock === run.lock_backend && s.key === run.lock_key)) held.push({ ...base, holder_pid: null, verified: true });
     } else if (run.host !== here) {
       held.push({ ...base, holder_pid: null, verified: false });
+    } else if (!onThisMachine(run.lock_backend)) {
+      if (isSameProcess(run.pid, run.wrapper_start)) held.push({ ...base, holder_pid: null, verified: false });
     } else {
       const holder = localLocks.holder(run.lock_backend, run.lock_key);
       if (holder !== undefined) held.push({ ...base, holder_pid: holder, verified: true });
     }
   }
   return held;
+}
+
+// The slot a run holds, where its job has several (a job without them: nothing, as before).
+function slotOf(run: RunRow): Pick<HeldLock, 'slot' | 'max_running'> {
+  return (run.max_running ?? 1) > 1 ? { slot: run.slot ?? 0, max_running: run.max_running as number } : {};
 }
 
 // A lock can be held by one run at a time, and a run can only take it once the previous
@@ -151,12 +173,13 @@ function fromServer(server: readonly ServerLock[], running: readonly RunRow[], h
     .map((s) => ({ job: s.job, lock: s.lock, key: s.key, host: null, pid: null, run_id: null, since: s.since, holder_pid: null, verified: true }));
 }
 
-// Held lock files in the lock dir that no running row (or loop) of this host accounts for.
+// Held lock files in the lock dir that no running row (or loop) of this host accounts for;
+// one of a slot above 0 says which (how many the job has, only its runs record).
 function unexplained(dir: string, running: readonly RunRow[], holdings: readonly HeldLock[]): HeldLock[] {
   const here = hostname();
   const known = new Set([...running.filter((r) => r.host === here).map((r) => r.lock_key), ...holdings.filter((h) => h.host === here).map((h) => h.key)]);
   return localLocks
     .inDirectory(dir)
     .filter((l) => !known.has(l.path))
-    .map((l) => ({ job: l.job, lock: l.lock, key: l.path, host: here, pid: null, run_id: null, since: null, holder_pid: l.holder, verified: true }));
+    .map((l) => ({ job: l.job, lock: l.lock, key: l.path, host: here, pid: null, run_id: null, since: null, holder_pid: l.holder, verified: true, ...(l.slot > 0 ? { slot: l.slot } : {}) }));
 }

@@ -6,6 +6,7 @@ import { type JobSchedule, jobSchedule, withScheduleProblem } from '../schedule/
 import { blockedSince, failedTargets, finalRuns, isFailing, type JobStatus, PAUSE_EVENTS_SHOWN, type Paused, type PauseEvent } from '../store/jobs.js';
 import { type LeasedJobStatus, leaseText, withLeases } from '../store/leases.js';
 import type { RunStore } from '../store/run-store.js';
+import { type SlottedJobStatus, slotsText, withSlots } from '../store/slot-holders.js';
 import { validateName } from '../util/name.js';
 import { parse, StoreChoice, subcommand, withStoreOptions } from './common.js';
 import { colours, paintStatus, renderTable } from './table.js';
@@ -34,7 +35,7 @@ export async function status(args: readonly string[], settings: Settings): Promi
   // The fleet's pause first: every job skips, whatever its line says.
   if (fleet) process.stdout.write(fleetLine(fleet, c));
   if (jobs.length === 0) process.stderr.write('cronguard: no jobs recorded\n');
-  else if (name !== undefined) process.stdout.write(detail(jobs[0] as LeasedJobStatus, c, events));
+  else if (name !== undefined) process.stdout.write(detail(jobs[0] as LeasedJobStatus & SlottedJobStatus, c, events));
   else process.stdout.write(overview(jobs, c));
   return 0;
 }
@@ -46,8 +47,8 @@ function fleetLine(p: Paused, c: ChalkInstance): string {
   return `${c.yellow.bold('FLEET PAUSED')} ${what} ${c.dim('(cronguard enable --all resumes it)')}\n`;
 }
 
-async function read(log: RunStore, name: string | null): Promise<{ jobs: LeasedJobStatus[]; fleet: Paused | null; events: PauseEvent[] }> {
-  const jobs = await withLeases(log, await log.jobStatus(name));
+async function read(log: RunStore, name: string | null): Promise<{ jobs: (LeasedJobStatus & SlottedJobStatus)[]; fleet: Paused | null; events: PauseEvent[] }> {
+  const jobs = await withSlots(log, await withLeases(log, await log.jobStatus(name)));
   const fleet = await log.fleetPause();
   const events = name === null || jobs.length === 0 ? [] : await log.pauseEvents(name, PAUSE_EVENTS_SHOWN);
   return { jobs, fleet, events };
@@ -56,7 +57,7 @@ async function read(log: RunStore, name: string | null): Promise<{ jobs: LeasedJ
 const SPARK = 12;
 
 // One line per job. Columns go, least useful first, until the table fits the terminal.
-function overview(jobs: readonly JobStatus[], c: ChalkInstance): string {
+function overview(jobs: readonly SlottedJobStatus[], c: ChalkInstance): string {
   const now = Date.now();
   const headers = ['JOB', 'STATE', 'LAST', 'AGO', 'OK AGO', 'OK%', 'MEDIAN', 'P95', 'SKIPS', 'NEXT', 'RECENT', 'REQ'];
   const rows = jobs.map((j) => [
@@ -80,7 +81,9 @@ function overview(jobs: readonly JobStatus[], c: ChalkInstance): string {
   return renderTable(headers, rows, c, { hide: always, width: terminalWidth(), drop, shrink: idx('JOB') });
 }
 
-function state(j: JobStatus, c: ChalkInstance, now: number): string {
+function state(j: SlottedJobStatus, c: ChalkInstance, now: number): string {
+  // Copies in several slots of its lock (--max-running): how many of how many (status NAME says whose).
+  if (j.state === 'running' && j.slots) return c.cyan(slotsText(j.slots));
   if (j.state === 'running') return c.cyan(`running ${age(j.running_since, now)}`);
   if (j.state === 'disabled') return c.yellow(clip(printable(`paused${j.disabled_fleet_wide ? ' (fleet)' : ''}${j.disabled_reason ? `: ${j.disabled_reason}` : ''}`), 24));
   // A loop (--for) between its runs holds the lock: an application's try of it reads busy.
@@ -96,13 +99,15 @@ function stale(j: JobStatus, c: ChalkInstance, now: number): string {
 }
 
 // Everything about one job, a field per line.
-function detail(j: LeasedJobStatus, c: ChalkInstance, events: readonly PauseEvent[]): string {
+function detail(j: LeasedJobStatus & SlottedJobStatus, c: ChalkInstance, events: readonly PauseEvent[]): string {
   const now = Date.now();
   const when = (iso: string | null) => (iso === null ? '-' : `${tableTime(iso)} (${ago(iso, now)})`);
   const width = terminalWidth();
   const counts = Object.entries(j.runs_total).map(([s, n]) => `${n} ${s}`).join(', ');
   const lines: [string, string | null][] = [
-    ['state', `${state(j, c, now)}${j.state === 'running' ? ` on ${printable(j.running_host ?? '?')} (pid ${j.running_pid}, run ${j.running_run_id}, since ${when(j.running_since)})` : ''}`],
+    ['state', `${state(j, c, now)}${j.state === 'running' && !j.slots ? ` on ${printable(j.running_host ?? '?')} (pid ${j.running_pid}, run ${j.running_run_id}, since ${when(j.running_since)})` : ''}`],
+    // Who holds each slot, where several copies may run: a line per slot held.
+    ...(j.state === 'running' && j.slots ? j.slots.running : []).map((h): [string, string] => [`slot ${h.slot}`, `on ${printable(h.host)} (pid ${h.pid}, run ${h.run_id}, since ${when(h.since)})`]),
     ['lease', j.lease === null ? null : printable(`held by ${leaseText(j.lease)}, since ${when(j.lease.since)}`)],
     ['holding', j.holding === null || j.state !== 'idle' ? null : printable(`${j.holding.lock}${j.holding.key ? ` ${j.holding.key}` : ''} by a loop on ${j.holding.host} (pid ${j.holding.pid}) between its runs, until ${when(j.holding.until)}`)],
     ['shared lock', j.lock_held_by === null || j.state === 'running' ? null : printable(`held by ${j.lock_held_by}, which runs now`)],

@@ -89,8 +89,9 @@ export function runCells(run: RunRow, c: ChalkInstance, now: number): string[] {
     run.exit_code === null ? (run.signal ?? '-') : String(run.exit_code),
     String(run.overlaps),
     printable(run.host),
+    String(run.slot ?? 0),
     printable(run.command),
   ];
 }
 
-export const RUN_HEADERS = ['ID', 'JOB', 'STATUS', 'TRIGGER', 'STARTED', 'DURATION', 'EXIT', 'SKIPS', 'HOST', 'COMMAND'];
+export const RUN_HEADERS = ['ID', 'JOB', 'STATUS', 'TRIGGER', 'STARTED', 'DURATION', 'EXIT', 'SKIPS', 'HOST', 'SLOT', 'COMMAND'];

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { openRegular } from '../util/safe-path.js';
 import type { LocalHolder } from './backend.js';
 import { epochPath, highestEpoch, isFresh } from './lockfile-epochs.js';
+import { slotFile } from './slots.js';
 import { strangerHolding } from './stranger.js';
 
 // Who holds the lock at `path` (see LocalHolder); `gid`: the group it is shared with.
@@ -25,6 +26,8 @@ function leaseOwner(container: string): number | null {
 export interface LocalLock {
   readonly job: string;
   readonly lock: 'flock' | 'lockfile';
+  // The slot of the job's lock it is (--max-running; 0: the job's own lock).
+  readonly slot: number;
   readonly path: string;
   readonly holder: number | null;
 }
@@ -49,7 +52,8 @@ export class LocalLocks {
     }
   }
 
-  // Held lock files and fresh lock directories in a lock dir, named after their jobs.
+  // Held lock files and fresh lock directories in a lock dir, named after their jobs (and
+  // slots: lock/slots.ts).
   inDirectory(dir: string): LocalLock[] {
     let names: string[];
     try {
@@ -59,11 +63,11 @@ export class LocalLocks {
     }
     const held: LocalLock[] = [];
     for (const name of names) {
-      const lock = name.endsWith('.lock') ? 'flock' : name.endsWith('.lockdir') ? 'lockfile' : null;
-      if (!lock) continue;
+      const file = slotFile(name);
+      if (!file) continue;
       const path = join(dir, name);
-      const holder = this.holder(lock, path);
-      if (holder !== undefined) held.push({ job: name.replace(/\.(lock|lockdir)$/, ''), lock, path, holder });
+      const holder = this.holder(file.lock, path);
+      if (holder !== undefined) held.push({ ...file, path, holder });
     }
     return held;
   }

@@ -54,6 +54,13 @@ export function heldBySession(backend: string | null): boolean {
   return backend === 'postgres' || backend === 'mysql';
 }
 
+// A lock file of this machine's, whose holder /proc/locks or the lock directory names; of
+// another kind on this host (Redis), the run log and the wrapper that still runs are all
+// `cronguard locks` can go by without asking its server.
+export function onThisMachine(backend: string | null): boolean {
+  return backend === 'flock' || backend === 'lockfile';
+}
+
 // A lock file of this machine's: holding it proves that whatever held it before has ended,
 // pid reused or not.
 export function provesHoldersGone(spec: LockSpec): boolean {

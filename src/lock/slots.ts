@@ -31,3 +31,11 @@ function slotLock<Db>(spec: LockSpec<Db>, slot: number): LockSpec<Db> {
       return spec;
   }
 }
+
+// The job and slot a file of a lock directory is for, by the rule above: NAME.lock and
+// NAME.lock#I (flock), NAME.lockdir and NAME#I.lockdir (lockfile); null for any other file.
+export function slotFile(name: string): { readonly job: string; readonly lock: 'flock' | 'lockfile'; readonly slot: number } | null {
+  const m = /^([^#]+)\.lock(?:#(\d+))?$/.exec(name) ?? /^([^#]+?)(?:#(\d+))?\.lockdir$/.exec(name);
+  if (!m) return null;
+  return { job: m[1] as string, lock: name.endsWith('.lockdir') ? 'lockfile' : 'flock', slot: Number(m[2] ?? 0) };
+}

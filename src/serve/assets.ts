@@ -107,6 +107,7 @@ tr.stale td:first-child { border-left: 4px solid var(--warn); }
 .status { font-weight: 600; white-space: nowrap; } .s-succeeded { color: var(--ok); } .s-running, .s-pending { color: var(--run); }
 .s-failed, .s-timed_out, .s-killed, .s-lock_lost, .s-abandoned { color: var(--bad); } .s-cancelled { color: var(--muted); }
 .state.running { color: var(--run); font-weight: 600; } .state.disabled { color: var(--warn); font-weight: 600; }
+.slots { margin: 0; padding: 0; list-style: none; } a.slot { white-space: nowrap; }
 .reason { font-style: italic; word-break: break-word; }
 .tag { font-size: .8em; padding: 0 .4em; border-radius: .6em; background: var(--card); border: 1px solid var(--line); }
 .tag.stale { color: var(--warn); border-color: var(--warn); }

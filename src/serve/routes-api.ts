@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import { exposition } from '../metrics/exposition.js';
 import { withScheduleProblem } from '../schedule/job.js';
 import { withLeases } from '../store/leases.js';
+import { withSlots } from '../store/slot-holders.js';
 import { argsProblem } from '../store/requests.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
 import { badRequest, hasNul, idOf, nameOf, notFound, type ServeContext } from './context.js';
@@ -12,7 +13,7 @@ const MAX_LIMIT = 1000;
 // Prometheus exposition of `cronguard metrics`.
 export function apiRoutes(app: Hono, ctx: ServeContext): void {
   // The shape of `cronguard status --json`, leases and schedule problems included.
-  app.get('/api/jobs', async (c) => c.json(await ctx.store.read(async (s) => withScheduleProblem(await withLeases(s, await s.jobStatus(null)), Date.now()), [])));
+  app.get('/api/jobs', async (c) => c.json(await ctx.store.read(async (s) => withScheduleProblem(await withSlots(s, await withLeases(s, await s.jobStatus(null))), Date.now()), [])));
 
   app.get('/api/jobs/:name/runs', async (c) => {
     const name = nameOf(c);

@@ -7,6 +7,7 @@ import { LiveReader } from '../run/supervisor/live-reader.js';
 import { parseSchedule } from '../schedule/spec.js';
 import { PAUSE_EVENTS_SHOWN } from '../store/jobs.js';
 import { withLeases } from '../store/leases.js';
+import { withSlots } from '../store/slot-holders.js';
 import { argsProblem } from '../store/requests.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../store/types.js';
 import { AnsiHtml, ansiToHtml } from './ansi.js';
@@ -31,7 +32,7 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
     // A live page's refresh after a change event: what the watcher read for it, if it still has it.
     const shared = ctx.watcher.jobsFor(c.req.header('x-cronguard-refresh'));
     if (shared) c.header('server-timing', 'log;desc="as read for the change"');
-    const jobs = shared ?? (await ctx.store.read((s) => s.jobStatus(null), []));
+    const jobs = shared ?? (await ctx.store.read(async (s) => withSlots(s, await s.jobStatus(null)), []));
     const fleet = await ctx.store.read((s) => s.fleetPause(), null);
     return c.html(page({ title: jobsTitle(jobs), events: '/events' }, html`${fleetBanner(fleet)}${jobsView(jobs, jobsQuery((n) => c.req.query(n)))}`));
   });
@@ -46,7 +47,7 @@ export function pageRoutes(app: Hono, ctx: ServeContext): void {
     if (hasNul(host)) return badRequest(c, 'host: a host name has no NUL characters.');
     const query = { status: (RUN_STATUSES as readonly string[]).includes(status) ? (status as RunStatus) : null, host: host || null, before: idOf(before) };
     const found = await ctx.store.read(async (s) => {
-      const [job] = await withLeases(s, await s.jobStatus(name));
+      const [job] = await withSlots(s, await withLeases(s, await s.jobStatus(name)));
       if (!job) return null;
       const filter = { jobs: [name], status: query.status ?? undefined, host: query.host ?? undefined, beforeId: query.before ?? undefined, limit: RUNS_PER_PAGE + 1 };
       const requested = idOf(c.req.query('requested'));

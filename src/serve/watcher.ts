@@ -1,4 +1,4 @@
-import type { JobStatus } from '../store/jobs.js';
+import { type SlottedJobStatus, withSlots } from '../store/slot-holders.js';
 import type { StoreAccess } from './store-access.js';
 
 // Every job changed (the log went away or came back).
@@ -25,7 +25,7 @@ export class Watcher {
   // What the last read found, and its number (the id of the change events sent after it):
   // a page that refreshes itself for such an event is rendered from it, so ten open pages
   // cost one read of every job per change, not ten through the server's one connection.
-  private latest: { readonly generation: number; readonly jobs: JobStatus[] } | null = null;
+  private latest: { readonly generation: number; readonly jobs: SlottedJobStatus[] } | null = null;
   private generation = 0;
 
   constructor(private readonly store: StoreAccess) {}
@@ -60,7 +60,7 @@ export class Watcher {
 
   // Every job's status as a read no older than change event `id` found it (the id a page
   // that refreshes itself for that event sends), or null: read afresh.
-  jobsFor(id: string | undefined): JobStatus[] | null {
+  jobsFor(id: string | undefined): SlottedJobStatus[] | null {
     const latest = this.latest;
     return latest && id !== undefined && /^\d{1,15}$/.test(id) && Number(id) > 0 && latest.generation >= Number(id) ? latest.jobs : null;
   }
@@ -76,7 +76,7 @@ export class Watcher {
     const started = Date.now();
     const changes = new Set<string>();
     try {
-      const jobs = await this.store.read((s) => s.jobStatus(null), []);
+      const jobs = await this.store.read(async (s) => withSlots(s, await s.jobStatus(null)), []);
       if (this.down) changes.add(EVERYTHING);
       this.down = false;
       const next = new Map(jobs.map((j) => [j.job, digest(j)]));
@@ -103,7 +103,8 @@ export class Watcher {
   }
 }
 
-// What a page shows of a job that can change without a new run id.
-function digest(j: JobStatus): string {
-  return JSON.stringify([j.state, j.running_run_id, j.last_run_id, j.last_status, j.pending_requests, j.disabled_reason, j.disabled_since]);
+// What a page shows of a job that can change without a new run id; with --max-running,
+// who holds its slots.
+function digest(j: SlottedJobStatus): string {
+  return JSON.stringify([j.state, j.running_run_id, j.last_run_id, j.last_status, j.pending_requests, j.disabled_reason, j.disabled_since, j.slots?.running.map((h) => h.run_id)]);
 }

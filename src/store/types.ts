@@ -103,6 +103,9 @@ export interface RunFilter {
   readonly jobs?: readonly string[];
   readonly status?: RunStatus;
   readonly host?: string;
+  // Runs that held this slot of their job's lock (--max-running); a run from before slots,
+  // or of a job without them, held slot 0.
+  readonly slot?: number;
   // Started at or after this time (ISO).
   readonly since?: string;
   // Older than this run (paging, newest first).

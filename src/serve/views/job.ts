@@ -3,8 +3,9 @@ import { jobSchedule } from '../../schedule/job.js';
 import { blockedSince, failedTargets, type JobStatus, type Paused, type PauseEvent } from '../../store/jobs.js';
 import { type LeasedJobStatus, leaseText } from '../../store/leases.js';
 import type { RequestRow } from '../../store/requests.js';
+import type { JobSlots, SlottedJobStatus } from '../../store/slot-holders.js';
 import { RUN_STATUSES, type RunRow, type RunStatus } from '../../store/types.js';
-import { stateCell } from './jobs.js';
+import { slotsState, stateCell } from './jobs.js';
 import type { Html } from './layout.js';
 import { duration, percent, sparkline, statusBadge, time } from './parts.js';
 import { fleetBanner, pauseEventsTable } from './pauses.js';
@@ -19,7 +20,7 @@ export interface RunsQuery {
 }
 
 export interface JobPage {
-  readonly job: LeasedJobStatus;
+  readonly job: LeasedJobStatus & SlottedJobStatus;
   readonly runs: readonly RunRow[];
   // Whether older runs follow (the query asked for one more than a page).
   readonly more: boolean;
@@ -50,7 +51,8 @@ export function jobView(p: JobPage): Html {
   return html`${fleetBanner(p.fleet)}${p.requested ? requestNotice(p.requested, j.state === 'disabled') : ''}<h1 class="name">${j.job}</h1>
 <div id="summary" data-live>
 <dl class="facts">
-<dt>State</dt><dd>${stateCell(j)}${j.state === 'disabled' ? pausedBy(j) : ''}</dd>
+<dt>State</dt><dd>${j.state === 'running' && j.slots ? slotsState(j.slots) : stateCell(j)}${j.state === 'disabled' ? pausedBy(j) : ''}</dd>
+${j.state === 'running' && j.slots ? html`<dt>Slots</dt><dd id="slots">${slotsList(j.slots)}</dd>` : ''}
 ${j.lease === null ? '' : html`<dt>Lease</dt><dd id="lease">held by ${leaseText(j.lease)}, since ${time(j.lease.since)}</dd>`}
 ${blockedSince(j) === null ? '' : html`<dt>Blocked</dt><dd class="bad">skipped ${time(j.blocked_at)}: its lock was held by ${j.blocked_by}, who does not share the job</dd>`}
 <dt>Last run</dt><dd>${j.last_run_id === null ? 'none finished' : html`<a href="/runs/${j.last_run_id}">run ${j.last_run_id}</a> ${statusBadge(j.last_status, j.last_exit_code, j.last_signal)} ${time(j.last_started_at)}, ${duration(j.last_duration_ms)}`}</dd>
@@ -76,6 +78,13 @@ ${pager(name, p)}
 <div id="requests" data-live>${requestsTable(p.requests)}</div>
 <h2>Pauses</h2>
 <div id="pauses" data-live>${pauseEventsTable(p.events)}</div>`;
+}
+
+// Who holds each slot held (--max-running), in slot order: the run, its host and pid, since when.
+function slotsList(s: JobSlots): Html {
+  return html`<ul class="slots">${s.running.map(
+    (h) => html`<li data-slot="${h.slot}">slot ${h.slot}: <a href="/runs/${h.run_id}">run ${h.run_id}</a> on ${h.host}, pid ${h.pid}, since ${time(h.since)}</li>`,
+  )}</ul>`;
 }
 
 // Who paused it, and until when.
@@ -107,15 +116,17 @@ ${j.state === 'running' ? stopForm(`/jobs/${name}/stop`, csrf) : ''}
 
 export function runsTable(runs: readonly RunRow[]): Html | string {
   if (runs.length === 0) return html`<p class="muted">No runs match.</p>`;
+  // The slot is worth a column only where the job ran several copies at once, as in history.
+  const slotted = runs.some((r) => (r.max_running ?? 1) > 1);
   return html`<table class="runs">
-<thead><tr><th>Run</th><th>Status</th><th>Started</th><th>Duration</th><th>Host</th><th>Trigger</th></tr></thead>
+<thead><tr><th>Run</th><th>Status</th><th>Started</th><th>Duration</th><th>Host</th>${slotted ? html`<th>Slot</th>` : ''}<th>Trigger</th></tr></thead>
 <tbody>${runs.map(
     (r) => html`<tr data-run="${r.id}">
 <td data-label="Run"><a href="/runs/${r.id}">${r.id}</a></td>
 <td data-label="Status">${statusBadge(r.status, r.exit_code, r.signal)}</td>
 <td data-label="Started">${time(r.started_at)}</td>
 <td data-label="Duration">${r.status === 'running' ? 'running' : duration(r.duration_ms)}</td>
-<td data-label="Host">${r.host}</td>
+<td data-label="Host">${r.host}</td>${slotted ? html`<td data-label="Slot">${r.slot ?? 0}</td>` : ''}
 <td data-label="Trigger">${r.trigger}${r.attempt > 1 ? ` #${r.attempt}` : ''}${r.overlaps ? html` <span class="muted">(${r.overlaps} skipped)</span>` : ''}</td>
 </tr>`,
   )}</tbody></table>`;

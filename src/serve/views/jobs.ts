@@ -1,5 +1,6 @@
 import { html } from 'hono/html';
 import { isFailing, type JobStatus } from '../../store/jobs.js';
+import { type JobSlots, type SlottedJobStatus, slotsText } from '../../store/slot-holders.js';
 import type { Html } from './layout.js';
 import { age, duration, percent, sparkline, statusBadge, time } from './parts.js';
 
@@ -52,7 +53,7 @@ export function stale(j: JobStatus, now: number): boolean {
   return now - Date.parse(j.last_started_at) > limit;
 }
 
-export function selectJobs(jobs: readonly JobStatus[], query: JobsQuery, now: number): JobStatus[] {
+export function selectJobs<J extends JobStatus>(jobs: readonly J[], query: JobsQuery, now: number): J[] {
   const needle = query.q.toLowerCase();
   const shown = jobs.filter((j) => {
     if (needle && !j.job.toLowerCase().includes(needle)) return false;
@@ -74,7 +75,7 @@ export function selectJobs(jobs: readonly JobStatus[], query: JobsQuery, now: nu
   });
 }
 
-export function jobsView(all: readonly JobStatus[], query: JobsQuery, now = Date.now()): Html {
+export function jobsView(all: readonly SlottedJobStatus[], query: JobsQuery, now = Date.now()): Html {
   const selected = selectJobs(all, query, now);
   const first = (query.page - 1) * JOBS_PER_PAGE;
   const jobs = selected.slice(first, first + JOBS_PER_PAGE);
@@ -126,7 +127,7 @@ export function jobsTitle(all: readonly JobStatus[]): string {
   return `${failingNow === 0 ? '' : `(${failingNow} failing) `}Jobs`;
 }
 
-function row(j: JobStatus, now: number): Html {
+function row(j: SlottedJobStatus, now: number): Html {
   const marks = [isFailing(j) ? 'failing' : '', stale(j, now) ? 'stale' : ''].filter(Boolean).join(' ');
   const href = `/jobs/${encodeURIComponent(j.job)}`;
   return html`<tr class="${marks}" data-job="${j.job}">
@@ -141,7 +142,18 @@ function row(j: JobStatus, now: number): Html {
 </tr>`;
 }
 
-export function stateCell(j: JobStatus, now = Date.now()): Html {
+// "2 of 3 running", as a state.
+export function slotsState(s: JobSlots): Html {
+  return html`<span class="state running">${slotsText(s)}</span>`;
+}
+
+export function stateCell(j: SlottedJobStatus, now = Date.now()): Html {
+  // Copies in several slots of its lock (--max-running): how many of how many, and a link to
+  // each slot's run.
+  if (j.state === 'running' && j.slots) {
+    const runs = j.slots.running.map((h) => html` <a href="/runs/${h.run_id}" class="slot" title="run ${h.run_id} on ${h.host}, pid ${h.pid}">slot ${h.slot}</a>`);
+    return html`${slotsState(j.slots)}${runs}`;
+  }
   if (j.state === 'running') {
     return html`<span class="state running">running</span> <a href="/runs/${j.running_run_id}">since ${time(j.running_since)}</a> <span class="muted">(${age(j.running_since, now)})</span>`;
   }

@@ -109,6 +109,7 @@ export function listRunsSql(D: string, filter: RunFilter): string {
     filter.jobs?.length ? `job IN (${marks(filter.jobs.length)})` : null,
     filter.status ? 'status = ?' : null,
     filter.host ? 'host = ?' : null,
+    filter.slot !== undefined ? 'COALESCE(slot, 0) = ?' : null,
     filter.since ? 'started_at >= ?' : null,
     filter.beforeId ? 'id < ?' : null,
   ].filter((c) => c !== null);
@@ -122,6 +123,7 @@ export function listRunsParams(filter: RunFilter): unknown[] {
     ...(filter.jobs?.length ? filter.jobs : []),
     ...(filter.status ? [filter.status] : []),
     ...(filter.host ? [filter.host] : []),
+    ...(filter.slot !== undefined ? [filter.slot] : []),
     ...(filter.since ? [new Date(filter.since)] : []),
     ...(filter.beforeId ? [filter.beforeId] : []),
     filter.limit,

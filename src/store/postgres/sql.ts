@@ -200,6 +200,7 @@ export function listRunsStatement(S: string, filter: RunFilter): Statement {
     filter.jobs?.length ? 'job = ANY(:jobs::text[])' : null,
     filter.status ? 'status = :status' : null,
     filter.host ? 'host = :host' : null,
+    filter.slot !== undefined ? 'coalesce(slot, 0) = :slot' : null,
     filter.since ? 'started_at >= :since' : null,
     filter.beforeId ? 'id < :before_id' : null,
   ].filter((c) => c !== null);

@@ -218,6 +218,7 @@ export function listRunsSql(filter: RunFilter): string {
     filter.jobs?.length ? 'job IN (SELECT value FROM json_each(@jobs))' : null,
     filter.status ? 'status = @status' : null,
     filter.host ? 'host = @host' : null,
+    filter.slot !== undefined ? 'coalesce(slot, 0) = @slot' : null,
     filter.since ? 'started_at >= @since' : null,
     filter.beforeId ? 'id < @before_id' : null,
   ].filter((c) => c !== null);

@@ -181,7 +181,7 @@ export class SqliteStore implements RunStore {
 
   async listRuns(filter: RunFilter): Promise<RunRow[]> {
     const params = {
-      jobs: JSON.stringify(filter.jobs ?? []), status: filter.status, host: filter.host, since: filter.since, before_id: filter.beforeId,
+      jobs: JSON.stringify(filter.jobs ?? []), status: filter.status, host: filter.host, slot: filter.slot, since: filter.since, before_id: filter.beforeId,
       limit: filter.limit,
     };
     const sql = listRunsSql(filter);
