@@ -1,3 +1,4 @@
+import { onThisMachine } from '../lock/lock-spec.js';
 import type { JobStatus } from './jobs.js';
 import type { RunStore } from './run-store.js';
 import type { RunRow } from './types.js';
@@ -13,9 +14,11 @@ export interface SlotHolder {
 }
 
 // A job whose running copies were given --max-running N > 1: N, and who holds which slot
-// (by slot); `running.length` of `max_running` run now.
+// (by slot); `running.length` of `max_running` run now. `per_host`: the slots are lock files,
+// each host's own, so N is a bound on each host (a fleet of them sharing only the log).
 export interface JobSlots {
   readonly max_running: number;
+  readonly per_host: boolean;
   readonly running: readonly SlotHolder[];
 }
 
@@ -50,10 +53,15 @@ function slotsOf(running: readonly RunRow[]): JobSlots | null {
     if ((newest.get(at)?.id ?? -1) < r.id) newest.set(at, r);
   }
   const holders = [...newest.values()].map((r) => ({ slot: r.slot ?? 0, host: r.host, pid: r.pid, run_id: r.id, since: r.started_at }));
-  return { max_running: maxRunning, running: holders.sort((a, b) => a.slot - b.slot || a.host.localeCompare(b.host)) };
+  const perHost = running.every((r) => onThisMachine(r.lock_backend));
+  return { max_running: maxRunning, per_host: perHost, running: holders.sort((a, b) => a.slot - b.slot || a.host.localeCompare(b.host)) };
 }
 
-// "2 of 3 running".
+// "2 of 3 running"; with slots of each host's own, on several hosts: "4 running: 2 of 3 on
+// web1, 2 of 3 on web2".
 export function slotsText(s: JobSlots): string {
-  return `${s.running.length} of ${s.max_running} running`;
+  const hosts = [...new Set(s.running.map((h) => h.host))].sort();
+  if (!s.per_host || hosts.length < 2) return `${s.running.length} of ${s.max_running} running`;
+  const each = hosts.map((host) => `${s.running.filter((h) => h.host === host).length} of ${s.max_running} on ${host}`);
+  return `${s.running.length} running: ${each.join(', ')}`;
 }
