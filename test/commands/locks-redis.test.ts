@@ -17,7 +17,11 @@ async function holding(job: string, env: NodeJS.ProcessEnv, dir: string) {
   const barrier = `${log}.go`;
   const run = start(['-n', job, '--', fixture('hold.sh'), log, barrier], env);
   await waitFor(() => lines(log).length > 0, 'the command to start');
-  return { run, barrier, release: () => (writeFileSync(barrier, ''), run.done) };
+  const release = () => {
+    writeFileSync(barrier, '');
+    return run.done;
+  };
+  return { run, barrier, release };
 }
 
 describe.skipIf(!haveRedis)(haveRedis ? 'cronguard locks: a Redis lock of this host' : `cronguard locks: a Redis lock of this host (skipped: ${REDIS_SERVER} is absent)`, () => {
