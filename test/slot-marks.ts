@@ -1,4 +1,4 @@
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { expect } from 'vitest';
 import { isAlive, lines, waitFor } from './helpers.js';
 
@@ -51,4 +51,10 @@ export function distinctSlots(file: string, n: number): number {
 export async function notedGone(file: string, run: SlotRun): Promise<void> {
   await waitFor(() => !isAlive(run.pid), `the killed command ${run.pid} to be gone`);
   appendFileSync(file, `end ${BigInt(Date.now()) * 1_000_000n} ${run.slot} ${run.pid}\n`);
+}
+
+// The wrapper of a command: its parent.
+export function parentOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
 }

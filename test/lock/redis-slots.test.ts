@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, type Finished, fixture, lines, release, sandbox, start, waitFor } from '../helpers.js';
 import { haveRedis, type PrivateRedis, privateRedis, REDIS_SERVER } from '../redis-server.js';
-import { distinctSlots, slotRuns } from '../slot-marks.js';
+import { distinctSlots, notedGone, parentOf, slotRuns } from '../slot-marks.js';
 
 // --max-running N with -l redis (issue 39): a lease per slot (cronguard:P:JOB, then
 // cronguard:P:JOB#1 ...), each with a fencing counter of its own, and the fleet's one run per
 // tick kept per slot: at most N starts a minute.
 
-const MANY = 20;
+const MANY = 40;
 
 describe.skipIf(!haveRedis)(haveRedis ? '--max-running with -l redis' : `--max-running with -l redis: skipped, ${REDIS_SERVER} is missing`, () => {
   let redis: PrivateRedis | null = null;
@@ -43,6 +43,32 @@ describe.skipIf(!haveRedis)(haveRedis ? '--max-running with -l redis' : `--max-r
       expect(r.cli('EXISTS', key)).toBe('0');
     }
   }, 400_000);
+
+  it('a SIGKILLed holder of slot 1 frees it once its lease lapses: the next takes slot 1, with a greater token', async () => {
+    const r = await server();
+    const box = sandbox();
+    const marks = box.path('marks');
+    const barrier = box.path('barrier');
+    const invoke = (i: number, ...more: string[]) =>
+      start(['--lock-url', r.url(), '--every-tick', '--lease-ttl', '5s', '--max-running', '3', ...more, '-n', 'killed', '--', fixture('slot.sh'), marks, barrier], { ...box.env, CRONGUARD_STATE_DIR: box.path(`state-${i}`) }).done;
+    const holders = [0, 1, 2].map((i) => invoke(i));
+    await waitFor(() => slotRuns(marks).length === 3, 'the 3 to hold a slot');
+    const victim = slotRuns(marks).find((run) => run.slot === 1);
+    if (!victim) throw new Error('nobody holds slot 1');
+    process.kill(parentOf(victim.pid), 'SIGKILL');
+    process.kill(victim.pid, 'SIGKILL');
+    await notedGone(marks, victim);
+    // Slots 0 and 2 are held: the waiter can only get slot 1, once its key has expired.
+    const next = invoke(3, '-w', '5m');
+    await waitFor(() => slotRuns(marks).length === 4, 'the waiter to get the freed slot', 120_000);
+    const taken = slotRuns(marks)[3];
+    expect(taken?.slot).toBe(1);
+    expect(BigInt(taken?.token ?? 0)).toBeGreaterThan(BigInt(victim.token));
+    release(barrier);
+    const results = await Promise.all([...holders, next]);
+    expect(results.filter((x) => x.code !== 0)).toHaveLength(1);
+    expect(distinctSlots(marks, 3)).toBe(3);
+  }, 300_000);
 
   it("a minute whose slot 0 another host started in is no reason to skip: the run takes slot 1, and claims that slot's minute", async () => {
     const r = await server();

@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { asNobody, cronguard, type Finished, fixture, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
-import { distinctSlots, notedGone, slotRuns } from '../slot-marks.js';
+import { distinctSlots, notedGone, parentOf, slotRuns } from '../slot-marks.js';
 
 // --max-running N (issue 39) on this host's locks: N slots, each a lock of its own, the first
 // free one taken; the command told its slot ($CRONGUARD_SLOT) and the run log recording it.
@@ -11,12 +11,6 @@ import { distinctSlots, notedGone, slotRuns } from '../slot-marks.js';
 
 const MANY = 40;
 const KINDS = [['flock'], ['lockfile']] as const;
-
-// The wrapper of a command: its parent.
-function parentOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-}
 
 function oneLine(stderr: string): string {
   const all = stderr.trim().split('\n');
