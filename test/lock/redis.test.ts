@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { cronguard, fixture, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { oneLine } from '../one-line.js';
 import { haveRedis, type PrivateRedis, privateRedis, REDIS_SERVER } from '../redis-server.js';
 
 // -l redis (issue 39): a lease on a Redis key beside the embedded run log, against Debian's
@@ -8,12 +9,6 @@ import { haveRedis, type PrivateRedis, privateRedis, REDIS_SERVER } from '../red
 // The marks fenced.sh left: [kind, ms, token?].
 function marks(file: string): string[][] {
   return lines(file).map((l) => l.split(' '));
-}
-
-function oneLine(stderr: string): string {
-  const all = stderr.trim().split('\n');
-  expect(all).toHaveLength(1);
-  return all[0] as string;
 }
 
 describe('-l redis: bad input', () => {

@@ -2,16 +2,9 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { BINARY, type Finished, fixture, lines, start, waitFor } from '../helpers.js';
+import { onHost } from '../hosts.js';
 import { holdingClient, pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
-// A "host": its own UTS namespace with its own hostname, and its own clock (the fixture
-// starts it at `clock`). The run log and the database are shared, as in a fleet.
-function onHost(name: string, clock: string, args: string[], env: NodeJS.ProcessEnv) {
-  const unshare = process.geteuid?.() === 0 ? ['unshare', '-u'] : ['unshare', '-r', '-u'];
-  const prefix = [...unshare, 'sh', '-c', 'hostname "$0" && exec "$@"', name];
-  const clocked = { ...env, NODE_OPTIONS: `--require ${fixture('clock.cjs')}`, CRONGUARD_TEST_CLOCK: clock };
-  return start(args, clocked, prefix);
-}
 
 const at = (time: string) => `2026-03-01T${time}Z`;
 

@@ -1,15 +1,10 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { cronguard, fixture, lines, spooled, start, waitFor } from '../helpers.js';
+import { onHost } from '../hosts.js';
 import { cuttingProxy } from '../pg-faults.js';
 import { pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
-// A "host": its own hostname (UTS namespace) and its own clock, started at `clock`.
-function onHost(name: string, clock: string, args: string[], env: NodeJS.ProcessEnv) {
-  const unshare = process.geteuid?.() === 0 ? ['unshare', '-u'] : ['unshare', '-r', '-u'];
-  const prefix = [...unshare, 'sh', '-c', 'hostname "$0" && exec "$@"', name];
-  return start(args, { ...env, NODE_OPTIONS: `--require ${fixture('clock.cjs')}`, CRONGUARD_TEST_CLOCK: clock }, prefix);
-}
 
 const at = (time: string) => `2026-03-01T${time}Z`;
 

@@ -1,6 +1,7 @@
 import { chmodSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, isAlive, lines, release, type Sandbox, type Started, start, startMany, waitFor } from '../helpers.js';
+import { cronguard, isAlive, lines, release, type Sandbox, type Started, start, startMany, waitFor } from '../helpers.js';
+import { onHost } from '../hosts.js';
 import { mysqlQuery, mysqlSandbox } from '../mysql-helpers.js';
 
 // --max-running N with MySQL as lock and log (issue 39): N slots of the job's lock, each
@@ -184,14 +185,8 @@ describe.each(KINDS)('--max-running 3 under -l %s', (kind, extra) => {
   });
 });
 
-// A "host": its own UTS namespace with its own hostname, and its own clock (the fixture
-// starts it at `clock`), as the PostgreSQL fleet tests have them.
-function onHost(name: string, clock: string, args: string[], env: NodeJS.ProcessEnv) {
-  const unshare = process.geteuid?.() === 0 ? ['unshare', '-u'] : ['unshare', '-r', '-u'];
-  const prefix = [...unshare, 'sh', '-c', 'hostname "$0" && exec "$@"', name];
-  const clocked = { ...env, NODE_OPTIONS: `--require ${fixture('clock.cjs')}`, CRONGUARD_TEST_CLOCK: clock };
-  return start(args, clocked, prefix).done;
-}
+// A fleet host's invocation (test/hosts.ts), to its end.
+const onHostDone = (name: string, clock: string, args: string[], env: NodeJS.ProcessEnv) => onHost(name, clock, args, env).done;
 
 const at = (time: string) => `2026-03-01T${time}Z`;
 
@@ -204,14 +199,14 @@ describe('--max-running 2 across a fleet: at most 2 starts a minute', () => {
     const box = mysqlSandbox();
     const job = box.job('tick');
     const args = [...lockArgs, '--max-running', '2', '-n', job, '--', 'true'];
-    expect(await onHost('host-a', at('03:00:01'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
-    expect(await onHost('host-b', at('03:00:02'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
-    const c = await onHost('host-c', at('03:00:03'), ['-v', ...args], box.env);
+    expect(await onHostDone('host-a', at('03:00:01'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(await onHostDone('host-b', at('03:00:02'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
+    const c = await onHostDone('host-c', at('03:00:03'), ['-v', ...args], box.env);
     expect(c.code).toBe(0);
     expect(c.stderr).toMatch(/already ran this minute on host host-[ab]/);
     // The same host may start again in its minute (its claim is its own).
-    expect(await onHost('host-a', at('03:00:04'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
-    expect(await onHost('host-c', at('03:01:01'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(await onHostDone('host-a', at('03:00:04'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(await onHostDone('host-c', at('03:01:01'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
     const rows = await rowsOf(box.database, job);
     expect(rows.map((r) => [r.host, r.status, r.max_running])).toEqual([
       ['host-a', 'succeeded', 2],
@@ -228,11 +223,11 @@ describe('--max-running 2 across a fleet: at most 2 starts a minute', () => {
     const barrier = box.path('barrier');
     const script = slotScript(box);
     const args = ['--max-running', '2', '-n', job, '--', script, log, barrier];
-    const a = onHost('host-a', at('03:00:01'), args, box.env);
+    const a = onHostDone('host-a', at('03:00:01'), args, box.env);
     await waitFor(() => lines(log).length === 1, 'host-a to start its command');
-    const b = onHost('host-b', at('03:00:02'), args, box.env);
+    const b = onHostDone('host-b', at('03:00:02'), args, box.env);
     await waitFor(() => lines(log).length === 2, 'host-b to start its command');
-    expect(await onHost('host-c', at('03:00:03'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(await onHostDone('host-c', at('03:00:03'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
     release(barrier);
     expect(await a).toMatchObject({ code: 0, stderr: '' });
     expect(await b).toMatchObject({ code: 0, stderr: '' });

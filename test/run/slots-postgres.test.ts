@@ -1,6 +1,7 @@
 import { appendFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { fixture, isAlive, lines, release, start, startMany, waitFor } from '../helpers.js';
+import { onHost } from '../hosts.js';
 import { pgRuns, pgSandbox } from '../pg-helpers.js';
 
 // --max-running N with the PostgreSQL lock kinds (issue 39): N slots, each an advisory key or a
@@ -48,14 +49,6 @@ function slotsHeld(file: string, n: number): number {
   return most;
 }
 
-// A "host" as test/run/fleet-postgres.test.ts makes one: its own UTS namespace and hostname,
-// and its own clock (the fixture starts it at `clock`), the database shared.
-function onHost(name: string, clock: string, args: string[], env: NodeJS.ProcessEnv) {
-  const unshare = process.geteuid?.() === 0 ? ['unshare', '-u'] : ['unshare', '-r', '-u'];
-  const prefix = [...unshare, 'sh', '-c', 'hostname "$0" && exec "$@"', name];
-  const clocked = { ...env, NODE_OPTIONS: `--require ${fixture('clock.cjs')}`, CRONGUARD_TEST_CLOCK: clock };
-  return start(args, clocked, prefix);
-}
 
 const at = (time: string) => `2026-03-01T${time}Z`;
 

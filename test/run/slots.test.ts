@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { asNobody, cronguard, type Finished, fixture, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
+import { oneLine } from '../one-line.js';
 import { distinctSlots, notedGone, parentOf, slotRuns } from '../slot-marks.js';
 
 // --max-running N (issue 39) on this host's locks: N slots, each a lock of its own, the first
@@ -11,12 +12,6 @@ import { distinctSlots, notedGone, parentOf, slotRuns } from '../slot-marks.js';
 
 const MANY = 40;
 const KINDS = [['flock'], ['lockfile']] as const;
-
-function oneLine(stderr: string): string {
-  const all = stderr.trim().split('\n');
-  expect(all).toHaveLength(1);
-  return all[0] as string;
-}
 
 describe('--max-running: bad input', () => {
   for (const [args, message] of [
