@@ -182,6 +182,18 @@ async function lockHeld(schema: string, lock: (typeof LOCKS)[number], key: strin
   return held.length > 0;
 }
 
+// Copies on host-a, one at a time (the i-th holds slot i), each running slot.sh until its
+// barrier, their commands recorded.
+async function copiesOf3(schema: string, args: string[], log: string, barriers: readonly string[], env: NodeJS.ProcessEnv) {
+  const copies = [];
+  for (const [i, barrier] of barriers.entries()) {
+    copies.push(onHost('host-a', at(`03:00:0${i + 1}`), [...args, fixture('slot.sh'), log, barrier], env));
+    await waitFor(() => starts(log) === i + 1, `copy ${i} to start`);
+  }
+  await waitFor(async () => (await pgRuns(schema)).filter((r) => r.child_pid !== null).length === barriers.length, 'their commands to be recorded');
+  return copies;
+}
+
 describe.each(LOCKS)('a copy given another N that died (-l %s)', (lock) => {
   it('a copy of 3 SIGKILLed in slot 2 does not refuse a copy of 2 once its lock is free: that one runs, the dead one is abandoned', async () => {
     const box = pgSandbox();
@@ -189,13 +201,9 @@ describe.each(LOCKS)('a copy given another N that died (-l %s)', (lock) => {
     const log = box.path('marks');
     const first = box.path('go01');
     const args = (n: string) => ['-l', lock, ...(lock === 'lease' ? ['--lease-ttl', '5s'] : []), '--max-running', n, '-n', job, '--'];
-    // One at a time, so that the third holds slot 2; it waits on a barrier never made.
-    const holders = [];
-    for (const [i, barrier] of [first, first, box.path('never')].entries()) {
-      holders.push(start([...args('3'), fixture('slot.sh'), log, barrier], box.env));
-      await waitFor(() => starts(log) === i + 1, `copy ${i} to start`);
-    }
-    await waitFor(async () => (await pgRuns(box.schema)).filter((r) => r.child_pid !== null).length === 3, 'their commands to be recorded');
+    // On another host (so that only its lock tells it gone), one at a time, so that the third
+    // holds slot 2; it waits on a barrier never made.
+    const holders = await copiesOf3(box.schema, args('3'), log, [first, first, box.path('never')], box.env);
     const victim = (await pgRuns(box.schema)).find((r) => r.slot === 2);
     await killCopy(victim?.pid as number, victim?.child_pid as number);
     release(first);
@@ -219,12 +227,7 @@ describe.each(LOCKS)('a copy given another N that died (-l %s)', (lock) => {
     const log = box.path('marks');
     const barrier = box.path('go');
     const args = (n: string) => ['-l', lock, ...(lock === 'lease' ? ['--lease-ttl', '5s'] : []), '--max-running', n, '-n', job, '--'];
-    const holders = [];
-    for (let i = 0; i < 2; i++) {
-      holders.push(start([...args('3'), fixture('slot.sh'), log, barrier], box.env));
-      await waitFor(() => starts(log) === i + 1, `copy ${i} to start`);
-    }
-    await waitFor(async () => (await pgRuns(box.schema)).filter((r) => r.child_pid !== null).length === 2, 'their commands to be recorded');
+    const holders = await copiesOf3(box.schema, args('3'), log, [barrier, box.path('never')], box.env);
     // Slot 1's copy dies; slot 0's runs on.
     const victim = (await pgRuns(box.schema)).find((r) => r.slot === 1);
     await killCopy(victim?.pid as number, victim?.child_pid as number);
@@ -233,7 +236,7 @@ describe.each(LOCKS)('a copy given another N that died (-l %s)', (lock) => {
     const refused = await start([...args('2'), 'touch', ran], box.env).done;
     expect(refused.code).toBe(64);
     expect(refused.stderr.trim().split('\n')).toHaveLength(1);
-    expect(refused.stderr).toMatch(new RegExp(`${job} did not run: it runs with --max-running 2 here, but host \\S+ \\(pid ${holders[0]?.child.pid}, run 1, `));
+    expect(refused.stderr).toMatch(new RegExp(`${job} did not run: it runs with --max-running 2 here, but host host-a \\(pid ${holders[0]?.child.pid}, run 1, `));
     expect(existsSync(ran)).toBe(false);
     release(barrier);
     expect(await holders[0]?.done).toMatchObject({ code: 0, stderr: '' });
