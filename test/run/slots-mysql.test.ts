@@ -1,8 +1,8 @@
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { cronguard, isAlive, lines, release, type Sandbox, type Started, start, startMany, waitFor } from '../helpers.js';
-import { onHost } from '../hosts.js';
-import { mysqlQuery, mysqlSandbox } from '../mysql-helpers.js';
+import { onHost as startOnHost } from '../hosts.js';
+import { type MysqlSandbox, mysqlQuery, mysqlSandbox } from '../mysql-helpers.js';
 
 // --max-running N with MySQL as lock and log (issue 39): N slots of the job's lock, each
 // invocation in the first free one; the rows say which; copies given another N are refused;
@@ -185,10 +185,89 @@ describe.each(KINDS)('--max-running 3 under -l %s', (kind, extra) => {
   });
 });
 
+
 // A fleet host's invocation (test/hosts.ts), to its end.
-const onHostDone = (name: string, clock: string, args: string[], env: NodeJS.ProcessEnv) => onHost(name, clock, args, env).done;
+const onHost = (name: string, clock: string, args: string[], env: NodeJS.ProcessEnv) => startOnHost(name, clock, args, env).done;
 
 const at = (time: string) => `2026-03-01T${time}Z`;
+
+// Whether anyone holds a run's lock on the server now: its GET_LOCK name, or its lease unexpired.
+async function lockHeld(database: string, kind: (typeof KINDS)[number][0], key: string): Promise<boolean> {
+  if (kind === 'mysql') return (await mysqlQuery<{ used: unknown }>('SELECT IS_USED_LOCK(?) AS used', [key]))[0]?.used != null;
+  return (await mysqlQuery(`SELECT 1 FROM \`${database}\`.leases WHERE lock_key = ? AND expires_at > UTC_TIMESTAMP(6)`, [key])).length > 0;
+}
+
+// The lock key of the job's run in `slot`.
+const keyOf = async (database: string, job: string, slot: number) =>
+  (await mysqlQuery<{ lock_key: string }>(`SELECT lock_key FROM \`${database}\`.runs WHERE job = ? AND slot = ?`, [job, slot]))[0]?.lock_key as string;
+
+describe.each(KINDS)('a copy given another N that died (-l %s)', (kind, extra) => {
+  const args = (job: string, n: string) => ['-l', kind, ...extra, '--max-running', n, '-n', job, '--'];
+
+  // Copies of 3 on host-a (so that only its lock tells one gone), one at a time (the i-th
+  // holds slot i), each waiting on its barrier.
+  async function copiesOf3(box: Sandbox, job: string, log: string, barriers: readonly string[]): Promise<Started[]> {
+    const script = slotScript(box);
+    const copies: Started[] = [];
+    for (const [i, barrier] of barriers.entries()) {
+      copies.push(startOnHost('host-a', at(`03:00:0${i + 1}`), [...args(job, '3'), script, log, barrier], box.env));
+      await waitFor(() => lines(log).length === i + 1, `copy ${i} to start its command`);
+    }
+    return copies;
+  }
+
+  // The whole of a copy: cronguard, and its command's process group; and then its lock free.
+  async function kill(box: MysqlSandbox, job: string, copy: Started, command: number, slot: number): Promise<void> {
+    copy.child.kill('SIGKILL');
+    process.kill(-command, 'SIGKILL');
+    await copy.done;
+    await waitFor(() => !isAlive(command), 'the killed command to be gone');
+    // GET_LOCK's name goes once the server sees the connection close; a lease at its expiry.
+    const key = await keyOf(box.database, job, slot);
+    await waitFor(async () => !(await lockHeld(box.database, kind, key)), "the dead copy's lock to be free");
+  }
+
+  it('a copy of 3 SIGKILLed in slot 2 does not refuse a copy of 2 once its lock is free: that one runs, the dead one is abandoned', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('lowered');
+    const log = box.path('marks');
+    const first = box.path('go01');
+    const copies = await copiesOf3(box, job, log, [first, first, box.path('never')]);
+    await kill(box, job, copies[2] as Started, (marksOf(log)[2] as Mark).pid, 2);
+    release(first);
+    for (const copy of copies.slice(0, 2)) expect((await copy.done).code).toBe(0);
+    const ran = box.path('ran');
+    expect(await cronguard([...args(job, '2'), 'touch', ran], box.env)).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(existsSync(ran)).toBe(true);
+    expect((await rowsOf(box.database, job)).map((r) => [r.slot, r.max_running, r.status])).toEqual([
+      [0, 3, 'succeeded'],
+      [1, 3, 'succeeded'],
+      [2, 3, 'abandoned'],
+      [0, 2, 'succeeded'],
+    ]);
+  });
+
+  it('a live copy of 3 still refuses a copy of 2 (64) when a dead one is the newest running', async () => {
+    const box = mysqlSandbox();
+    const job = box.job('live');
+    const log = box.path('marks');
+    const barrier = box.path('barrier');
+    const copies = await copiesOf3(box, job, log, [barrier, box.path('never')]);
+    await kill(box, job, copies[1] as Started, (marksOf(log)[1] as Mark).pid, 1);
+    const ran = box.path('ran');
+    const refused = await cronguard([...args(job, '2'), 'touch', ran], box.env);
+    expect(refused.code).toBe(64);
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+    expect(refused.stderr).toMatch(new RegExp(`${job} did not run: it runs with --max-running 2 here, but host host-a \\(pid ${copies[0]?.child.pid}, run 1, `));
+    expect(existsSync(ran)).toBe(false);
+    release(barrier);
+    expect((await copies[0]?.done)?.code).toBe(0);
+    expect((await rowsOf(box.database, job)).map((r) => [r.slot, r.status, r.overlaps])).toEqual([
+      [0, 'succeeded', 0],
+      [1, 'abandoned', 0],
+    ]);
+  });
+});
 
 describe('--max-running 2 across a fleet: at most 2 starts a minute', () => {
   it.each([
@@ -199,14 +278,14 @@ describe('--max-running 2 across a fleet: at most 2 starts a minute', () => {
     const box = mysqlSandbox();
     const job = box.job('tick');
     const args = [...lockArgs, '--max-running', '2', '-n', job, '--', 'true'];
-    expect(await onHostDone('host-a', at('03:00:01'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
-    expect(await onHostDone('host-b', at('03:00:02'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
-    const c = await onHostDone('host-c', at('03:00:03'), ['-v', ...args], box.env);
+    expect(await onHost('host-a', at('03:00:01'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(await onHost('host-b', at('03:00:02'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
+    const c = await onHost('host-c', at('03:00:03'), ['-v', ...args], box.env);
     expect(c.code).toBe(0);
     expect(c.stderr).toMatch(/already ran this minute on host host-[ab]/);
     // The same host may start again in its minute (its claim is its own).
-    expect(await onHostDone('host-a', at('03:00:04'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
-    expect(await onHostDone('host-c', at('03:01:01'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(await onHost('host-a', at('03:00:04'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(await onHost('host-c', at('03:01:01'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
     const rows = await rowsOf(box.database, job);
     expect(rows.map((r) => [r.host, r.status, r.max_running])).toEqual([
       ['host-a', 'succeeded', 2],
@@ -216,6 +295,26 @@ describe('--max-running 2 across a fleet: at most 2 starts a minute', () => {
     ]);
   });
 
+  it("a running copy of 3 on another host holds that host's files (flock): a copy of 2 on a third runs, one of 2 on that host is refused (64)", async () => {
+    const box = mysqlSandbox();
+    const job = box.job('elsewhere');
+    const log = box.path('marks');
+    const barrier = box.path('barrier');
+    const script = slotScript(box);
+    const onOwn = (h: string, time: string, n: string, command: string[]) =>
+      startOnHost(`host-${h}`, at(time), ['-l', 'flock', '--max-running', n, '-n', job, '--', ...command], { ...box.env, CRONGUARD_LOCK_DIR: box.path(`locks-${h}`) });
+    const three = onOwn('a', '03:00:01', '3', [script, log, barrier]);
+    await waitFor(() => lines(log).length === 1, 'the copy of 3 on host-a to start its command');
+    expect(await onOwn('b', '03:00:02', '2', ['touch', box.path('ran-b')]).done).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(existsSync(box.path('ran-b'))).toBe(true);
+    const refused = await onOwn('a', '03:00:03', '2', ['touch', box.path('ran-a')]).done;
+    expect(refused.code).toBe(64);
+    expect(refused.stderr).toMatch(new RegExp(`${job} did not run: it runs with --max-running 2 here, but host host-a \\(pid \\d+, run 1, `));
+    expect(existsSync(box.path('ran-a'))).toBe(false);
+    release(barrier);
+    expect(await three.done).toMatchObject({ code: 0, stderr: '' });
+  });
+
   it('two hosts holding both slots start in the same minute; a third finds none', async () => {
     const box = mysqlSandbox();
     const job = box.job('held');
@@ -223,11 +322,11 @@ describe('--max-running 2 across a fleet: at most 2 starts a minute', () => {
     const barrier = box.path('barrier');
     const script = slotScript(box);
     const args = ['--max-running', '2', '-n', job, '--', script, log, barrier];
-    const a = onHostDone('host-a', at('03:00:01'), args, box.env);
+    const a = onHost('host-a', at('03:00:01'), args, box.env);
     await waitFor(() => lines(log).length === 1, 'host-a to start its command');
-    const b = onHostDone('host-b', at('03:00:02'), args, box.env);
+    const b = onHost('host-b', at('03:00:02'), args, box.env);
     await waitFor(() => lines(log).length === 2, 'host-b to start its command');
-    expect(await onHostDone('host-c', at('03:00:03'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
+    expect(await onHost('host-c', at('03:00:03'), args, box.env)).toMatchObject({ code: 0, stderr: '' });
     release(barrier);
     expect(await a).toMatchObject({ code: 0, stderr: '' });
     expect(await b).toMatchObject({ code: 0, stderr: '' });

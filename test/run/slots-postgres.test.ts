@@ -1,8 +1,8 @@
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { fixture, isAlive, lines, release, start, startMany, waitFor } from '../helpers.js';
 import { onHost } from '../hosts.js';
-import { pgRuns, pgSandbox } from '../pg-helpers.js';
+import { pgRuns, pgSandbox, sql } from '../pg-helpers.js';
 
 // --max-running N with the PostgreSQL lock kinds (issue 39): N slots, each an advisory key or a
 // lease of its own; the run log records each run's slot and N, refuses a copy given another N,
@@ -150,6 +150,141 @@ describe.each(LOCKS)('--max-running with -l %s', (lock) => {
     release(barrier);
     for (const holder of holders) expect(await holder.done).toMatchObject({ code: 0, stderr: '' });
     expect(starts(log)).toBe(3);
+  });
+});
+
+// Kills a running copy whole (its wrapper, and its command's process group) and waits until
+// both are gone.
+async function killCopy(wrapper: number, command: number): Promise<void> {
+  process.kill(wrapper, 'SIGKILL');
+  process.kill(-command, 'SIGKILL');
+  await waitFor(() => !isAlive(command) && !isAlive(wrapper), 'the copy and its command to die');
+}
+
+// Whether anyone holds a run's lock on the server now: its advisory key (in any session), or
+// its lease unexpired.
+async function lockHeld(schema: string, lock: (typeof LOCKS)[number], key: string): Promise<boolean> {
+  const held =
+    lock === 'postgres'
+      ? await sql(
+          `SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+              AND classid = (($1::bigint >> 32) & 4294967295)::oid AND objid = ($1::bigint & 4294967295)::oid`,
+          [key],
+        )
+      : await sql(`SELECT FROM "${schema}".leases WHERE lock_key = $1::bigint AND expires_at > now()`, [key]);
+  return held.length > 0;
+}
+
+// Copies on host-a, one at a time (the i-th holds slot i), each running slot.sh until its
+// barrier, their commands recorded.
+async function copiesOf3(schema: string, args: string[], log: string, barriers: readonly string[], env: NodeJS.ProcessEnv) {
+  const copies = [];
+  for (const [i, barrier] of barriers.entries()) {
+    copies.push(onHost('host-a', at(`03:00:0${i + 1}`), [...args, fixture('slot.sh'), log, barrier], env));
+    await waitFor(() => starts(log) === i + 1, `copy ${i} to start`);
+  }
+  await waitFor(async () => (await pgRuns(schema)).filter((r) => r.child_pid !== null).length === barriers.length, 'their commands to be recorded');
+  return copies;
+}
+
+describe.each(LOCKS)('a copy given another N that died (-l %s)', (lock) => {
+  it('a copy of 3 SIGKILLed in slot 2 does not refuse a copy of 2 once its lock is free: that one runs, the dead one is abandoned', async () => {
+    const box = pgSandbox();
+    const job = box.job('lowered');
+    const log = box.path('marks');
+    const first = box.path('go01');
+    const args = (n: string) => ['-l', lock, ...(lock === 'lease' ? ['--lease-ttl', '5s'] : []), '--max-running', n, '-n', job, '--'];
+    // On another host (so that only its lock tells it gone), one at a time, so that the third
+    // holds slot 2; it waits on a barrier never made.
+    const holders = await copiesOf3(box.schema, args('3'), log, [first, first, box.path('never')], box.env);
+    const victim = (await pgRuns(box.schema)).find((r) => r.slot === 2);
+    await killCopy(victim?.pid as number, victim?.child_pid as number);
+    release(first);
+    for (const holder of holders.slice(0, 2)) expect(await holder.done).toMatchObject({ code: 0, stderr: '' });
+    // The killed session's key goes when the server sees it gone; its lease at its expiry.
+    await waitFor(async () => !(await lockHeld(box.schema, lock, victim?.lock_key as string)), "the dead copy's lock to be free");
+    const ran = box.path('ran');
+    expect(await start([...args('2'), 'touch', ran], box.env).done).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(existsSync(ran)).toBe(true);
+    expect((await pgRuns(box.schema)).map((r) => [r.slot, r.max_running, r.status])).toEqual([
+      [0, 3, 'succeeded'],
+      [1, 3, 'succeeded'],
+      [2, 3, 'abandoned'],
+      [0, 2, 'succeeded'],
+    ]);
+  });
+
+  it('a copy of 3 whose slot is still held refuses a copy of 2 (64) while a dead one beside it does not', async () => {
+    const box = pgSandbox();
+    const job = box.job('live');
+    const log = box.path('marks');
+    const barrier = box.path('go');
+    const args = (n: string) => ['-l', lock, ...(lock === 'lease' ? ['--lease-ttl', '5s'] : []), '--max-running', n, '-n', job, '--'];
+    const holders = await copiesOf3(box.schema, args('3'), log, [barrier, box.path('never')], box.env);
+    // Slot 1's copy dies; slot 0's runs on.
+    const victim = (await pgRuns(box.schema)).find((r) => r.slot === 1);
+    await killCopy(victim?.pid as number, victim?.child_pid as number);
+    await waitFor(async () => !(await lockHeld(box.schema, lock, victim?.lock_key as string)), "the dead copy's lock to be free");
+    const ran = box.path('ran');
+    const refused = await start([...args('2'), 'touch', ran], box.env).done;
+    expect(refused.code).toBe(64);
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+    expect(refused.stderr).toMatch(new RegExp(`${job} did not run: it runs with --max-running 2 here, but host host-a \\(pid ${holders[0]?.child.pid}, run 1, `));
+    expect(existsSync(ran)).toBe(false);
+    release(barrier);
+    expect(await holders[0]?.done).toMatchObject({ code: 0, stderr: '' });
+    expect((await pgRuns(box.schema)).map((r) => [r.slot, r.status])).toEqual([
+      [0, 'succeeded'],
+      [1, 'abandoned'],
+    ]);
+  });
+});
+
+describe('copies given another N under lock files, with the shared log', () => {
+  it('a copy of 3 SIGKILLed on this host does not refuse a copy of 2: that one runs, the dead one is abandoned', async () => {
+    const box = pgSandbox();
+    const job = box.job('lowered-here');
+    const log = box.path('marks');
+    const first = box.path('go01');
+    const args = (n: string) => ['-l', 'flock', '--max-running', n, '-n', job, '--'];
+    const holders = [];
+    for (const [i, barrier] of [first, first, box.path('never')].entries()) {
+      holders.push(start([...args('3'), fixture('slot.sh'), log, barrier], box.env));
+      await waitFor(() => starts(log) === i + 1, `copy ${i} to start`);
+    }
+    await waitFor(async () => (await pgRuns(box.schema)).filter((r) => r.child_pid !== null).length === 3, 'their commands to be recorded');
+    const victim = (await pgRuns(box.schema)).find((r) => r.slot === 2);
+    await killCopy(victim?.pid as number, victim?.child_pid as number);
+    release(first);
+    for (const holder of holders.slice(0, 2)) expect(await holder.done).toMatchObject({ code: 0, stderr: '' });
+    const ran = box.path('ran');
+    expect(await start([...args('2'), 'touch', ran], box.env).done).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(existsSync(ran)).toBe(true);
+    expect((await pgRuns(box.schema)).map((r) => [r.slot, r.max_running, r.status])).toEqual([
+      [0, 3, 'succeeded'],
+      [1, 3, 'succeeded'],
+      [2, 3, 'abandoned'],
+      [0, 2, 'succeeded'],
+    ]);
+  });
+
+  it("a running copy of 3 on another host holds that host's files: a copy of 2 here runs, one of 2 on that host is refused (64)", async () => {
+    const box = pgSandbox();
+    const job = box.job('elsewhere');
+    const log = box.path('marks');
+    const barrier = box.path('go');
+    const onOwn = (h: string, time: string, n: string, command: string[]) =>
+      onHost(`host-${h}`, at(time), ['-l', 'flock', '--max-running', n, '-n', job, '--', ...command], { ...box.env, CRONGUARD_LOCK_DIR: box.path(`locks-${h}`) });
+    const three = onOwn('a', '03:00:01', '3', [fixture('slot.sh'), log, barrier]);
+    await waitFor(() => starts(log) === 1, 'the copy of 3 on host-a to start');
+    expect(await onOwn('b', '03:00:02', '2', ['touch', box.path('ran-b')]).done).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(existsSync(box.path('ran-b'))).toBe(true);
+    const refused = await onOwn('a', '03:00:03', '2', ['touch', box.path('ran-a')]).done;
+    expect(refused.code).toBe(64);
+    expect(refused.stderr).toMatch(new RegExp(`${job} did not run: it runs with --max-running 2 here, but host host-a \\(pid \\d+, run 1, `));
+    expect(existsSync(box.path('ran-a'))).toBe(false);
+    release(barrier);
+    expect(await three.done).toMatchObject({ code: 0, stderr: '' });
   });
 });
 

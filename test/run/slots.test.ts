@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, symlinkSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import type BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { asNobody, cronguard, type Finished, fixture, lines, release, runs, sandbox, start, waitFor } from '../helpers.js';
 import { oneLine } from '../one-line.js';
-import { distinctSlots, notedGone, parentOf, slotRuns } from '../slot-marks.js';
+import { distinctSlots, notedGone, parentOf, type SlotRun, slotRuns } from '../slot-marks.js';
 
 // --max-running N (issue 39) on this host's locks: N slots, each a lock of its own, the first
 // free one taken; the command told its slot ($CRONGUARD_SLOT) and the run log recording it.
@@ -124,6 +126,66 @@ describe.each(KINDS)('--max-running 3 (-l %s)', (kind) => {
     expect(lines(box.path('ran'))).toEqual([]);
     release(barrier);
     expect(await holder).toMatchObject({ code: 0 });
+  });
+});
+
+// Makes the job's only run look like a copy of it still running on another host, under `lock`
+// (its row otherwise as recorded).
+function runningElsewhere(stateDir: string, lock: string): void {
+  const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+  const db = new Database(join(stateDir, 'cronguard.db'));
+  try {
+    db.prepare(`UPDATE runs SET status = 'running', finished_at = NULL, exit_code = NULL, host = 'elsewhere', pid = 4242, lock_backend = ?`).run(lock);
+  } finally {
+    db.close();
+  }
+}
+
+describe.each(KINDS)('--max-running lowered (-l %s)', (kind) => {
+  const args = (job: string, n: string) => ['-l', kind, '--max-running', n, '-n', job, '--'];
+
+  it('a copy of 3 SIGKILLed in slot 2 does not refuse a copy of 2: that one runs, the dead one is abandoned', async () => {
+    const box = sandbox();
+    const marks = box.path('marks');
+    const first = box.path('go01');
+    const copies = [];
+    // One at a time, so that the third holds slot 2; it waits on a barrier never made.
+    for (const [i, barrier] of [first, first, box.path('never')].entries()) {
+      copies.push(start([...args('lowered', '3'), fixture('slot.sh'), marks, barrier], box.env).done);
+      await waitFor(() => slotRuns(marks).length === i + 1, `copy ${i} to start`);
+    }
+    const victim = slotRuns(marks)[2] as SlotRun;
+    expect(victim.slot).toBe(2);
+    process.kill(parentOf(victim.pid), 'SIGKILL');
+    process.kill(victim.pid, 'SIGKILL');
+    await notedGone(marks, victim);
+    release(first);
+    expect((await Promise.all(copies)).map((r) => r.code)).toEqual([0, 0, null]);
+    const ran = box.path('ran');
+    expect(await cronguard([...args('lowered', '2'), 'touch', ran], box.env)).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(existsSync(ran)).toBe(true);
+    expect(runs(box.stateDir).map((r) => [r.slot, r.max_running, r.status])).toEqual([
+      [0, 3, 'succeeded'],
+      [1, 3, 'succeeded'],
+      [2, 3, 'abandoned'],
+      [0, 2, 'succeeded'],
+    ]);
+  });
+
+  it("another host's copy of 3 under its own lock files does not refuse a copy of 2 here; one under a Redis lock does (64)", async () => {
+    const box = sandbox();
+    expect((await cronguard([...args('elsewhere', '3'), 'true'], box.env)).code).toBe(0);
+    runningElsewhere(box.stateDir, kind);
+    const ran = box.path('ran');
+    expect(await cronguard([...args('elsewhere', '2'), 'touch', ran], box.env)).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(existsSync(ran)).toBe(true);
+    rmSync(ran);
+    // The log cannot ask Redis whether that copy still holds its slot.
+    runningElsewhere(box.stateDir, 'redis');
+    const refused = await cronguard([...args('elsewhere', '2'), 'touch', ran], box.env);
+    expect(refused.code).toBe(64);
+    expect(oneLine(refused.stderr)).toMatch(/elsewhere did not run: it runs with --max-running 2 here, but host elsewhere \(pid 4242, run 1, .* runs it with --max-running 3; /);
+    expect(existsSync(ran)).toBe(false);
   });
 });
 

@@ -1,6 +1,7 @@
 import { inDatabase } from '../../lock/lock-spec.js';
 import { type Admission, type AdmitOptions, type HolderRow, keepsLock, type Refused } from '../admission.js';
 import { decide, readsLastStart } from '../decide.js';
+import { disagrees, stillDisagrees } from '../disagreement.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { NewRun, RunningRow, UnsettledRun } from '../types.js';
 import { type PauseRow, toPaused } from './pause.js';
@@ -35,11 +36,11 @@ export type Admitted =
   | { readonly got: number | null; readonly admission: Admission }
   | { readonly got: number | null; readonly admission: null; readonly holder: HolderOfSlot | undefined };
 
-// The run holding a lock another session holds, with its --max-running (sql.runningHolder).
-export type HolderOfSlot = HolderRow & { readonly max_running: number | null };
-
 // A run the admission may settle, or whose --max-running it holds this one's to.
-export type UnsettledRow = UnsettledRun & HolderOfSlot;
+export type UnsettledRow = UnsettledRun & HolderRow & { readonly max_running: number | null };
+
+// The run holding a lock another session holds (sql.runningHolder): the job's newest running one.
+export type HolderOfSlot = UnsettledRow;
 
 // What the first packet reads, under the job's row lock.
 interface Found {
@@ -164,11 +165,35 @@ function foundIn(answers: readonly Answer[], run: NewRun, options: AdmitOptions)
   };
 }
 
-// A running copy of the job given another --max-running than `run`: all copies of a job must
-// agree on N, or each would count the others' slots wrong. Null when none disagrees.
-export function disagreement(rows: readonly HolderOfSlot[], run: NewRun): Refused | null {
-  const other = rows.find((r) => (r.max_running ?? 1) !== run.maxRunning);
+// A running copy of the job given another --max-running than `run` that may still run (see
+// stillDisagrees; `free`: the rows whose database lock nobody holds now, see freeLocks): all
+// copies of a job must agree on N, or each would count the others' slots wrong. Null when
+// none disagrees.
+export function disagreement(rows: readonly UnsettledRow[], run: NewRun, options: AdmitOptions, free: ReadonlySet<number>): Refused | null {
+  const other = rows.find((r) => disagrees(r, run) && stillDisagrees(r, run, options.isGone, (row) => !free.has(Number(row.id))));
   return other ? { admitted: false, reason: 'slots', holder: toHolder(other), maxRunning: other.max_running ?? 1 } : null;
+}
+
+// When the lock is another's: a refusal as the disagreement it is when the job's newest
+// running copy (`holder`) was given another N and may still run, which no free slot of this N
+// would find when all are held. Its lock is asked only then.
+export async function heldDisagreement(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions, holder: HolderOfSlot | undefined): Promise<Refused | null> {
+  if (!holder || !disagrees(holder, run)) return null;
+  return disagreement([holder], run, options, await freeLocks(t, sql, run, [holder]));
+}
+
+// Of `rows`, the running ones given another N under a lock of this server (GET_LOCK, a lease)
+// that nobody holds now: the wrapper that held it has ended, or lost it (a lost lease is never
+// renewed, a GET_LOCK name is only taken before a run's row is written), and its run was
+// inserted under that lock, which its outcome lets go only after its COMMIT. Asked in a round
+// trip of its own, only when there are such rows: a lease by a locking read (the newest
+// renewal, not this transaction's snapshot).
+export async function freeLocks(t: MysqlSession, sql: RunSql, run: NewRun, rows: readonly UnsettledRow[]): Promise<Set<number>> {
+  const asked = rows.filter((r) => r.status === 'running' && disagrees(r, run) && r.lock_key !== null && (r.lock_backend === 'mysql' || r.lock_backend === 'lease'));
+  if (asked.length === 0) return new Set();
+  const answers = await t.batch(asked.map((r): Statement => (r.lock_backend === 'mysql' ? [LOCK_SQL.used, [r.lock_key]] : [sql.leaseHeld, [r.lock_key]])));
+  const held = (a: Answer | undefined) => Number((a?.rows[0] as { held: number | string | null } | undefined)?.held ?? 0) === 1;
+  return new Set(asked.filter((_, i) => !held(answers[i])).map((r) => Number(r.id)));
 }
 
 // The admission's decision on what the first packet found (decide() applies the rule,
@@ -187,9 +212,10 @@ async function admitFound(
   // The job's own pause, else the fleet's (a job without a row too).
   const paused =
     job && Number(job.disabled) === 1 ? toPaused(job, false) : found.fleet && Number(found.fleet.held) === 1 ? toPaused(found.fleet, true) : null;
-  const settled = paused ? found : await settle(t, sql, run, options, found, writes);
+  const free = await freeLocks(t, sql, run, found.unsettled);
+  const settled = paused ? found : await settle(t, sql, run, options, found, writes, free);
   // Before the pause, as the embedded log: a disagreement is a mistake to say at once.
-  const slots = disagreement(settled.unsettled.filter((r) => r.status === 'running'), run);
+  const slots = disagreement(settled.unsettled.filter((r) => r.status === 'running'), run, options, free);
   if (slots) return slots;
   const decision = decide(
     {
@@ -218,15 +244,18 @@ async function admitFound(
 // The job's runs that this admission proves ended: `running` rows left by a wrapper that
 // vanished are abandoned (their requests fail with them), and the claims of finished runs
 // whose wrapper vanished between attempts are settled. Proven by a database lock held
-// (holding one proves that every run under it before has ended, on any host), or by `isGone` for this host's rows under other locks. Rare, so in a round
+// (holding one proves that every run under it before has ended, on any host), by one nobody
+// holds for a running copy given another N (`free`, see freeLocks: its slot may be one no
+// copy takes any more), or by `isGone` for this host's rows under other locks. Rare, so in a round
 // trip of its own, which reads again what it changes: the requests due (some may be
 // pending again) and the last start (not an abandoned run's); the runs it abandoned are
 // no longer found running.
-async function settle(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions, found: Found, writes: Statement[]): Promise<Found> {
+async function settle(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions, found: Found, writes: Statement[], free: ReadonlySet<number>): Promise<Found> {
   const rows = found.unsettled;
   const fleet = inDatabase(run.lockBackend);
   const ended = (r: UnsettledRun): boolean =>
     (r.lock_backend === null && fleet) ||
+    (r.status === 'running' && free.has(Number(r.id))) ||
     (r.lock_backend === run.lockBackend && r.lock_key !== null && r.lock_key === run.lockKey && (fleet || r.host === run.host)) ||
     (r.host === run.host && options.isGone(r as RunningRow, run));
   const gone = rows.filter((r) => r.status === 'running' && ended(r)).map((r) => Number(r.id));

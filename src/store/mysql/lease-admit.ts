@@ -1,6 +1,6 @@
 import { type Admission, type AdmitOptions, keepsLock, type Refused } from '../admission.js';
 import type { NewRun } from '../types.js';
-import { admitLocked, disagreement, type HolderOfSlot } from './admit.js';
+import { admitLocked, type HolderOfSlot, heldDisagreement } from './admit.js';
 import { serverErrno } from './errors.js';
 import { toHolder } from './rows.js';
 import type { MysqlSession } from './session.js';
@@ -33,7 +33,7 @@ export function admitLeased(session: MysqlSession, sql: RunSql, run: NewRun, opt
   return session.transaction(async (t): Promise<LeaseAdmission> => {
     await t.query(sql.lockJob, [run.job]);
     const taken = await takeLease(t, sql, run, lease);
-    if (taken === null) return { admission: await skip(t, sql, run, lease.countSkip), epoch: null };
+    if (taken === null) return { admission: await skip(t, sql, run, options, lease.countSkip), epoch: null };
     const { epoch } = taken;
     // Holding the lease proves that the runs under it before ended, on any host (their
     // holders stopped their commands before it could expire): admitLocked abandons the
@@ -82,9 +82,9 @@ async function takeLease(t: MysqlSession, sql: RunSql, run: NewRun, lease: Lease
 // A refusal for the lease counts as a skip of the run that holds it (or is parked on the
 // job for its outcome, when no run is found), as a held GET_LOCK's does; a holder given
 // another --max-running is refused as a disagreement, uncounted.
-async function skip(t: MysqlSession, sql: RunSql, run: NewRun, count: boolean): Promise<Refused> {
+async function skip(t: MysqlSession, sql: RunSql, run: NewRun, options: AdmitOptions, count: boolean): Promise<Refused> {
   const [holder] = await t.query<HolderOfSlot>(sql.runningHolder, [run.job]);
-  const slots = disagreement(holder ? [holder] : [], run);
+  const slots = await heldDisagreement(t, sql, run, options, holder);
   if (slots) return slots;
   if (count) {
     if (holder) await t.execute(sql.countSkip, [holder.id]);

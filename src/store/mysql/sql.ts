@@ -47,6 +47,8 @@ export const LOCK_SQL = {
   got: 'SELECT @cronguard_got AS got',
   // After a failed admission: the name is freed if that admission took it.
   releaseTaken: 'DO IF(@cronguard_got = 1, RELEASE_LOCK(?), 0)',
+  // Whether any session holds a name now (admit.ts freeLocks).
+  used: 'SELECT IS_USED_LOCK(?) IS NOT NULL AS held',
 } as const;
 
 // A key that a locking read of the admission's first packet looks up (lock name, key): NULL,
@@ -162,7 +164,10 @@ export function runSql(D: string) {
     // latest run of the wrapper that took a local lock (job, host, pid); else parked on the
     // job, for its holder's outcome to fold in.
     // With its --max-running: a copy given another N is refused as a disagreement.
-    runningHolder: `SELECT ${HOLDER}, max_running FROM ${D}.runs ${BY_STATUS} WHERE job = ? AND status = 'running' ORDER BY id DESC LIMIT 1`,
+    // The job's newest running copy, with its --max-running and what tells whether it may
+    // still run (admit.ts heldDisagreement).
+    runningHolder: `SELECT ${HOLDER}, max_running, status, wrapper_start, lock_backend, lock_key FROM ${D}.runs ${BY_STATUS}
+                    WHERE job = ? AND status = 'running' ORDER BY id DESC LIMIT 1`,
     runningHolderOn: `SELECT ${HOLDER} FROM ${D}.runs ${BY_STATUS} WHERE job = ? AND status = 'running' AND host = ? ORDER BY id DESC LIMIT 1`,
     pidHolder: `SELECT ${HOLDER} FROM ${D}.runs WHERE job = ? AND host = ? AND pid = ? ORDER BY id DESC LIMIT 1`,
     countSkip: `UPDATE ${D}.runs SET overlaps = overlaps + 1 WHERE id = ?`,
@@ -226,6 +231,8 @@ export function runSql(D: string) {
     // no row, the gap where it would go: a DBA's INSERT waits for this transaction).
     leaseLive: `SELECT expires_at > UTC_TIMESTAMP(6) AS live FROM ${D}.leases WHERE lock_key = ?`,
     leaseRow: `SELECT expires_at > UTC_TIMESTAMP(6) AS live FROM ${D}.leases WHERE lock_key = ? FOR UPDATE`,
+    // Whether a lease is held now, by whoever (key): its newest renewal, by a locking read.
+    leaseHeld: `SELECT expires_at > UTC_TIMESTAMP(6) AS held FROM ${D}.leases WHERE lock_key = ? LOCK IN SHARE MODE`,
     // A new epoch, read back as LAST_INSERT_ID() by the statement that takes the lease. The
     // counter's row stays locked to the commit: takers of all keys go one at a time.
     drawEpoch: `UPDATE ${D}.lease_epochs SET epoch = LAST_INSERT_ID(epoch + 1) WHERE id = 1`,

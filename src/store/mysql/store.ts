@@ -6,7 +6,7 @@ import { type Cancellation, type NewRequest, type RequestRow, requestStatusOf, t
 import type { LockedAdmission, SchemaMemory, ServerLock, SharedStore } from '../shared.js';
 import type { SpooledRun } from '../spool-record.js';
 import type { AlertClaim, LeaseRow, LockRelease, LockRequest, NewRun, PruneOptions, PruneResult, RunFilter, RunOutcome, RunRow, RunTail, StopRequest, UnsettledRun } from '../types.js';
-import { type AdmissionLock, type Admitted, admitIn, disagreement } from './admit.js';
+import { type AdmissionLock, type Admitted, admitIn, heldDisagreement } from './admit.js';
 import { isRetryableTransaction, serverErrno } from './errors.js';
 import { heldMysqlLocks } from './held-locks.js';
 import { admitLeased } from './lease-admit.js';
@@ -242,7 +242,7 @@ export class MysqlStore implements SharedStore {
     const { got, admission } = admitted;
     if (admission === null) {
       const holder = 'holder' in admitted ? admitted.holder : undefined;
-      const slots = disagreement(holder ? [holder] : [], run);
+      const slots = await heldDisagreement(this.session, this.sql, run, options, holder);
       if (slots) return { ...locked, sentAt, holding: false, admission: slots };
       if (countSkip) await this.withSchema(() => this.write(holder ? this.sql.countSkip : this.sql.park, holder ? [holder.id] : [run.job]));
       return { ...locked, sentAt, holding: false, admission: { admitted: false, reason: 'locked', holder: toHolder(holder) } };

@@ -15,7 +15,8 @@ export interface AdmitResult {
   // As jsonb has them: what a row holds, checked by claimedRequest.
   requests: { id: number; args: unknown }[];
   running?: RunningRow[];
-  holder?: HolderRow | null;
+  // 'slots': with what tells whether its wrapper is gone, when it is this host's.
+  holder?: (HolderRow & Partial<Pick<RunningRow, 'wrapper_start' | 'lock_backend' | 'lock_key'>>) | null;
   disabled?: Paused | null;
   last_started_at?: string | null;
   // 'schedule' and 'unscheduled' (migration 0019).

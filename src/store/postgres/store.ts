@@ -192,7 +192,9 @@ export class PostgresStore implements SharedStore {
     return this.admission(run, options, lock, countSkip);
   }
 
-  private async admission(run: NewRun, options: AdmitOptions, lock: LockRequest | null, countSkip: boolean): Promise<LockedAdmission> {
+  // `abandoned`: this host's runs given another N that an admission before this one found in
+  // its way and abandoned (see slotHolderGone).
+  private async admission(run: NewRun, options: AdmitOptions, lock: LockRequest | null, countSkip: boolean, abandoned: ReadonlySet<number> = new Set()): Promise<LockedAdmission> {
     if (lock?.kind === 'named') throw new Error('a GET_LOCK name is MySQL\'s; PostgreSQL locks by key');
     const taking =
       lock === null ? {}
@@ -243,6 +245,13 @@ export class PostgresStore implements SharedStore {
     const orphaned = (row?.orphaned ?? []).filter((o) => options.isGone(o, run)).map((o) => String(o.id));
     if (orphaned.length > 0) await this.run(this.sql.settleClaims, { ids: orphaned });
     if (!r.admitted) {
+      const stale = slotHolderGone(r, run, options, abandoned);
+      if (stale !== null) {
+        // Refused for a copy of this host given another N whose wrapper is gone: admit() cannot
+        // ask this host's processes (slot_disagreement). Abandoned, the admission is asked again.
+        if (!gone.includes(String(stale))) await this.run(this.sql.abandon, { ids: [String(stale)] });
+        return this.admission(run, options, lock, countSkip, new Set([...abandoned, stale]));
+      }
       const refused = { admitted: false, reason: r.reason, holder: toHolder(r.holder), lastStartedAt: r.last_started_at ?? undefined, paused: r.disabled ? toPaused(r.disabled as unknown as Record<string, unknown>, r.disabled.fleet === true) : undefined, ...scheduleRefusal(r, options.scheduled, startedAt.getTime()), ...(r.reason === 'slots' ? { maxRunning: r.max_running ?? 1 } : {}) } as const;
       return { ...locked, admission: refused };
     }
@@ -474,4 +483,13 @@ export class PostgresStore implements SharedStore {
   async releaseTask(task: string): Promise<void> {
     await this.run(this.sql.releaseTask, { task });
   }
+}
+
+// The id of the run a 'slots' refusal names when it is this host's and its wrapper is gone
+// (which only this host can tell), and no admission before this one abandoned it; else null.
+function slotHolderGone(r: AdmitResult, run: NewRun, options: AdmitOptions, abandoned: ReadonlySet<number>): number | null {
+  const h = r.reason === 'slots' ? r.holder : null;
+  if (!h || h.host !== run.host || abandoned.has(Number(h.id))) return null;
+  const row: RunningRow = { id: Number(h.id), pid: h.pid, wrapper_start: h.wrapper_start ?? null, lock_backend: h.lock_backend ?? null, lock_key: h.lock_key ?? null };
+  return options.isGone(row, run) ? row.id : null;
 }

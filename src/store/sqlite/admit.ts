@@ -2,6 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type BetterSqlite3 from 'better-sqlite3';
 import { type Admission, type AdmitOptions, type HolderRow, toHolder } from '../admission.js';
 import { decide, readsLastStart } from '../decide.js';
+import { type SlotRow, stillDisagrees } from '../disagreement.js';
 import { type ClaimedRequest, claimedRequest } from '../requests.js';
 import type { NewRun, RunningRow } from '../types.js';
 import { settleOrphans } from './claims.js';
@@ -34,7 +35,10 @@ export function admitIn(
         db.prepare(SQL.failRequestsOf).run(now, row.id);
       }
     }
-    const other = db.prepare(SQL.otherSlots).get(run.job, run.maxRunning) as (HolderRow & { max_running: number | null }) | undefined;
+    // A paused job's gone rows are not abandoned above, and are not counted either. The
+    // locks of the fleet's database need its log, so no row here is under one.
+    const others = db.prepare(SQL.otherSlots).all(run.job, run.maxRunning) as (HolderRow & SlotRow)[];
+    const other = others.find((r) => stillDisagrees(r, run, options.isGone, () => true));
     if (other) return { admitted: false, reason: 'slots', holder: toHolder(other), maxRunning: other.max_running ?? 1 };
     const job = options.scheduled !== null ? (db.prepare(SQL.scheduleOf).get(run.job) as { schedule: string | null; said: string | null } | undefined) : undefined;
     const decision = decide(

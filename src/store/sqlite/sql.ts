@@ -13,8 +13,10 @@ const OUTCOME = 'status, finished_at, duration_ms, exit_code, signal, output, ou
 const ABANDONED = `'wrapper (pid ' || pid || ') vanished without recording an outcome'`;
 
 export const SQL = {
-  // A running copy of the job that was given another --max-running than this one.
-  otherSlots: `SELECT id, host, pid, started_at, max_running FROM runs WHERE job = ? AND status = 'running' AND COALESCE(max_running, 1) <> ? LIMIT 1`,
+  // The running copies of the job that were given another --max-running than this one, oldest
+  // first (admitIn holds against it only those that may still run: disagreement.ts).
+  otherSlots: `SELECT id, host, pid, started_at, max_running, wrapper_start, lock_backend, lock_key FROM runs
+               WHERE job = ? AND status = 'running' AND COALESCE(max_running, 1) <> ? ORDER BY id`,
   runningHere: `SELECT id, pid, wrapper_start, lock_backend, lock_key FROM runs WHERE job = ? AND host = ? AND status = 'running'`,
   abandon: `UPDATE runs SET status = 'abandoned', finished_at = ?, error = ${ABANDONED} WHERE id = ? AND status = 'running'`,
   // The requests of a run that ended without a word end with it.

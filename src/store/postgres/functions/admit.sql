@@ -25,13 +25,19 @@ BEGIN
   SELECT max(m.version) INTO version FROM {{schema}}.schema_migrations m;
   IF p ? 'key' THEN
     IF NOT pg_try_advisory_lock((p->>'key')::bigint) THEN
-      -- The holder read for the skip is a running copy given another N if there is one: such a
-      -- copy is refused even while every slot it would take is held.
+      -- The holder read for the skip is a running copy given another N if there is one that
+      -- may still run (slot_disagreement()): such a copy is refused even while every slot it
+      -- would take is held.
       SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
         WHERE job = job_name AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
       IF (holder->>'max_running')::integer <> slot_count THEN
-        RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', holder - 'max_running',
-                                  'max_running', holder->'max_running', 'version', version);
+        disagrees := {{schema}}.slot_disagreement(p);
+        IF disagrees IS NOT NULL THEN
+          RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', disagrees - 'max_running',
+                                    'max_running', disagrees->'max_running', 'version', version);
+        END IF;
+        SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
+          WHERE job = job_name AND status = 'running' ORDER BY coalesce(max_running, 1) = slot_count DESC, id DESC LIMIT 1) r;
       END IF;
       IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(job_name, (holder->>'id')::bigint); END IF;
       RETURN jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder, 'version', version);
@@ -82,6 +88,7 @@ BEGIN
                                        'max_running', coalesce(max_running, 1)) ORDER BY id)
           FILTER (WHERE coalesce(max_running, 1) <> slot_count))[1]
   INTO others, disagrees FROM {{schema}}.runs WHERE job = job_name AND status = 'running';
+  IF disagrees IS NOT NULL THEN disagrees := {{schema}}.slot_disagreement(p); END IF;
   IF disagrees IS NOT NULL THEN
     IF took_lock THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
     RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', disagrees - 'max_running',

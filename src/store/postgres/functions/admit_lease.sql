@@ -6,6 +6,7 @@ DECLARE
   taken      bigint;
   holder     jsonb;
   slot_count integer := coalesce((p->>'max_running')::integer, 1);
+  disagrees  jsonb;
 BEGIN
   -- The row is locked by whoever writes it first; the others wait for that transaction and
   -- then see its lease unexpired: exactly one of any number of racing admissions takes it.
@@ -22,9 +23,14 @@ BEGIN
     SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
       WHERE job = p->>'job' AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
     IF (holder->>'max_running')::integer <> slot_count THEN
-      RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', holder - 'max_running',
-                                'max_running', holder->'max_running',
-                                'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
+      disagrees := {{schema}}.slot_disagreement(p);
+      IF disagrees IS NOT NULL THEN
+        RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', disagrees - 'max_running',
+                                  'max_running', disagrees->'max_running',
+                                  'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
+      END IF;
+      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
+        WHERE job = p->>'job' AND status = 'running' ORDER BY coalesce(max_running, 1) = slot_count DESC, id DESC LIMIT 1) r;
     END IF;
     IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(p->>'job', (holder->>'id')::bigint); END IF;
     RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder,

@@ -1,8 +1,8 @@
 -- --max-running N (issue 39): the slot of the job's lock a run held (0 to N-1) and the N it
 -- was run with (as SQLite's 0016; NULL, from before, reads as slot 0 of 1). admit(p) records
 -- both from `slot` and `max_running`, refuses with `slots` when a running copy of the job was
--- given another N (admit_lease() too, when the lease is held), and lets N hosts start the job
--- in a minute.
+-- given another N and may still run (slot_disagreement(); admit_lease() too, when the lease is
+-- held), and lets N hosts start the job in a minute.
 ALTER TABLE {{schema}}.runs ADD COLUMN slot integer, ADD COLUMN max_running integer;
 
 -- The fleet's rule becomes at most N starts per tick: the first host of a minute claims it on
@@ -41,6 +41,60 @@ BEGIN
   RETURN false;
 END $$;
 
+-- A running copy of the job given another N than p's, which may still run: every copy must
+-- agree on N, but a copy counts only while it may still be running in a lock domain this one
+-- shares (see disagreement.ts), or a row left by a wrapper that died (SIGKILL, a host gone for
+-- good) in a slot no copy takes once N is lowered would refuse every later copy forever.
+-- Called by admit() and admit_lease() only when such a row is running at all, so a plain
+-- admission never compiles it.
+-- - A row under a lock of this database (the advisory lock, a lease) counts while the lock is
+--   held, by any backend: one nobody holds is abandoned here, as the lock's next holder would.
+--   That is safe against its own holder: its run was inserted under the lock (taken first by
+--   admit()), and finish() writes its outcome before letting the lock go, so a row found
+--   running whose lock is free has lost its holder; an outcome being written meanwhile wins,
+--   the row locked and read again before it is changed. Rows are locked in order of id, as
+--   other admissions settling them do.
+-- - A row under a lock file of another host (flock, lockfile) does not count: its slots are that
+--   host's own files, so the two cannot share a slot.
+-- - A row of this host counts here: its wrapper is the caller's to check (isGone), with the
+--   row's wrapper_start, lock_backend and lock_key, which the answer carries.
+-- - A row under a Redis lock (or none recorded) counts: this log cannot ask Redis.
+CREATE FUNCTION {{schema}}.slot_disagreement(p jsonb) RETURNS jsonb LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
+DECLARE
+  job_name   text    := p->>'job';
+  host_name  text    := p->>'host';
+  slot_count integer := coalesce((p->>'max_running')::integer, 1);
+  found      jsonb;
+BEGIN
+  -- Advisory keys held in this database (bigint keys: objsubid 1, the key split into classid
+  -- and objid as holds() reads it), as the text a run's lock_key records.
+  WITH held AS (
+    SELECT ((l.classid::bigint << 32) | l.objid::bigint)::text AS lock_key FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())),
+  stale AS (
+    SELECT r.id FROM {{schema}}.runs r
+    WHERE r.job = job_name AND r.status = 'running' AND coalesce(r.max_running, 1) <> slot_count
+      AND ((r.lock_backend = 'postgres' AND NOT EXISTS (SELECT FROM held h WHERE h.lock_key = r.lock_key))
+           OR (r.lock_backend = 'lease' AND NOT EXISTS (SELECT FROM {{schema}}.leases l
+                                                       WHERE l.lock_key::text = r.lock_key AND l.expires_at > now())))
+    ORDER BY r.id FOR UPDATE OF r),
+  gone AS (
+    UPDATE {{schema}}.runs SET status = 'abandoned', finished_at = now(),
+           error = 'wrapper (pid ' || pid || ' on ' || host || ') vanished without recording an outcome'
+    WHERE id IN (SELECT id FROM stale) AND status = 'running'
+    RETURNING id)
+  UPDATE {{schema}}.requests SET status = 'failed', finished_at = now()
+  WHERE run_id IN (SELECT id FROM gone) AND status = 'running';
+  SELECT jsonb_build_object('id', id, 'host', host, 'pid', pid, 'started_at', started_at, 'max_running', coalesce(max_running, 1),
+                            'wrapper_start', wrapper_start, 'lock_backend', lock_backend, 'lock_key', lock_key)
+  INTO found FROM {{schema}}.runs
+  WHERE job = job_name AND status = 'running' AND coalesce(max_running, 1) <> slot_count
+    AND (host = host_name OR lock_backend IS NULL OR lock_backend NOT IN ('flock', 'lockfile', 'none'))
+  ORDER BY id LIMIT 1;
+  RETURN found;
+END $$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.admit(p jsonb) RETURNS jsonb LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   job_name   text        := p->>'job';
@@ -66,13 +120,19 @@ BEGIN
   SELECT max(m.version) INTO version FROM {{schema}}.schema_migrations m;
   IF p ? 'key' THEN
     IF NOT pg_try_advisory_lock((p->>'key')::bigint) THEN
-      -- The holder read for the skip is a running copy given another N if there is one: such a
-      -- copy is refused even while every slot it would take is held.
+      -- The holder read for the skip is a running copy given another N if there is one that
+      -- may still run (slot_disagreement()): such a copy is refused even while every slot it
+      -- would take is held.
       SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
         WHERE job = job_name AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
       IF (holder->>'max_running')::integer <> slot_count THEN
-        RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', holder - 'max_running',
-                                  'max_running', holder->'max_running', 'version', version);
+        disagrees := {{schema}}.slot_disagreement(p);
+        IF disagrees IS NOT NULL THEN
+          RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', disagrees - 'max_running',
+                                    'max_running', disagrees->'max_running', 'version', version);
+        END IF;
+        SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
+          WHERE job = job_name AND status = 'running' ORDER BY coalesce(max_running, 1) = slot_count DESC, id DESC LIMIT 1) r;
       END IF;
       IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(job_name, (holder->>'id')::bigint); END IF;
       RETURN jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder, 'version', version);
@@ -123,6 +183,7 @@ BEGIN
                                        'max_running', coalesce(max_running, 1)) ORDER BY id)
           FILTER (WHERE coalesce(max_running, 1) <> slot_count))[1]
   INTO others, disagrees FROM {{schema}}.runs WHERE job = job_name AND status = 'running';
+  IF disagrees IS NOT NULL THEN disagrees := {{schema}}.slot_disagreement(p); END IF;
   IF disagrees IS NOT NULL THEN
     IF took_lock THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
     RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', disagrees - 'max_running',
@@ -213,6 +274,7 @@ DECLARE
   taken      bigint;
   holder     jsonb;
   slot_count integer := coalesce((p->>'max_running')::integer, 1);
+  disagrees  jsonb;
 BEGIN
   -- The row is locked by whoever writes it first; the others wait for that transaction and
   -- then see its lease unexpired: exactly one of any number of racing admissions takes it.
@@ -229,9 +291,14 @@ BEGIN
     SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
       WHERE job = p->>'job' AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
     IF (holder->>'max_running')::integer <> slot_count THEN
-      RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', holder - 'max_running',
-                                'max_running', holder->'max_running',
-                                'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
+      disagrees := {{schema}}.slot_disagreement(p);
+      IF disagrees IS NOT NULL THEN
+        RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', disagrees - 'max_running',
+                                  'max_running', disagrees->'max_running',
+                                  'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
+      END IF;
+      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
+        WHERE job = p->>'job' AND status = 'running' ORDER BY coalesce(max_running, 1) = slot_count DESC, id DESC LIMIT 1) r;
     END IF;
     IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(p->>'job', (holder->>'id')::bigint); END IF;
     RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder,
