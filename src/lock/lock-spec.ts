@@ -61,6 +61,12 @@ export function onThisMachine(backend: string | null): boolean {
   return backend === 'flock' || backend === 'lockfile';
 }
 
+// A lock of one host's own (a lock file, or none): what it excludes is on that host alone,
+// so a run under it on another host shares nothing with this one's, its slots included.
+export function ofOneHost(backend: string): boolean {
+  return backend === 'flock' || backend === 'lockfile' || backend === 'none';
+}
+
 // A lock file of this machine's: holding it proves that whatever held it before has ended,
 // pid reused or not.
 export function provesHoldersGone(spec: LockSpec): boolean {

@@ -1,4 +1,4 @@
-import { inDatabase } from '../lock/lock-spec.js';
+import { inDatabase, ofOneHost } from '../lock/lock-spec.js';
 import type { AdmitOptions } from './admission.js';
 import type { NewRun, RunningRow } from './types.js';
 
@@ -12,9 +12,6 @@ export interface SlotRow extends RunningRow {
 export function disagrees(row: Pick<SlotRow, 'max_running'>, run: Pick<NewRun, 'maxRunning'>): boolean {
   return (row.max_running ?? 1) !== run.maxRunning;
 }
-
-// Locks of one host's own: their slots are that host's files, which no other host takes.
-const LOCAL = new Set(['flock', 'lockfile', 'none']);
 
 // Whether a running copy given another N still refuses `run` (exit 64): only while it may
 // still be running in a lock domain the two share. A copy whose wrapper died (SIGKILL, a host
@@ -32,5 +29,5 @@ export function stillDisagrees(row: SlotRow, run: Pick<NewRun, 'host' | 'lockBac
   const here = row.host === run.host;
   if (here && isGone(row, run)) return false;
   if (inDatabase(row.lock_backend)) return held(row);
-  return here || row.lock_backend === null || !LOCAL.has(row.lock_backend);
+  return here || row.lock_backend === null || !ofOneHost(row.lock_backend);
 }
