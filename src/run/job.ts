@@ -17,7 +17,7 @@ import { startable } from './command.js';
 import type { Entry, Gate } from './gate/gate.js';
 import { openGate } from './gate/open.js';
 import { housekeep } from './housekeeping.js';
-import { notDue, scheduledLook } from './loop/due.js';
+import { DueFirstGate, scheduledLook } from './loop/due.js';
 import { RequestWatch } from './loop/watch.js';
 import { recordedCommand } from './recorded.js';
 import { skipped } from './skip.js';
@@ -35,6 +35,12 @@ export async function runJob(config: RunConfig, fileEnv: Readonly<Record<string,
   const masker = masking() ? (await import('./supervisor/mask.js')).LineMasker : null;
   const manual = isatty(0);
   const run = newRun(config, manual);
+  // At a terminal: another user's run of this job under a lock of its own (see private-note.ts).
+  const defaultDir = manual ? defaultFlockDir(config.lock) : null;
+  if (defaultDir) {
+    const note = (await import('../lock/private-note.js')).privateLockNote(config.name, defaultDir.path === SHARED_LOCK_DIR);
+    if (note) say.warn(note);
+  }
   // A loop's window and period are durations: counted on the monotonic clock, which a step
   // of the wall clock (NTP) neither shortens nor lengthens.
   const invokedMs = monotonicMs();
@@ -44,12 +50,6 @@ export async function runJob(config: RunConfig, fileEnv: Readonly<Record<string,
   const notifier = config.notify ? new (await import('./report/notify.js')).Notifier(config.notify, config.name, say) : null;
   const syslog = config.syslog ? new (await import('./report/syslog.js')).Syslog(config.syslog, config.name) : null;
   const file = await startable(config, run, say, { pinger, notifier, syslog }, fileEnv?.PATH ?? process.env.PATH);
-  // At a terminal: another user's run of this job under a lock of its own (see private-note.ts).
-  const defaultDir = manual ? defaultFlockDir(config.lock) : null;
-  if (defaultDir) {
-    const note = (await import('../lock/private-note.js')).privateLockNote(config.name, defaultDir.path === SHARED_LOCK_DIR);
-    if (note) say.warn(note);
-  }
   // A signal to cronguard stops whatever is not running yet: a wait for the lock, for a
   // retry, for the next run of a loop (one line, exit 128+N). A running command gets it
   // forwarded (the supervisor), and nothing new starts after it.
@@ -71,16 +71,15 @@ export async function runJob(config: RunConfig, fileEnv: Readonly<Record<string,
     };
     const options = await admitOptions(config, manual);
     gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
+    // Loaded with the flag only, as ping.js is.
+    if (config.replace) gate = new (await import('./stop/replace.js')).ReplacingGate(gate, config, run, say);
+    if (mayBeShared(config.lock)) gate = new DueFirstGate(gate, config, options, run);
     gate.recorder.notifyWith(notifier);
     // A stop request ends the invocation as a signal would: no retry, no next run of a loop.
     stopListener = new StopListener(gate.recorder, isShared(config.log), (request) => {
       if (!stop.signal.aborted) stop.abort(request.signal);
     });
-    // Loaded with the flag only, as ping.js is.
-    const replacing = config.replace ? await (await import('./stop/replace.js')).replaceRunning(gate.recorder, config, run, say) : [];
-    // A lock other jobs share is taken only by a job that is due (see loop/due.ts).
-    const early = mayBeShared(config.lock) ? await notDue(gate.recorder, config, options, run) : null;
-    admission = early ?? (await gate.admit(stop.signal).catch(notRun));
+    admission = await gate.admit(stop.signal).catch(notRun);
     // Runs of a loop are spaced from here: at or after the first run's recorded start.
     const admittedAt = monotonicMs();
     const lock = admission.admitted ? admission.lock : admission.held;
@@ -99,7 +98,6 @@ export async function runJob(config: RunConfig, fileEnv: Readonly<Record<string,
       await gate.recorder.finish(notStarted(stop.signal.reason, stopListener.request?.by ?? null), true);
       throw interrupted('before the command started; nothing ran');
     }
-    if (replacing.length > 0) await (await import('./stop/replace.js')).replaced(gate.recorder, replacing, run.host);
     const code = await runAttempts(ctx, slotted, admission.requests);
     return config.forMs === null || endsLoop(stop.signal, code) ? code : await repeat(ctx, gate, slotted, { invokedMs, admittedAt, firstAt: null }, code, scheduledLook(config, null));
   } finally {

@@ -2,8 +2,8 @@ import type { Hono } from 'hono';
 import { exposition } from '../metrics/exposition.js';
 import { withScheduleProblem } from '../schedule/job.js';
 import { withLeases } from '../store/leases.js';
-import { withSlots } from '../store/slot-holders.js';
 import { argsProblem } from '../store/requests.js';
+import { withSlots } from '../store/slot-holders.js';
 import { RUN_STATUSES, type RunStatus } from '../store/types.js';
 import { badRequest, hasNul, idOf, nameOf, notFound, type ServeContext } from './context.js';
 

@@ -41,6 +41,29 @@ export interface Gate {
 
 export type GateOptions = AdmitOptions;
 
+// A step of admission taken around a gate's own (--replace's stop of the running copy, a
+// shared lock's check that the job is due): the lock, the log and the loop's readmission stay
+// the gate's.
+export abstract class AroundGate implements Gate {
+  constructor(protected readonly inner: Gate) {}
+  get recorder(): RunRecorder {
+    return this.inner.recorder;
+  }
+  get description(): string {
+    return this.inner.description;
+  }
+  abstract admit(abort: AbortSignal): Promise<Entry>;
+  readmit(run: NewRun): Promise<Verdict> {
+    return this.inner.readmit(run);
+  }
+  roundTrips(): RoundTrips {
+    return this.inner.roundTrips();
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
 // The statements of the run, and apart from them, those of the lock's heartbeat.
 export interface RoundTrips {
   // The database's name (PostgreSQL, MySQL), for the -v line.

@@ -5,7 +5,24 @@ import { dueAfterMs, lastCountedStart, pauseOf } from '../../store/jobs.js';
 import type { NewRun, UnsettledRun } from '../../store/types.js';
 import { isSameProcess } from '../../util/process-id.js';
 import { monotonicMs } from '../../util/time.js';
+import { AroundGate, type Entry, type Gate } from '../gate/gate.js';
 import type { RunRecorder } from '../recorder.js';
+
+// A lock other jobs share is taken only by a job that is due (see notDue).
+export class DueFirstGate extends AroundGate {
+  constructor(
+    inner: Gate,
+    private readonly config: RunConfig,
+    private readonly options: AdmitOptions,
+    private readonly run: NewRun,
+  ) {
+    super(inner);
+  }
+
+  async admit(abort: AbortSignal): Promise<Entry> {
+    return (await notDue(this.recorder, this.config, this.options, this.run)) ?? (await this.inner.admit(abort));
+  }
+}
 
 // Whether an invocation is certainly not due, asked of the log before its lock is taken.
 // Jobs that share a lock (--lock-file, --lock-key) must not take it only to learn that they
@@ -14,7 +31,7 @@ import type { RunRecorder } from '../recorder.js';
 // the answer errs towards "due": a request, a log that cannot answer, an abandoned last run,
 // a loop that waits for work holding the lock, a run the admission may find to settle, all
 // take the lock and ask again.
-export async function notDue(recorder: RunRecorder, config: RunConfig, options: AdmitOptions, run: NewRun): Promise<Refused | null> {
+async function notDue(recorder: RunRecorder, config: RunConfig, options: AdmitOptions, run: NewRun): Promise<Refused | null> {
   const name = config.name;
   const answer = await recorder.consult('check whether the job is due', async (store) => {
     // In turn: the first creates a shared log's schema when it is not there yet.

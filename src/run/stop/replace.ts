@@ -3,6 +3,7 @@ import { isShared } from '../../store/log-spec.js';
 import type { NewRun, RunRow } from '../../store/types.js';
 import { formatDuration } from '../../util/duration.js';
 import type { Messages } from '../../util/io.js';
+import { AroundGate, type Entry, type Gate } from '../gate/gate.js';
 import type { RunRecorder } from '../recorder.js';
 import { betweenRuns } from './stop-between.js';
 import { STOP_POLL_MS } from './stop-listener.js';
@@ -12,13 +13,33 @@ import { stopRun } from './stop-run.js';
 // and to record its end.
 const REPLACE_MARGIN_MS = 5000;
 
-// --replace: stops the job's running copies (on any host, as `cronguard stop` does, with this
+// --replace: before the lock is asked for, the job's running copies are stopped; once this run
+// is admitted, the runs it replaced name it (replaced()).
+export class ReplacingGate extends AroundGate {
+  constructor(
+    inner: Gate,
+    private readonly config: RunConfig,
+    private readonly run: NewRun,
+    private readonly say: Messages,
+  ) {
+    super(inner);
+  }
+
+  async admit(abort: AbortSignal): Promise<Entry> {
+    const ended = await replaceRunning(this.recorder, this.config, this.run, this.say);
+    const entry = await this.inner.admit(abort);
+    if (entry.admitted && ended.length > 0) await replaced(this.recorder, ended, this.run.host);
+    return entry;
+  }
+}
+
+// Stops the job's running copies (on any host, as `cronguard stop` does, with this
 // job's --kill-signal) and waits for their end, bounded by --kill-after plus a margin, so
 // that this run then finds the lock free. Returns the runs that ended, for replaced() to
 // name their successor. A run of this same tick on another host is the fleet's run of this
 // minute, not a copy to replace: this one skips as it would without --replace (a fleet whose
 // every host runs `--replace` would otherwise stop each other's run every minute).
-export async function replaceRunning(recorder: RunRecorder, config: RunConfig, run: NewRun, say: Messages): Promise<RunRow[]> {
+async function replaceRunning(recorder: RunRecorder, config: RunConfig, run: NewRun, say: Messages): Promise<RunRow[]> {
   const store = recorder.openStore;
   if (!store) {
     say.warn(`${config.name}: --replace: the run log is out of reach; nothing was stopped`);
@@ -46,7 +67,7 @@ export async function replaceRunning(recorder: RunRecorder, config: RunConfig, r
 // The runs this one replaced now say by which run, and on which host ("replaced by run N on
 // HOST; " before how they ended): two --replace invocations racing both ask the old run to
 // stop, and the request it read may be the one whose run then did not start.
-export async function replaced(recorder: RunRecorder, runs: readonly RunRow[], host: string): Promise<void> {
+async function replaced(recorder: RunRecorder, runs: readonly RunRow[], host: string): Promise<void> {
   const id = recorder.runId;
   if (id === null) return;
   for (const row of runs) {
