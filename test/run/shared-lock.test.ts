@@ -44,6 +44,20 @@ describe('jobs sharing a lock (--lock-file)', () => {
     expect(runs(box.stateDir).filter((r) => r.job === 'report').map((r) => r.trigger)).toEqual(['cron', 'request']);
   });
 
+  // --replace stops the running copy only for a run that is due: a paused job's invocation
+  // leaves the copy alone, under a shared lock or its own.
+  it.each([['a shared lock', true], ['its own lock', false]])('a paused job does not stop its running copy with --replace (%s)', async (_, isShared) => {
+    const box = sandbox();
+    const job = [...(isShared ? ['--lock-file', box.path('shared.lock')] : []), '-n', 'report'];
+    const copy = start([...job, '--', fixture('hold.sh'), box.path('copy'), box.path('go')], box.env);
+    await waitFor(() => lines(box.path('copy')).length === 1, 'the copy to hold the lock');
+    expect(await cronguard(['disable', 'report'], box.env)).toMatchObject({ code: 0 });
+    expect(await cronguard([...job, '--replace', '--', 'true'], box.env)).toMatchObject({ code: 0, stderr: '' });
+    release(box.path('go'));
+    expect(await copy.done).toMatchObject({ code: 0, stderr: '' });
+    expect(runs(box.stateDir).map((r) => [r.status, r.error])).toEqual([['succeeded', null]]);
+  });
+
   it('a job of its own lock keeps the old order: the lock first', async () => {
     const box = sandbox();
     expect(await cronguard(['-n', 'solo', '--min-interval', '1h', '--', 'true'], box.env)).toMatchObject({ code: 0 });

@@ -8,7 +8,8 @@ import { monotonicMs } from '../../util/time.js';
 import { AroundGate, type Entry, type Gate } from '../gate/gate.js';
 import type { RunRecorder } from '../recorder.js';
 
-// A lock other jobs share is taken only by a job that is due (see notDue).
+// A lock other jobs share is taken, and a running copy stopped (--replace), only by a job that
+// is due (see notDue).
 export class DueFirstGate extends AroundGate {
   constructor(
     inner: Gate,
