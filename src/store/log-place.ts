@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CronguardError, describe, PermissionError, UnavailableError } from '../errors.js';
-import { SQLITE_FILE } from '../util/paths.js';
+import { EMBEDDED_LOG_FILE } from '../util/paths.js';
 import type { DatabaseConfig } from './database-config.js';
 import { dialectOf } from './dialects.js';
 import { openSqliteStore } from './index.js';
@@ -44,7 +44,7 @@ export class LogPlace {
   // Whether there is a log to read: always for the shared one (its server says), for the
   // embedded one once its file exists.
   exists(): boolean {
-    return this.db !== null || sqliteExists(join(this.stateDir, SQLITE_FILE));
+    return this.db !== null || sqliteExists(join(this.stateDir, EMBEDDED_LOG_FILE));
   }
 }
 

@@ -6,7 +6,7 @@ import { joinsShared, SHARED_LOCK_DIR, SHARED_STATE_DIR } from './sharing.js';
 type Env = Readonly<Record<string, string | undefined>>;
 
 // The embedded run log's file name inside the state directory.
-export const SQLITE_FILE = 'cronguard.db';
+export const EMBEDDED_LOG_FILE = 'cronguard.db';
 
 export function isRoot(): boolean {
   return process.geteuid?.() === 0;

@@ -1,7 +1,7 @@
 import { closeSync, constants, fchmodSync, fstatSync, lstatSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { PermissionError } from '../../errors.js';
-import { SQLITE_FILE } from '../../util/paths.js';
+import { EMBEDDED_LOG_FILE } from '../../util/paths.js';
 import { openInDirectory } from '../../util/safe-path.js';
 import { euid, fileMode, settleFile } from '../../util/sharing.js';
 
@@ -12,7 +12,7 @@ import { euid, fileMode, settleFile } from '../../util/sharing.js';
 // member could otherwise have left a link where SQLite, as root, would follow it.
 export function prepareSqliteFiles(stateDir: string, gid: number | null): void {
   const takeOver = gid !== null && euid() === 0;
-  for (const name of takeOver ? [SQLITE_FILE, `${SQLITE_FILE}-wal`, `${SQLITE_FILE}-shm`] : [SQLITE_FILE]) {
+  for (const name of takeOver ? [EMBEDDED_LOG_FILE, `${EMBEDDED_LOG_FILE}-wal`, `${EMBEDDED_LOG_FILE}-shm`] : [EMBEDDED_LOG_FILE]) {
     const fd = openInDirectory(stateDir, name, constants.O_RDONLY | constants.O_CREAT, 'run log', fileMode(gid));
     try {
       settleFile(fd, gid, join(stateDir, name), 'run log', takeOver);
@@ -30,7 +30,7 @@ export function prepareSqliteFiles(stateDir: string, gid: number | null): void {
 // else's (or a link) goes, and root leaves an empty one of its own in its place (empty is
 // never played back; members open the log without reading it).
 function rootOwnJournal(stateDir: string): void {
-  const name = `${SQLITE_FILE}-journal`;
+  const name = `${EMBEDDED_LOG_FILE}-journal`;
   const path = join(stateDir, name);
   const found = lstatOrNull(path);
   if (found && !(found.isFile() && found.uid === 0 && found.nlink === 1)) unlinkSync(path);

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { loadAddon } from '../../util/addon.js';
-import { SQLITE_FILE } from '../../util/paths.js';
+import { EMBEDDED_LOG_FILE } from '../../util/paths.js';
 import { preparePrivateDirectory } from '../../util/safe-path.js';
 import { monotonicMs } from '../../util/time.js';
 import type { Admission, AdmitOptions, Holder } from '../admission.js';
@@ -33,7 +33,7 @@ export class SqliteStore implements RunStore {
   static async open(stateDir: string): Promise<SqliteStore> {
     const gid = preparePrivateDirectory(stateDir, 'state directory');
     prepareSqliteFiles(stateDir, gid);
-    const file = join(stateDir, SQLITE_FILE);
+    const file = join(stateDir, EMBEDDED_LOG_FILE);
     const db = new Database(file, {
       timeout: SYNC_WAIT_MS,
       // Its types say a path; it takes the loaded addon too (lib/database.js).
@@ -55,7 +55,7 @@ export class SqliteStore implements RunStore {
   // For `serve --read-only`: an existing log, opened without a single write (no file
   // created, no migration), so that a log the server may only read still serves pages.
   static openReadOnly(stateDir: string): SqliteStore {
-    const db = new Database(join(stateDir, SQLITE_FILE), {
+    const db = new Database(join(stateDir, EMBEDDED_LOG_FILE), {
       readonly: true,
       fileMustExist: true,
       timeout: 10_000,
