@@ -5,9 +5,9 @@ import { atServer, type DbConfig, pgError, type Server } from './config.js';
 export { BUSY_RETRY_MS } from './config.js';
 
 import { connectRetrying, type RetryOptions } from '../connect-retry.js';
+import { noFreeSlot } from './connection-slots.js';
 import { accepts, askedState, describeState, type ServerState, serverState, standbyRefusal } from './server-state.js';
 import { PgSession } from './session.js';
-import { noFreeSlot } from './slots.js';
 
 // Errors that pass: no free connection slot (a fleet connecting at the top of the minute)
 // or a server still starting up.

@@ -1,5 +1,5 @@
 import { FAILED_REQUESTS, RECENT_RUNS } from '../jobs.js';
-import { named } from './statement.js';
+import { named } from './named-params.js';
 
 // The PostgreSQL statements about jobs, beside the runs' own (sql.ts): their alert
 // state, pauses (a job's and the fleet's) with their events, schedules, and the status

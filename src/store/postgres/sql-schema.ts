@@ -1,4 +1,4 @@
-import { named } from './statement.js';
+import { named } from './named-params.js';
 
 // The PostgreSQL statements about the run log's schema itself, beside the run log's own
 // (sql.ts): what a session may do with it, and what `migrate --group` grants.

@@ -1,9 +1,9 @@
 import type { RunFilter } from '../types.js';
 import { advisoryHeld, BACKEND_START } from './lock.js';
+import { named, type Statement } from './named-params.js';
 import { jobStatements } from './sql-jobs.js';
-import { named, type Statement } from './statement.js';
 
-// Every PostgreSQL statement of the run log, parameterised (see statement.ts); S is the
+// Every PostgreSQL statement of the run log, parameterised (see named-params.ts); S is the
 // quoted schema.
 
 // The server's identity: the same on a physical standby and after its promotion.

@@ -12,10 +12,10 @@ import { type AlertClaim, type LockRelease, type LockRequest, type NewRun, PRUNE
 import { isDataError } from './config.js';
 import { advisoryKey, sharedBackend } from './lock.js';
 import { appliedVersion, migratePostgres, POSTGRES_SCHEMA_VERSION, schemaState } from './migrations.js';
+import type { Statement } from './named-params.js';
 import { type AdmitResult, type AdvisoryLock, minuteNow, outcomeValues, type PgJobStatus, type PgRequest, type PgRow, runJson, runValues, scheduleRefusal, toJobStatus, toPaused, toPauseEvent, toRequestRow, toRunRow } from './rows.js';
 import type { PgSession } from './session.js';
 import { listRunsStatement, statements } from './sql.js';
-import type { Statement } from './statement.js';
 
 export type { AdvisoryLock } from './rows.js';
 
