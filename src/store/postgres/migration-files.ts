@@ -26,7 +26,8 @@ import m0025 from './migrations/0025_spacing.sql';
 import m0026 from './migrations/0026_holding.sql';
 import m0027 from './migrations/0027_admit_parts.sql';
 import m0028 from './migrations/0028_slots.sql';
+import m0029 from './migrations/0029_plain_admission.sql';
 
 // Numbered migrations, applied in order. Append only: an applied file is never edited. The
 // functions they leave, as they run now, are in functions/ (one file each).
-export const POSTGRES_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011, m0012, m0013, m0014, m0015, m0016, m0017, m0018, m0019, m0020, m0021, m0022, m0023, m0024, m0025, m0026, m0027, m0028];
+export const POSTGRES_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011, m0012, m0013, m0014, m0015, m0016, m0017, m0018, m0019, m0020, m0021, m0022, m0023, m0024, m0025, m0026, m0027, m0028, m0029];

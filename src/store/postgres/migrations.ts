@@ -5,7 +5,7 @@ import { SCHEMA_STATE } from './sql-schema.js';
 // The schema version this code reads and writes: how many numbered migrations there are
 // (held to the list by test/store/migration-versions.test.ts). The run path compares with it
 // on every start; the migrations' text loads only when one is applied.
-export const POSTGRES_SCHEMA_VERSION = 28;
+export const POSTGRES_SCHEMA_VERSION = 29;
 
 // Creates the schema and applies what is missing. A current schema is only read, so a role
 // without CREATE can run `migrate`. Hosts starting at once serialise on a transaction-level

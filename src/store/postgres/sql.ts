@@ -66,6 +66,12 @@ export function statements(S: string) {
                                  AND ${advisoryHeld(':unlock::bigint', 'pg_backend_pid()')}
                                THEN pg_advisory_unlock(:unlock::bigint) ELSE false END AS unlocked
                    FROM ${S}.finish(:p::jsonb) AS f(done)`),
+    // The same on the server backend this session started, which took the lock: no other
+    // client shares it, so it holds the lock until this session lets it go, and pg_locks (a
+    // look at every backend's locks, the larger part of this statement's work) is not asked.
+    finishOnOwnBackend: named(`SELECT CASE WHEN f.done AND :unlock::bigint IS NOT NULL AND pg_backend_pid() = :backend::integer
+                                             THEN pg_advisory_unlock(:unlock::bigint) ELSE false END AS unlocked
+                               FROM ${S}.finish(:p::jsonb) AS f(done)`),
     // The same, releasing a lease (:key, :epoch) in the same transaction: whoever takes the
     // lease next finds this row finished. unlocked: the lease was still this holder's.
     finishLease: named(`WITH released AS (DELETE FROM ${S}.leases WHERE lock_key = :key::bigint AND epoch = :epoch::bigint RETURNING 1)

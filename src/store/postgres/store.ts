@@ -266,6 +266,12 @@ export class PostgresStore implements SharedStore {
     return startedBackend !== null && lockBackend === null ? { backend: startedBackend } : {};
   }
 
+  // The session holds its lock on the server backend it started itself (no pooler between).
+  private onOwnBackend(): boolean {
+    const { startedBackend, lockBackend } = this.session;
+    return startedBackend !== null && lockBackend === startedBackend;
+  }
+
   // The server's system identifier (see Spool), asked only when not known yet: the admission
   // tells it for free. Null when this role may not read it.
   async serverIdentity(): Promise<string | null> {
@@ -309,7 +315,7 @@ export class PostgresStore implements SharedStore {
     const [row] = await this.withSchema(() =>
       unlock?.kind === 'lease'
         ? this.run<{ unlocked: boolean }>(this.sql.finishLease, { p, key: unlock.key.toString(), epoch: unlock.epoch.toString() })
-        : this.run<{ unlocked: boolean }>(this.sql.finish, { p, unlock: unlock?.key.toString() ?? null, backend: this.session.lockBackend }),
+        : this.run<{ unlocked: boolean }>(this.onOwnBackend() ? this.sql.finishOnOwnBackend : this.sql.finish, { p, unlock: unlock?.key.toString() ?? null, backend: this.session.lockBackend }),
     );
     return row?.unlocked === true;
   }

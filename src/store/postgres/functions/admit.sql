@@ -21,26 +21,13 @@ DECLARE
   slot_count integer     := coalesce((p->>'max_running')::integer, 1);
   disagrees  jsonb;
   ticked     boolean;
+  recorded   boolean     := false;
+  gone_id    bigint[];
 BEGIN
   SELECT max(m.version) INTO version FROM {{schema}}.schema_migrations m;
   IF p ? 'key' THEN
     IF NOT pg_try_advisory_lock((p->>'key')::bigint) THEN
-      -- The holder read for the skip is a running copy given another N if there is one that
-      -- may still run (slot_disagreement()): such a copy is refused even while every slot it
-      -- would take is held.
-      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
-        WHERE job = job_name AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
-      IF (holder->>'max_running')::integer <> slot_count THEN
-        disagrees := {{schema}}.slot_disagreement(p);
-        IF disagrees IS NOT NULL THEN
-          RETURN jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', disagrees - 'max_running',
-                                    'max_running', disagrees->'max_running', 'version', version);
-        END IF;
-        SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
-          WHERE job = job_name AND status = 'running' ORDER BY coalesce(max_running, 1) = slot_count DESC, id DESC LIMIT 1) r;
-      END IF;
-      IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(job_name, (holder->>'id')::bigint); END IF;
-      RETURN jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder, 'version', version);
+      RETURN {{schema}}.locked_refusal(p, version);
     END IF;
     took_lock := true;
   END IF;
@@ -75,8 +62,10 @@ BEGIN
       AND ((lock_backend IS NULL AND took_lock)
            OR (lock_backend = p->>'lock_backend' AND lock_key = p->>'lock_key' AND (took_lock OR host = host_name)))
     RETURNING id)
-  UPDATE {{schema}}.requests SET status = 'failed', finished_at = now()
-  WHERE run_id IN (SELECT id FROM gone) AND status = 'running';
+  SELECT array_agg(id) INTO gone_id FROM gone;
+  IF gone_id IS NOT NULL THEN
+    UPDATE {{schema}}.requests SET status = 'failed', finished_at = now() WHERE run_id = ANY(gone_id) AND status = 'running';
+  END IF;
   -- This host's running rows (whose wrappers only the caller can check), and in the same look
   -- a running copy given another --max-running: every copy must agree on N, or one's slots
   -- would not count the other's runs. Seen once committed: two first copies that disagree,
@@ -97,7 +86,9 @@ BEGIN
 
   -- Due requests: all of them in a --batch run (up to batch_max), else every one without
   -- arguments and the oldest one with. SKIP LOCKED: two claimers never take the same one.
-  IF coalesce((p->>'claim')::boolean, true) THEN
+  -- Most jobs have none pending: one look at the index of pending requests says so.
+  IF coalesce((p->>'claim')::boolean, true)
+     AND EXISTS (SELECT FROM {{schema}}.requests q WHERE q.job = job_name AND q.status = 'pending') THEN
     WITH due AS (
       SELECT q.id, q.args FROM {{schema}}.requests q
       WHERE q.job = job_name AND q.status = 'pending' AND q.not_before <= now()
@@ -117,8 +108,11 @@ BEGIN
     -- statement sees what was committed when it started, so a claim that waited for another
     -- host's inside one statement would not see that host's run, and both would run.
     IF p->>'min_interval_ms' IS NOT NULL OR p ? 'spacing_ms' OR scheduled OR ((p->>'fleet')::boolean AND tick_at IS NOT NULL) THEN
-      INSERT INTO {{schema}}.jobs (name) VALUES (job_name) ON CONFLICT (name) DO NOTHING;
       PERFORM 1 FROM {{schema}}.jobs WHERE name = job_name FOR UPDATE;
+      IF NOT FOUND THEN
+        INSERT INTO {{schema}}.jobs (name) VALUES (job_name) ON CONFLICT (name) DO NOTHING;
+        PERFORM 1 FROM {{schema}}.jobs WHERE name = job_name FOR UPDATE;
+      END IF;
     END IF;
     IF (p->>'on_request')::boolean AND p->>'min_interval_ms' IS NULL THEN
       IF took_lock AND NOT (p->>'keep_lock')::boolean THEN PERFORM pg_advisory_unlock((p->>'key')::bigint); END IF;
@@ -138,14 +132,19 @@ BEGIN
   -- that serves requests claims the minute as well, so no other host's invocation of it
   -- runs the job again; it runs whether or not the minute was still free, since its
   -- requests were made to be served.
+  -- A claim on the job's row admits the run: it records there what the admission would
+  -- (the command, the host, the interval, when it was last seen), so the row is written once.
   IF (p->>'fleet')::boolean AND tick_at IS NOT NULL THEN
-    INSERT INTO {{schema}}.jobs AS j (name, tick, tick_host) VALUES (job_name, tick_at, host_name)
+    INSERT INTO {{schema}}.jobs AS j (name, tick, tick_host, command, host, min_interval_ms, last_seen_at)
+    VALUES (job_name, tick_at, host_name, p->>'command', host_name, (p->>'min_interval_ms')::bigint, started)
     ON CONFLICT (name) DO UPDATE
-    SET tick = CASE WHEN j.tick > ahead THEN excluded.tick ELSE greatest(j.tick, excluded.tick) END, tick_host = excluded.tick_host
+    SET tick = CASE WHEN j.tick > ahead THEN excluded.tick ELSE greatest(j.tick, excluded.tick) END, tick_host = excluded.tick_host,
+        command = excluded.command, host = excluded.host, min_interval_ms = excluded.min_interval_ms, last_seen_at = excluded.last_seen_at
     WHERE j.tick IS NULL OR excluded.tick > j.tick OR j.tick_host = excluded.tick_host OR j.tick > ahead
        OR NOT EXISTS (SELECT 1 FROM {{schema}}.runs r WHERE r.job = job_name AND r.tick = j.tick AND r.host = j.tick_host
                       AND (r.status = 'running' OR r.child_pid IS NOT NULL));
     ticked := FOUND;
+    recorded := ticked;
     -- The job's row holds the minute's first claim; with --max-running N, N - 1 more.
     IF NOT ticked AND slot_count > 1 THEN ticked := {{schema}}.claim_tick(p, slot_count); END IF;
     IF NOT ticked AND cardinality(claimed_id) = 0 THEN
@@ -157,19 +156,23 @@ BEGIN
     END IF;
   END IF;
 
-  new_id := nextval(pg_get_serial_sequence('{{schema}}.runs', 'id'));
-  INSERT INTO {{schema}}.runs (id, status, job, host, trigger, attempt, pid, username, command, started_at, tick,
+  INSERT INTO {{schema}}.runs (status, job, host, trigger, attempt, pid, username, command, started_at, tick,
                                lock_backend, lock_key, run_key, invoked_at, wrapper_start, request_id, slot, max_running)
-  VALUES (new_id, 'running', job_name, host_name,
+  VALUES ('running', job_name, host_name,
           CASE WHEN cardinality(claimed_id) > 0 THEN 'request' ELSE p->>'trigger' END,
           (p->>'attempt')::integer, (p->>'pid')::integer, p->>'username', p->>'command', started, tick_at,
           p->>'lock_backend', p->>'lock_key', p->>'run_key', (p->>'invoked_at')::timestamptz, p->>'wrapper_start',
-          claimed_id[1], (p->>'slot')::integer, slot_count);
-  UPDATE {{schema}}.requests SET status = 'running', claimed_at = now(), attempts = attempts + 1, run_id = new_id
-  WHERE id = ANY(claimed_id);
-  UPDATE {{schema}}.jobs SET command = p->>'command', host = host_name, min_interval_ms = (p->>'min_interval_ms')::bigint,
-         last_seen_at = started
-  WHERE name = job_name;
+          claimed_id[1], (p->>'slot')::integer, slot_count)
+  RETURNING id INTO new_id;
+  IF cardinality(claimed_id) > 0 THEN
+    UPDATE {{schema}}.requests SET status = 'running', claimed_at = now(), attempts = attempts + 1, run_id = new_id
+    WHERE id = ANY(claimed_id);
+  END IF;
+  IF NOT recorded THEN
+    UPDATE {{schema}}.jobs SET command = p->>'command', host = host_name, min_interval_ms = (p->>'min_interval_ms')::bigint,
+           last_seen_at = started
+    WHERE name = job_name;
+  END IF;
   RETURN jsonb_build_object('admitted', true, 'id', new_id, 'requests', claimed, 'running', others, 'version', version);
 END $$;
 
@@ -194,13 +197,19 @@ BEGIN
     taken := (result->>'epoch')::bigint;
   END IF;
   -- The run starts when it gets its lock, on the server's clock: a lease was taken just now, an
-  -- advisory lock is taken first thing by settle_claims(), a local one before this statement.
+  -- advisory lock is taken next (by settle_claims() or admit()), a local one before this statement.
   -- Not now() (the transaction's start, before a lease's row lock was waited for) nor the
   -- caller's time (before a pooler held the statement, paused, for seconds). To the
   -- millisecond, as the caller keeps it: a spooled record of the run names its row by it.
   p := jsonb_set(p, '{started_at}', to_jsonb(date_trunc('milliseconds', clock_timestamp())));
   BEGIN
-    settled := {{schema}}.settle_claims(p);
+    -- Only a request still running can have been left by a run that ended: most jobs have
+    -- none, and then settle_claims() is neither compiled nor run.
+    IF EXISTS (SELECT FROM {{schema}}.requests q WHERE q.job = p->>'job' AND q.status = 'running') THEN
+      settled := {{schema}}.settle_claims(p);
+    ELSE
+      settled := p || '{"orphaned": []}';
+    END IF;
     result := {{schema}}.admit(settled);
   EXCEPTION WHEN OTHERS THEN
     IF advisory IS NOT NULL AND {{schema}}.holds(advisory) THEN PERFORM pg_advisory_unlock(advisory); END IF;

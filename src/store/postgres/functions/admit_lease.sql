@@ -2,11 +2,8 @@
 
 CREATE OR REPLACE FUNCTION {{schema}}.admit_lease(p jsonb) RETURNS jsonb LANGUAGE plpgsql VOLATILE SET lock_timeout = '5s' AS $$
 DECLARE
-  lease      bigint  := (p->>'lease')::bigint;
-  taken      bigint;
-  holder     jsonb;
-  slot_count integer := coalesce((p->>'max_running')::integer, 1);
-  disagrees  jsonb;
+  lease bigint := (p->>'lease')::bigint;
+  taken bigint;
 BEGIN
   -- The row is locked by whoever writes it first; the others wait for that transaction and
   -- then see its lease unexpired: exactly one of any number of racing admissions takes it.
@@ -19,22 +16,8 @@ BEGIN
   WHERE l.expires_at <= now()
   RETURNING l.epoch INTO taken;
   IF taken IS NULL THEN
-    -- As admit() does when the advisory lock is held: a running copy given another N first.
-    SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at, coalesce(max_running, 1) AS max_running FROM {{schema}}.runs
-      WHERE job = p->>'job' AND status = 'running' ORDER BY coalesce(max_running, 1) <> slot_count DESC, id DESC LIMIT 1) r;
-    IF (holder->>'max_running')::integer <> slot_count THEN
-      disagrees := {{schema}}.slot_disagreement(p);
-      IF disagrees IS NOT NULL THEN
-        RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'slots', 'holder', disagrees - 'max_running',
-                                  'max_running', disagrees->'max_running',
-                                  'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
-      END IF;
-      SELECT to_jsonb(r) INTO holder FROM (SELECT id, host, pid, started_at FROM {{schema}}.runs
-        WHERE job = p->>'job' AND status = 'running' ORDER BY coalesce(max_running, 1) = slot_count DESC, id DESC LIMIT 1) r;
-    END IF;
-    IF (p->>'count_skip')::boolean THEN PERFORM {{schema}}.count_skip(p->>'job', (holder->>'id')::bigint); END IF;
-    RETURN jsonb_build_object('r', jsonb_build_object('admitted', false, 'reason', 'locked', 'holder', holder,
-                              'version', (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
+    -- Refused as admit() refuses when the advisory lock is held.
+    RETURN jsonb_build_object('r', {{schema}}.locked_refusal(p, (SELECT max(m.version) FROM {{schema}}.schema_migrations m)));
   END IF;
   -- Holding the lease proves its runs before ended (their holders stopped their commands
   -- before the lease could expire): rows they left running were abandoned, on any host.
