@@ -146,16 +146,26 @@ async function buildLib(lib) {
         platform: 'node',
         target: 'node20',
         define: { 'import.meta.url': '__cronguard.url', 'import.meta.dirname': '__dirname' },
-        banner: bundleOptions.banner.js,
+        // Only the few files that use import.meta.url pay for the object that computes it.
+        banner: source.includes('import.meta.url') ? bundleOptions.banner.js : '',
         legalComments: 'none',
       });
-      files.set(file.replace(/\.mjs$/, ''), code);
+      files.set(file.replace(/\.mjs$/, ''), asCommonJs(code));
     }
     mkdirSync(lib, { recursive: true });
     for (const [name, code] of mergeEagerChunks(files, ['main', outputOf(metafile, SQLITE_STORE)])) writeFileSync(join(lib, `${name}.cjs`), code);
   } finally {
     rmSync(esm, { recursive: true, force: true });
   }
+}
+
+// A file's exports object as esbuild made it (a getter per name) is what other files get:
+// esbuild would copy it into another (__toCommonJS: a second getter per name, defined on
+// every start, and another call on every use), which only adds __esModule, a mark that no
+// file of ours reads (they require each other's names, never a default export).
+const TO_COMMON_JS = /^module\.exports = __toCommonJS\((\w+)\);$/m;
+function asCommonJs(code) {
+  return code.replace(TO_COMMON_JS, 'module.exports = $1;');
 }
 
 // esbuild puts every module that two files share into a chunk of its own, which each then
@@ -170,6 +180,19 @@ const LAZY = /=> require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const ANY_CHUNK = /require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const CHUNK = 'globalThis[Symbol.for("cronguard.chunk")]';
 const DEFS = 'globalThis[Symbol.for("cronguard.chunks")]';
+
+// The helpers esbuild writes at the top of every file that exports, defined once per file
+// that holds chunks instead of once per chunk: about forty chunks each made them anew on
+// every start. A chunk whose helpers differ (it needs more of them) keeps its own.
+const EXPORT_HELPERS = `var __defProp = Object.defineProperty;
+var __getOwnPropDesc = Object.getOwnPropertyDescriptor;
+var __getOwnPropNames = Object.getOwnPropertyNames;
+var __hasOwnProp = Object.prototype.hasOwnProperty;
+var __export = (target, all) => {
+  for (var name in all)
+    __defProp(target, name, { get: all[name], enumerable: true });
+};
+`;
 
 // The run log a default run opens (its file's name is the entry's, and more files share it).
 const SQLITE_STORE = 'src/store/sqlite/store.ts';
@@ -194,8 +217,10 @@ function mergeEagerChunks(files, roots) {
     for (const [, chunk] of code.matchAll(LAZY)) if (merged.has(chunk)) throw new Error(`build: ${name} loads ${chunk} on demand, which other files hold`);
   }
   const rewrite = (code) => code.replace(ANY_CHUNK, (call, name) => (merged.has(name) ? `${CHUNK}("${name}")` : call));
-  const defsOf = (names) => [...names].map((name) => `defs[${JSON.stringify(name)}] ??= function (module, exports) {\n${rewrite(files.get(name))}\n};`).join('\n');
+  if (![...inMain].some((name) => files.get(name).includes(EXPORT_HELPERS))) throw new Error('build: esbuild\'s export helpers changed: revisit EXPORT_HELPERS');
+  const defsOf = (names) => [...names].map((name) => `defs[${JSON.stringify(name)}] ??= function (module, exports) {\n${rewrite(files.get(name).replace(EXPORT_HELPERS, ''))}\n};`).join('\n');
   const main = `(() => {
+  ${EXPORT_HELPERS}
   const defs = (${DEFS} = {}), loaded = {};
   ${CHUNK} = (name) => {
     if (!loaded[name]) { loaded[name] = { exports: {} }; defs[name](loaded[name], loaded[name].exports); }
@@ -206,7 +231,7 @@ function mergeEagerChunks(files, roots) {
 ${rewrite(files.get('main'))}`;
   const hosted = (name, code) => {
     const own = [...closure(name)].filter((chunk) => !inMain.has(chunk));
-    return own.length === 0 ? rewrite(code) : `(() => {\n  const defs = ${DEFS};\n  ${defsOf(own)}\n})();\n${rewrite(code)}`;
+    return own.length === 0 ? rewrite(code) : `(() => {\n  ${EXPORT_HELPERS}\n  const defs = ${DEFS};\n  ${defsOf(own)}\n})();\n${rewrite(code)}`;
   };
   return [...files].filter(([name]) => !merged.has(name)).map(([name, code]) => [name, name === 'main' ? main : hosted(name, code)]);
 }
