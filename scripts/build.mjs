@@ -138,9 +138,10 @@ async function buildLib(lib) {
     for (const file of readdirSync(esm)) {
       // Imports of each other become requires: static ones by the transform, dynamic ones
       // here, so that no ESM loader is involved.
-      const source = readFileSync(join(esm, file), 'utf8')
-        .replace(/\bimport\("\.\/([\w-]+)\.mjs"\)/g, 'Promise.resolve().then(() => require("./$1.cjs"))')
-        .replace(/(["'])\.\/([\w-]+)\.mjs\1/g, '"./$2.cjs"');
+      const loadsOnDemand = readFileSync(join(esm, file), 'utf8').replace(/\bimport\("\.\/([\w-]+)\.mjs"\)/g, 'Promise.resolve().then(() => require("./$1.cjs"))');
+      // As main.cjs is bundled from it (bundleMain).
+      writeFileSync(join(esm, file), loadsOnDemand);
+      const source = loadsOnDemand.replace(/(["'])\.\/([\w-]+)\.mjs\1/g, '"./$2.cjs"');
       const { code } = await transform(source, {
         format: 'cjs',
         platform: 'node',
@@ -153,7 +154,10 @@ async function buildLib(lib) {
       files.set(file.replace(/\.mjs$/, ''), asCommonJs(code));
     }
     mkdirSync(lib, { recursive: true });
-    for (const [name, code] of mergeEagerChunks(files, ['main', outputOf(metafile, SQLITE_STORE)])) writeFileSync(join(lib, `${name}.cjs`), code);
+    const roots = ['main', outputOf(metafile, SQLITE_STORE)];
+    const exportsOf = (name) => metafile.outputs[Object.keys(metafile.outputs).find((out) => out.endsWith(`/${name}.mjs`))].exports;
+    const bundle = (held, shared) => bundleMain(esm, held, new Map([...shared].map((name) => [name, exportsOf(name)])));
+    for (const [name, code] of await mergeEagerChunks(files, roots, bundle)) writeFileSync(join(lib, `${name}.cjs`), code);
   } finally {
     rmSync(esm, { recursive: true, force: true });
   }
@@ -171,10 +175,11 @@ function asCommonJs(code) {
 // esbuild puts every module that two files share into a chunk of its own, which each then
 // loads at once: a dozen small files read and compiled on every run, each costing a read, a
 // stat and a cache of its own (about 0.3 ms). Instead, a file holds the chunks it loads at
-// once, each in a function run on first use, as CommonJS would, registered by whichever of
-// the files holding it loads first; every file asks for them through one global function.
-// main.cjs holds its own and those of the SQLite run log, which a default run opens; the
-// file of a database's code (PostgreSQL's, MySQL's) holds the rest of its run's.
+// once; every file asks for them through one global function. main.cjs holds its own and
+// those of the SQLite run log, which a default run opens, bundled into its scope (see
+// bundleMain); the file of a database's code (PostgreSQL's, MySQL's) holds the rest of its
+// run's, each in a function run on first use, as CommonJS would, registered by whichever of
+// the files holding it loads first.
 const EAGER = /(?<!=> )require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const LAZY = /=> require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const ANY_CHUNK = /require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
@@ -205,8 +210,71 @@ function outputOf(metafile, entry) {
   return found[0].replace(/^.*\//, '').replace(/\.mjs$/, '');
 }
 
-// `roots`: main and the files whose chunks main holds.
-function mergeEagerChunks(files, roots) {
+// main.cjs: main and the chunks it holds in one scope, as esbuild bundles ES modules (no
+// exports object, no getter per name, a call of one chunk's function from another a plain
+// call), from the split ES modules in `esm`. Of the chunks other files use too (`shared`,
+// each with the names it exports), main hands a file that asks for one, through CHUNK, an
+// object of getters of those names, made on that first request. Its chunks run in the order
+// of ES modules, all before main's own code, those only the SQLite log uses included.
+async function bundleMain(esm, held, shared) {
+  const chunks = [...shared];
+  const entry = join(esm, 'main-bundle.mjs');
+  const local = (i, j) => `held${i}_${j}`;
+  const imports = chunks.map(([name, names], i) => `import { ${names.map((n, j) => `${n} as ${local(i, j)}`).join(', ')} } from "./${name}.mjs";`);
+  const getters = chunks.map(([name, names], i) => `  ${JSON.stringify(name)}: () => ({ ${names.map((n, j) => `get ${n}() { return ${local(i, j)}; }`).join(', ')} }),`);
+  writeFileSync(
+    entry,
+    `${imports.join('\n')}
+import "./main.mjs";
+const held = {
+${getters.join('\n')}
+};
+const defs = (${DEFS} = {}), loaded = {};
+${CHUNK} = (name) => {
+  if (!loaded[name]) {
+    if (Object.hasOwn(held, name)) loaded[name] = { exports: held[name]() };
+    else { loaded[name] = { exports: {} }; defs[name](loaded[name], loaded[name].exports); }
+  }
+  return loaded[name].exports;
+};
+`,
+  );
+  const inlined = new Set([...held, 'main']);
+  const { outputFiles } = await build({
+    entryPoints: [entry],
+    bundle: true,
+    write: false,
+    outfile: join(esm, 'main-bundle.cjs'),
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    define: { 'import.meta.url': '__cronguard.url', 'import.meta.dirname': '__dirname' },
+    banner: { js: bundleOptions.banner.js },
+    legalComments: 'none',
+    logLevel: 'warning',
+    plugins: [
+      {
+        // Files main loads on demand (already requires of their .cjs) and what the split
+        // build left outside stay outside.
+        name: 'held-only',
+        setup(b) {
+          b.onResolve({ filter: /.*/ }, ({ path, kind }) => {
+            if (kind === 'entry-point') return undefined;
+            const local = /^\.\/([\w-]+)\.mjs$/.exec(path);
+            if (local && inlined.has(local[1])) return undefined;
+            if (local) throw new Error(`build: main imports ${path}, which it does not hold`);
+            return { path, external: true };
+          });
+        },
+      },
+    ],
+  });
+  return outputFiles[0].text;
+}
+
+// `roots`: main and the files whose chunks main holds; `bundle(held, shared)` makes main.cjs
+// of main and the chunks it holds, `shared` those of them that other files use.
+async function mergeEagerChunks(files, roots, bundle) {
   const closure = (name, found = new Set()) => {
     for (const [, chunk] of files.get(name).matchAll(EAGER)) if (!found.has(chunk)) closure(chunk, found.add(chunk));
     return found;
@@ -217,18 +285,11 @@ function mergeEagerChunks(files, roots) {
     for (const [, chunk] of code.matchAll(LAZY)) if (merged.has(chunk)) throw new Error(`build: ${name} loads ${chunk} on demand, which other files hold`);
   }
   const rewrite = (code) => code.replace(ANY_CHUNK, (call, name) => (merged.has(name) ? `${CHUNK}("${name}")` : call));
-  if (![...inMain].some((name) => files.get(name).includes(EXPORT_HELPERS))) throw new Error('build: esbuild\'s export helpers changed: revisit EXPORT_HELPERS');
+  if (![...merged].some((name) => files.get(name).includes(EXPORT_HELPERS))) throw new Error('build: esbuild\'s export helpers changed: revisit EXPORT_HELPERS');
   const defsOf = (names) => [...names].map((name) => `defs[${JSON.stringify(name)}] ??= function (module, exports) {\n${rewrite(files.get(name).replace(EXPORT_HELPERS, ''))}\n};`).join('\n');
-  const main = `(() => {
-  ${EXPORT_HELPERS}
-  const defs = (${DEFS} = {}), loaded = {};
-  ${CHUNK} = (name) => {
-    if (!loaded[name]) { loaded[name] = { exports: {} }; defs[name](loaded[name], loaded[name].exports); }
-    return loaded[name].exports;
-  };
-  ${defsOf(inMain)}
-})();
-${rewrite(files.get('main'))}`;
+  const others = [...files.keys()].filter((name) => name !== 'main' && !inMain.has(name));
+  const shared = new Set(others.flatMap((name) => [...files.get(name).matchAll(ANY_CHUNK)].map(([, chunk]) => chunk)).filter((chunk) => inMain.has(chunk)));
+  const main = await bundle(inMain, shared);
   const hosted = (name, code) => {
     const own = [...closure(name)].filter((chunk) => !inMain.has(chunk));
     return own.length === 0 ? rewrite(code) : `(() => {\n  ${EXPORT_HELPERS}\n  const defs = ${DEFS};\n  ${defsOf(own)}\n})();\n${rewrite(code)}`;
