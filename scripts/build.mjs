@@ -218,14 +218,13 @@ function outputOf(metafile, entry) {
 // of ES modules, all before main's own code, those only the SQLite log uses included.
 async function bundleMain(esm, held, shared) {
   const chunks = [...shared];
-  const entry = join(esm, 'main-bundle.mjs');
   const local = (i, j) => `held${i}_${j}`;
   const imports = chunks.map(([name, names], i) => `import { ${names.map((n, j) => `${n} as ${local(i, j)}`).join(', ')} } from "./${name}.mjs";`);
   const getters = chunks.map(([name, names], i) => `  ${JSON.stringify(name)}: () => ({ ${names.map((n, j) => `get ${n}() { return ${local(i, j)}; }`).join(', ')} }),`);
+  // Imported before main, so that CHUNK answers from the moment main's own code runs.
   writeFileSync(
-    entry,
+    join(esm, 'main-chunks.mjs'),
     `${imports.join('\n')}
-import "./main.mjs";
 const held = {
 ${getters.join('\n')}
 };
@@ -239,7 +238,9 @@ ${CHUNK} = (name) => {
 };
 `,
   );
-  const inlined = new Set([...held, 'main']);
+  const entry = join(esm, 'main-bundle.mjs');
+  writeFileSync(entry, 'import "./main-chunks.mjs";\nimport "./main.mjs";\n');
+  const inlined = new Set([...held, 'main', 'main-chunks']);
   const { outputFiles } = await build({
     entryPoints: [entry],
     bundle: true,
