@@ -138,38 +138,66 @@ async function buildLib(lib) {
     for (const file of readdirSync(esm)) {
       // Imports of each other become requires: static ones by the transform, dynamic ones
       // here, so that no ESM loader is involved.
-      const source = readFileSync(join(esm, file), 'utf8')
-        .replace(/\bimport\("\.\/([\w-]+)\.mjs"\)/g, 'Promise.resolve().then(() => require("./$1.cjs"))')
-        .replace(/(["'])\.\/([\w-]+)\.mjs\1/g, '"./$2.cjs"');
+      const loadsOnDemand = readFileSync(join(esm, file), 'utf8').replace(/\bimport\("\.\/([\w-]+)\.mjs"\)/g, 'Promise.resolve().then(() => require("./$1.cjs"))');
+      // As main.cjs is bundled from it (bundleMain).
+      writeFileSync(join(esm, file), loadsOnDemand);
+      const source = loadsOnDemand.replace(/(["'])\.\/([\w-]+)\.mjs\1/g, '"./$2.cjs"');
       const { code } = await transform(source, {
         format: 'cjs',
         platform: 'node',
         target: 'node20',
         define: { 'import.meta.url': '__cronguard.url', 'import.meta.dirname': '__dirname' },
-        banner: bundleOptions.banner.js,
+        // Only the few files that use import.meta.url pay for the object that computes it.
+        banner: source.includes('import.meta.url') ? bundleOptions.banner.js : '',
         legalComments: 'none',
       });
-      files.set(file.replace(/\.mjs$/, ''), code);
+      files.set(file.replace(/\.mjs$/, ''), asCommonJs(code));
     }
     mkdirSync(lib, { recursive: true });
-    for (const [name, code] of mergeEagerChunks(files, ['main', outputOf(metafile, SQLITE_STORE)])) writeFileSync(join(lib, `${name}.cjs`), code);
+    const roots = ['main', outputOf(metafile, SQLITE_STORE)];
+    const exportsOf = (name) => metafile.outputs[Object.keys(metafile.outputs).find((out) => out.endsWith(`/${name}.mjs`))].exports;
+    const bundle = (held, shared) => bundleMain(esm, held, new Map([...shared].map((name) => [name, exportsOf(name)])));
+    for (const [name, code] of await mergeEagerChunks(files, roots, bundle)) writeFileSync(join(lib, `${name}.cjs`), code);
   } finally {
     rmSync(esm, { recursive: true, force: true });
   }
 }
 
+// A file's exports object as esbuild made it (a getter per name) is what other files get:
+// esbuild would copy it into another (__toCommonJS: a second getter per name, defined on
+// every start, and another call on every use), which only adds __esModule, a mark that no
+// file of ours reads (they require each other's names, never a default export).
+const TO_COMMON_JS = /^module\.exports = __toCommonJS\((\w+)\);$/m;
+function asCommonJs(code) {
+  return code.replace(TO_COMMON_JS, 'module.exports = $1;');
+}
+
 // esbuild puts every module that two files share into a chunk of its own, which each then
 // loads at once: a dozen small files read and compiled on every run, each costing a read, a
 // stat and a cache of its own (about 0.3 ms). Instead, a file holds the chunks it loads at
-// once, each in a function run on first use, as CommonJS would, registered by whichever of
-// the files holding it loads first; every file asks for them through one global function.
-// main.cjs holds its own and those of the SQLite run log, which a default run opens; the
-// file of a database's code (PostgreSQL's, MySQL's) holds the rest of its run's.
+// once; every file asks for them through one global function. main.cjs holds its own and
+// those of the SQLite run log, which a default run opens, bundled into its scope (see
+// bundleMain); the file of a database's code (PostgreSQL's, MySQL's) holds the rest of its
+// run's, each in a function run on first use, as CommonJS would, registered by whichever of
+// the files holding it loads first.
 const EAGER = /(?<!=> )require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const LAZY = /=> require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const ANY_CHUNK = /require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const CHUNK = 'globalThis[Symbol.for("cronguard.chunk")]';
 const DEFS = 'globalThis[Symbol.for("cronguard.chunks")]';
+
+// The helpers esbuild writes at the top of every file that exports, defined once per file
+// that holds chunks instead of once per chunk: about forty chunks each made them anew on
+// every start. A chunk whose helpers differ (it needs more of them) keeps its own.
+const EXPORT_HELPERS = `var __defProp = Object.defineProperty;
+var __getOwnPropDesc = Object.getOwnPropertyDescriptor;
+var __getOwnPropNames = Object.getOwnPropertyNames;
+var __hasOwnProp = Object.prototype.hasOwnProperty;
+var __export = (target, all) => {
+  for (var name in all)
+    __defProp(target, name, { get: all[name], enumerable: true });
+};
+`;
 
 // The run log a default run opens (its file's name is the entry's, and more files share it).
 const SQLITE_STORE = 'src/store/sqlite/store.ts';
@@ -182,8 +210,72 @@ function outputOf(metafile, entry) {
   return found[0].replace(/^.*\//, '').replace(/\.mjs$/, '');
 }
 
-// `roots`: main and the files whose chunks main holds.
-function mergeEagerChunks(files, roots) {
+// main.cjs: main and the chunks it holds in one scope, as esbuild bundles ES modules (no
+// exports object, no getter per name, a call of one chunk's function from another a plain
+// call), from the split ES modules in `esm`. Of the chunks other files use too (`shared`,
+// each with the names it exports), main hands a file that asks for one, through CHUNK, an
+// object of getters of those names, made on that first request. Its chunks run in the order
+// of ES modules, all before main's own code, those only the SQLite log uses included.
+async function bundleMain(esm, held, shared) {
+  const chunks = [...shared];
+  const local = (i, j) => `held${i}_${j}`;
+  const imports = chunks.map(([name, names], i) => `import { ${names.map((n, j) => `${n} as ${local(i, j)}`).join(', ')} } from "./${name}.mjs";`);
+  const getters = chunks.map(([name, names], i) => `  ${JSON.stringify(name)}: () => ({ ${names.map((n, j) => `get ${n}() { return ${local(i, j)}; }`).join(', ')} }),`);
+  // Imported before main, so that CHUNK answers from the moment main's own code runs.
+  writeFileSync(
+    join(esm, 'main-chunks.mjs'),
+    `${imports.join('\n')}
+const held = {
+${getters.join('\n')}
+};
+const defs = (${DEFS} = {}), loaded = {};
+${CHUNK} = (name) => {
+  if (!loaded[name]) {
+    if (Object.hasOwn(held, name)) loaded[name] = { exports: held[name]() };
+    else { loaded[name] = { exports: {} }; defs[name](loaded[name], loaded[name].exports); }
+  }
+  return loaded[name].exports;
+};
+`,
+  );
+  const entry = join(esm, 'main-bundle.mjs');
+  writeFileSync(entry, 'import "./main-chunks.mjs";\nimport "./main.mjs";\n');
+  const inlined = new Set([...held, 'main', 'main-chunks']);
+  const { outputFiles } = await build({
+    entryPoints: [entry],
+    bundle: true,
+    write: false,
+    outfile: join(esm, 'main-bundle.cjs'),
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    define: { 'import.meta.url': '__cronguard.url', 'import.meta.dirname': '__dirname' },
+    banner: { js: bundleOptions.banner.js },
+    legalComments: 'none',
+    logLevel: 'warning',
+    plugins: [
+      {
+        // Files main loads on demand (already requires of their .cjs) and what the split
+        // build left outside stay outside.
+        name: 'held-only',
+        setup(b) {
+          b.onResolve({ filter: /.*/ }, ({ path, kind }) => {
+            if (kind === 'entry-point') return undefined;
+            const local = /^\.\/([\w-]+)\.mjs$/.exec(path);
+            if (local && inlined.has(local[1])) return undefined;
+            if (local) throw new Error(`build: main imports ${path}, which it does not hold`);
+            return { path, external: true };
+          });
+        },
+      },
+    ],
+  });
+  return outputFiles[0].text;
+}
+
+// `roots`: main and the files whose chunks main holds; `bundle(held, shared)` makes main.cjs
+// of main and the chunks it holds, `shared` those of them that other files use.
+async function mergeEagerChunks(files, roots, bundle) {
   const closure = (name, found = new Set()) => {
     for (const [, chunk] of files.get(name).matchAll(EAGER)) if (!found.has(chunk)) closure(chunk, found.add(chunk));
     return found;
@@ -194,19 +286,14 @@ function mergeEagerChunks(files, roots) {
     for (const [, chunk] of code.matchAll(LAZY)) if (merged.has(chunk)) throw new Error(`build: ${name} loads ${chunk} on demand, which other files hold`);
   }
   const rewrite = (code) => code.replace(ANY_CHUNK, (call, name) => (merged.has(name) ? `${CHUNK}("${name}")` : call));
-  const defsOf = (names) => [...names].map((name) => `defs[${JSON.stringify(name)}] ??= function (module, exports) {\n${rewrite(files.get(name))}\n};`).join('\n');
-  const main = `(() => {
-  const defs = (${DEFS} = {}), loaded = {};
-  ${CHUNK} = (name) => {
-    if (!loaded[name]) { loaded[name] = { exports: {} }; defs[name](loaded[name], loaded[name].exports); }
-    return loaded[name].exports;
-  };
-  ${defsOf(inMain)}
-})();
-${rewrite(files.get('main'))}`;
+  if (![...merged].some((name) => files.get(name).includes(EXPORT_HELPERS))) throw new Error('build: esbuild\'s export helpers changed: revisit EXPORT_HELPERS');
+  const defsOf = (names) => [...names].map((name) => `defs[${JSON.stringify(name)}] ??= function (module, exports) {\n${rewrite(files.get(name).replace(EXPORT_HELPERS, ''))}\n};`).join('\n');
+  const others = [...files.keys()].filter((name) => name !== 'main' && !inMain.has(name));
+  const shared = new Set(others.flatMap((name) => [...files.get(name).matchAll(ANY_CHUNK)].map(([, chunk]) => chunk)).filter((chunk) => inMain.has(chunk)));
+  const main = await bundle(inMain, shared);
   const hosted = (name, code) => {
     const own = [...closure(name)].filter((chunk) => !inMain.has(chunk));
-    return own.length === 0 ? rewrite(code) : `(() => {\n  const defs = ${DEFS};\n  ${defsOf(own)}\n})();\n${rewrite(code)}`;
+    return own.length === 0 ? rewrite(code) : `(() => {\n  ${EXPORT_HELPERS}\n  const defs = ${DEFS};\n  ${defsOf(own)}\n})();\n${rewrite(code)}`;
   };
   return [...files].filter(([name]) => !merged.has(name)).map(([name, code]) => [name, name === 'main' ? main : hosted(name, code)]);
 }

@@ -22,14 +22,26 @@ export function refuseNonUtf8Arguments(args: readonly string[]): void {
   throw new CronguardError(`argument ${bad + 1} ('${shown(own[bad] as Buffer)}') ${REFUSED} (with -c, printf can make the bytes; see man cronguard)`, EXIT.usage);
 }
 
-// The environment the command inherits. One read of a few kilobytes per run.
+// The environment the command inherits. One read of a few kilobytes per run, as text: where
+// the bytes are not UTF-8, decoding leaves U+FFFD, and only then are they split and checked
+// one by one (which loads code of Node's Buffer that a run otherwise never uses).
 export function refuseNonUtf8Environment(): void {
+  if (!procText('environ')?.includes('\uFFFD')) return;
   const raw = procStrings('environ');
   const bad = raw?.find((entry) => !isUtf8(entry));
   if (bad === undefined) return;
   const eq = bad.indexOf('=');
   const name = shown(eq < 0 ? bad : bad.subarray(0, eq));
   throw new CronguardError(`the environment variable ${name} ${REFUSED} (unset it for cronguard: env -u ${name} cronguard ...)`, EXIT.usage);
+}
+
+// /proc/self/<file> decoded as UTF-8; null without /proc.
+function procText(file: 'environ'): string | null {
+  try {
+    return readFileSync(`/proc/self/${file}`, 'utf8');
+  } catch {
+    return null;
+  }
 }
 
 // /proc/self/<file> as the NUL-terminated strings it holds; null without /proc.

@@ -25,7 +25,8 @@ export const SQLITE_MIGRATIONS: readonly string[] = [m0001, m0002, m0003, m0004,
 export function migrateSqlite(db: BetterSqlite3.Database): number {
   const latest = SQLITE_MIGRATIONS.length;
   const version = (): number => db.pragma('user_version', { simple: true }) as number;
-  if (version() >= latest) return version();
+  const current = version();
+  if (current >= latest) return current;
   db.exec('BEGIN IMMEDIATE');
   try {
     for (let v = version(); v < latest; v++) {
