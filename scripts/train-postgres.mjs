@@ -8,6 +8,8 @@ import { createServer } from 'node:net';
 const JSONB = 3802;
 const INT4 = 23;
 const BOOL = 16;
+const TEXT = 25;
+const TIMESTAMPTZ = 1184;
 
 function message(type, ...parts) {
   const body = Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(`${p}\0`) : p)));
@@ -24,27 +26,41 @@ function int32(n) {
   return b;
 }
 
-function rowDescription(name, oid, ...more) {
-  const names = [name, ...more];
-  const fields = names.flatMap((n) => [n, int32(0), int16(0), int32(oid), int16(-1 & 0xffff), int32(-1), int16(0)]);
-  return message('T', int16(names.length), ...fields);
-}
-
-function dataRow(text, columns = 1) {
-  const value = Buffer.from(text);
-  return message('D', int16(columns), ...Array.from({ length: columns }, () => [int32(value.length), value]).flat());
+// One row of `columns` ([name, type oid, text value or null for NULL]), as a statement's
+// description and its data.
+function oneRow(columns) {
+  const fields = columns.flatMap(([name, oid]) => [name, int32(0), int16(0), int32(oid), int16(-1 & 0xffff), int32(-1), int16(0)]);
+  const values = columns.flatMap(([, , value]) => (value === null ? [int32(-1)] : [int32(Buffer.byteLength(value)), Buffer.from(value)]));
+  return [message('T', int16(columns.length), ...fields), message('D', int16(columns.length), ...values)];
 }
 
 // The schema's state (SCHEMA_STATE in store/postgres/sql.ts): there, current, and the role may do anything.
 const STATE = ['present', 'usable', 'owner', 'may_create', 'versioned', 'may_delete'];
 
-// What a statement returns: admit()'s verdict (admitted, at the schema's current version),
-// the outcome statement's unlock, the schema's state and version, and nothing for the rest.
+// The admission's row (sql.ts `admit`): admitted, at the schema's current version, with the
+// advisory lock now held by this session's backend, as a first run's on a real server.
+const AT = '2026-01-01 00:00:00+00';
+function admitted(version) {
+  const verdict = JSON.stringify({ admitted: true, id: 1, requests: [], running: [], version });
+  return oneRow([
+    ['r', JSONB, verdict],
+    ['orphaned', JSONB, '[]'],
+    ['backend', INT4, '1'],
+    ['holding', BOOL, 't'],
+    ['epoch', TEXT, null],
+    ['started_at', TIMESTAMPTZ, AT],
+    ['backend_start', TEXT, AT],
+    ['system_identifier', TEXT, '7000000000000000001'],
+  ]);
+}
+
+// What a statement returns: admit()'s verdict, the outcome statement's unlock, the schema's
+// state and version, and nothing for the rest.
 function resultOf(sql, version) {
-  if (/AS may_delete/.test(sql)) return [rowDescription(...STATE.slice(0, 1), BOOL, ...STATE.slice(1)), dataRow('t', STATE.length), message('C', 'SELECT 1')];
-  if (/max\(version\)/.test(sql)) return [rowDescription('v', INT4), dataRow(String(version)), message('C', 'SELECT 1')];
-  if (/\.admit\(/.test(sql)) return [rowDescription('r', JSONB), dataRow(JSON.stringify({ admitted: true, id: 1, requests: [], running: [], version })), message('C', 'SELECT 1')];
-  if (/\bunlocked\b/.test(sql)) return [rowDescription('unlocked', BOOL), dataRow('t'), message('C', 'UPDATE 1')];
+  if (/AS may_delete/.test(sql)) return [...oneRow(STATE.map((name) => [name, BOOL, 't'])), message('C', 'SELECT 1')];
+  if (/max\(version\)/.test(sql)) return [...oneRow([['v', INT4, String(version)]]), message('C', 'SELECT 1')];
+  if (/\.admit\(/.test(sql)) return [...admitted(version), message('C', 'SELECT 1')];
+  if (/\bunlocked\b/.test(sql)) return [...oneRow([['unlocked', BOOL, 't']]), message('C', 'UPDATE 1')];
   return [message('n'), message('C', 'UPDATE 1')];
 }
 

@@ -14,8 +14,8 @@ import { fakePostgres } from './train-postgres.mjs';
 
 // Runs dist/train.cjs on a subcommand, a run under the postgres lock and log and one under
 // the mysql lock (each against a stand-in server: build and install time have no real one;
-// its failure only costs that run's cache) and last a plain run, so that the cache of the files they share holds what
-// the default run compiles, and each other file's what the run that used it compiled.
+// its failure only costs that run's cache) and last a plain run. Each starts from the cache
+// the runs before it wrote, so that a file several of them load holds what each compiled.
 // Training runs use a throwaway state.
 export async function trainCodeCache(dist, node = process.execPath, warn = console.warn) {
   const scratch = mkdtempSync(join(tmpdir(), 'cronguard-train-'));

@@ -58,7 +58,9 @@ export function installCodeCache(libDir: string, cacheDir: string, produce: bool
   internals._extensions['.cjs'] = (module, filename) => {
     if (dirname(filename) !== libDir) return fallback(module, filename);
     const file = cacheFile(cacheDir, filename);
-    const cachedData = produce ? undefined : readCache(file);
+    // A training run starts from what the runs before it wrote, so that a file several runs
+    // load (main.cjs, the fleet's resolving, the statement gate) keeps what each compiled.
+    const cachedData = readCache(file);
     const script = new Script(internals.wrap(readFileSync(filename, 'utf8')), { filename, cachedData });
     if (produce) compiled.push([file, script]);
     else tally[cachedData === undefined ? 'missing' : script.cachedDataRejected ? 'rejected' : 'used']++;
