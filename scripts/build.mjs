@@ -8,6 +8,7 @@
 // split ESM files are then turned into CommonJS ones, their imports of each other into
 // requires. Native addons (fs-ext, better-sqlite3) stay outside and load from node_modules.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import Module from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -298,11 +299,19 @@ async function mergeEagerChunks(files, roots, bundle) {
   return [...files].filter(([name]) => !merged.has(name)).map(([name, code]) => [name, name === 'main' ? main : hosted(name, code)]);
 }
 
+// Each file of lib/ is written as CommonJS would wrap it, so that the code cache's loader
+// (src/boot/code-cache.ts) compiles it as it is read: wrapping it at run time made a second
+// copy of every source a run loads, in the young generation the collector then sweeps.
+function wrapLib(lib) {
+  for (const file of readdirSync(lib)) if (file.endsWith('.cjs')) writeFileSync(join(lib, file), Module.wrap(readFileSync(join(lib, file), 'utf8')));
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const dist = join(root, 'dist');
   rmSync(dist, { recursive: true, force: true });
   await buildLib(join(dist, 'lib'));
   await build({ ...bundleOptions, entryPoints: [fileURLToPath(import.meta.resolve('iconv-lite'))], outfile: join(dist, 'lib', ICONV_FILE), banner: {}, define: {} });
+  wrapLib(join(dist, 'lib'));
   for (const entry of ['cronguard', 'train']) {
     await build({ ...bundleOptions, entryPoints: [join(root, `src/boot/${entry}.ts`)], outfile: join(dist, `${entry}.cjs`), banner: {}, define: {} });
   }

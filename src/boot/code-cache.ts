@@ -12,7 +12,6 @@ import { Script } from 'node:vm';
 
 interface Internals {
   _extensions: Record<string, (module: Module, filename: string) => void>;
-  wrap(source: string): string;
 }
 
 const internals = Module as unknown as Internals;
@@ -61,7 +60,8 @@ export function installCodeCache(libDir: string, cacheDir: string, produce: bool
     // A training run starts from what the runs before it wrote, so that a file several runs
     // load (main.cjs, the fleet's resolving, the statement gate) keeps what each compiled.
     const cachedData = readCache(file);
-    const script = new Script(internals.wrap(readFileSync(filename, 'utf8')), { filename, cachedData });
+    // Written wrapped as CommonJS wraps a module (scripts/build.mjs wrapLib).
+    const script = new Script(readFileSync(filename, 'utf8'), { filename, cachedData });
     if (produce) compiled.push([file, script]);
     else tally[cachedData === undefined ? 'missing' : script.cachedDataRejected ? 'rejected' : 'used']++;
     const wrapper = script.runInThisContext({ displayErrors: true }) as (...args: unknown[]) => void;
