@@ -45,7 +45,7 @@ async function notDue(recorder: RunRecorder, config: RunConfig, options: AdmitOp
   // admission's to refuse.
   const paused = job ? pauseOf(job) : null;
   if (paused) return { admitted: false, reason: 'disabled', paused };
-  if (answer.requested || options.keepLock || answer.unsettled.some((r) => settledUnderLock(r, run))) return null;
+  if (answer.requested || options.keepLock || answer.unsettled.some((r) => settledUnderLock(r, run, config.replace))) return null;
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
   const last = job ? lastCountedStart(job) : null;
   // A job without a readable schedule is the admission's to say so (once a day).
@@ -66,10 +66,14 @@ async function notDue(recorder: RunRecorder, config: RunConfig, options: AdmitOp
 // postgres or mysql lock anywhere, a local one on this host) costs the due jobs nothing to try: if
 // its wrapper lives, it holds the shared lock; a run of this host whose wrapper is gone is
 // settled too. Runs under another host's local lock are that host's to settle.
-function settledUnderLock(r: UnsettledRun, run: NewRun): boolean {
+// With --replace, trying costs the copy that runs: only a run certainly gone counts, so a
+// job that is not due stops nothing.
+function settledUnderLock(r: UnsettledRun, run: NewRun, replacing: boolean): boolean {
   const here = r.host === run.host;
+  const gone = here && !isSameProcess(r.pid, r.wrapper_start);
+  if (replacing) return gone;
   const sameLock = r.lock_backend === run.lockBackend && r.lock_key === run.lockKey && (heldBySession(run.lockBackend) || here);
-  return sameLock || (here && !isSameProcess(r.pid, r.wrapper_start));
+  return sameLock || gone;
 }
 
 // When a --scheduled loop (--for) looks at its schedule again: when it next fires, as the

@@ -26,7 +26,9 @@ export class ReplacingGate extends AroundGate {
   }
 
   async admit(abort: AbortSignal): Promise<Entry> {
-    const ended = await replaceRunning(this.recorder, this.config, this.run, this.say);
+    const ended = await replaceRunning(this.recorder, this.config, this.run, this.say, abort);
+    // A signal ends the wait for the old copy's end as it ends a wait for the lock.
+    if (abort.aborted) throw abort.reason;
     const entry = await this.inner.admit(abort);
     if (entry.admitted && ended.length > 0) await replaced(this.recorder, ended, this.run.host);
     return entry;
@@ -39,7 +41,7 @@ export class ReplacingGate extends AroundGate {
 // name their successor. A run of this same tick on another host is the fleet's run of this
 // minute, not a copy to replace: this one skips as it would without --replace (a fleet whose
 // every host runs `--replace` would otherwise stop each other's run every minute).
-async function replaceRunning(recorder: RunRecorder, config: RunConfig, run: NewRun, say: Messages): Promise<RunRow[]> {
+async function replaceRunning(recorder: RunRecorder, config: RunConfig, run: NewRun, say: Messages, abort: AbortSignal): Promise<RunRow[]> {
   const store = recorder.openStore;
   if (!store) {
     say.warn(`${config.name}: --replace: the run log is out of reach; nothing was stopped`);
@@ -53,7 +55,8 @@ async function replaceRunning(recorder: RunRecorder, config: RunConfig, run: New
   const by = `${run.username ?? 'unknown'}@${run.host} (cronguard --replace, pid ${run.pid})`;
   const order = { signal: config.killSignal, by, killAfterMs: config.killAfterMs, shared: isShared(config.log) };
   const boundMs = config.killAfterMs + REPLACE_MARGIN_MS + (order.shared ? STOP_POLL_MS : 0);
-  const stopped = await Promise.all(copies.map((row) => stopRun(store, row, order, boundMs).catch(() => null)));
+  const stopped = await Promise.all(copies.map((row) => stopRun(store, row, order, boundMs, abort).catch(() => null)));
+  if (abort.aborted) return [];
   const ended: RunRow[] = [];
   for (const [i, result] of stopped.entries()) {
     const row = copies[i] as RunRow;

@@ -49,7 +49,7 @@ function living(row: RunRow): boolean {
 // Asks the wrapper of `row` (between runs, see isBetweenRuns) to stop and waits up to
 // `waitMs` for it to be gone. Returns its latest row then (a retry that had just begun is
 // stopped by the same request, and recorded killed), or null while it still lives.
-export async function stopBetween(store: RunStore, row: RunRow, request: { signal: NodeJS.Signals; by: string }, waitMs: number): Promise<RunRow | null> {
+export async function stopBetween(store: RunStore, row: RunRow, request: { signal: NodeJS.Signals; by: string }, waitMs: number, abort?: AbortSignal): Promise<RunRow | null> {
   if (!(await store.requestStop(row.id, request, true))) return null;
   try {
     process.kill(row.pid, DOORBELL);
@@ -59,8 +59,8 @@ export async function stopBetween(store: RunStore, row: RunRow, request: { signa
   const deadline = Date.now() + waitMs;
   while (living(row)) {
     const left = deadline - Date.now();
-    if (left <= 0) return null;
-    await sleep(Math.min(WRAPPER_POLL_MS, left));
+    if (left <= 0 || abort?.aborted) return null;
+    await sleep(Math.min(WRAPPER_POLL_MS, left), abort);
   }
   const recent = await store.listRuns({ jobs: [row.job], limit: 100 });
   return recent.find((r) => r.host === row.host && r.pid === row.pid && r.wrapper_start === row.wrapper_start) ?? row;

@@ -35,8 +35,9 @@ export type Stopping =
   // It was not running when asked, or cannot be reached: `why` says so in words.
   | { readonly state: 'not-running'; readonly row: RunRow; readonly why: string };
 
-// Asks `row`'s run to stop and waits up to `waitMs` (Infinity: until it ends) for its end.
-export async function stopRun(store: RunStore, row: RunRow, order: StopOrder, waitMs: number): Promise<Stopping> {
+// Asks `row`'s run to stop and waits up to `waitMs` (Infinity: until it ends) for its end;
+// an aborted `abort` (a signal to the asking invocation) ends the wait as if it ran out.
+export async function stopRun(store: RunStore, row: RunRow, order: StopOrder, waitMs: number, abort?: AbortSignal): Promise<Stopping> {
   const here = row.host === hostname();
   if (!here && !order.shared) {
     return { state: 'not-running', row, why: `run ${row.id} runs on ${row.host}, which shares no run log with this host; stop it there` };
@@ -49,12 +50,12 @@ export async function stopRun(store: RunStore, row: RunRow, order: StopOrder, wa
     // Ended, but its invocation may go on (a retry's delay, a loop's wait): see stop-between.ts.
     const between = await import('./stop-between.js');
     if (!(await between.isBetweenRuns(store, (await store.getRun(row.id)) ?? row))) return notRunning(store, row);
-    const last = await between.stopBetween(store, row, { signal: order.signal, by }, waitMs);
+    const last = await between.stopBetween(store, row, { signal: order.signal, by }, waitMs, abort);
     return last === null ? { state: 'running', row } : { state: 'ended', row: last };
   }
   if (here && !isSameProcess(row.pid, row.wrapper_start)) return standIn(store, row, order);
   if (here) ring(row.pid);
-  return waitForEnd(store, row, waitMs, here ? order : null);
+  return waitForEnd(store, row, waitMs, here ? order : null, abort);
 }
 
 async function notRunning(store: RunStore, row: RunRow): Promise<Stopping> {
@@ -82,7 +83,7 @@ function ring(pid: number): void {
 // Polls the run's row until it has ended, or the wait is out (the row as last seen). On this
 // host (`order` given), a wrapper that dies meanwhile without recording the end (SIGKILLed;
 // one of a version before stop, which ignores the doorbell) is stood in for.
-async function waitForEnd(store: RunStore, row: RunRow, waitMs: number, order: StopOrder | null): Promise<Stopping> {
+async function waitForEnd(store: RunStore, row: RunRow, waitMs: number, order: StopOrder | null, abort?: AbortSignal): Promise<Stopping> {
   const deadline = Date.now() + waitMs;
   let seen = row;
   for (let delay = 50; ; delay = Math.min(delay * 2, 500)) {
@@ -94,8 +95,8 @@ async function waitForEnd(store: RunStore, row: RunRow, waitMs: number, order: S
       return seen.status !== 'running' ? { state: 'ended', row: seen } : standIn(store, seen, order);
     }
     const left = deadline - Date.now();
-    if (left <= 0) return { state: 'running', row: seen };
-    await sleep(Math.min(delay, left));
+    if (left <= 0 || abort?.aborted) return { state: 'running', row: seen };
+    await sleep(Math.min(delay, left), abort);
   }
 }
 
