@@ -161,12 +161,29 @@ describe.skipIf(!haveRedis)('-l redis: the server restarted while an invocation 
     const ran = box.path('ran');
     const waiter = start(['--lock-url', r.url(), '-v', '-w', '30s', '--every-tick', '-n', 'restart-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], box.env);
     await waitFor(() => r.cli('CLIENT', 'LIST').includes('name=cronguard:restart-wait'), 'the waiter to connect');
-    await new Promise((resolve) => setTimeout(resolve, 500));
     await r.stop();
+    // Down across several of the waiter's tries (each a refused connection, at most 250 ms
+    // apart): it waits for the server as for the lock.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
     await r.start();
     const result = await waiter.done;
     expect(result.code).toBe(0);
     expect(result.stderr).not.toMatch(/unreachable|connection is lost/);
     expect(lines(ran)).toEqual(['ran']);
+  }, 60_000);
+
+  it('a server still down when the wait is over: 69, one line, nothing run', async () => {
+    const r = await privateRedis();
+    const box = sandbox();
+    expect(r.cli('SET', 'cronguard:0:down-wait', 'deploying', 'PX', '60000')).toBe('OK');
+    const ran = box.path('ran');
+    const waiter = start(['--lock-url', r.url(), '-w', '2s', '-n', 'down-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], box.env);
+    await waitFor(() => r.cli('CLIENT', 'LIST').includes('name=cronguard:down-wait'), 'the waiter to connect');
+    await r.stop();
+    const result = await waiter.done;
+    await r.start();
+    expect(result.code).toBe(69);
+    expect(result.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^cronguard: redis redis:\/\/127\.0\.0\.1:\d+\/0 is unreachable: /)]);
+    expect(lines(ran)).toEqual([]);
   }, 60_000);
 });

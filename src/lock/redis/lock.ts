@@ -89,11 +89,27 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
   // (at least CONNECT_MS after it was sent) finds the server out of reach (69). A take the
   // server runs after that leaves a key that expires after the ttl, with nothing run under it.
   let deadline = 0;
+  // A waiter (-w) whose connection went with a restarting server held nothing: it connects
+  // again, and waits for a server still down as for a held lock. Still down when the wait is
+  // over, it is 69 (`unreachable`, the last failure to connect again).
+  let reconnecting = false;
+  let unreachable: unknown = null;
   const tryOnce = async () => {
-    // A waiter (-w) whose connection went with a restarted server connects again: it held
-    // nothing. A server still down is 69 then.
-    if (connection?.lost) connection = null;
-    connection ??= await connect(AbortSignal.timeout(CONNECT_MS));
+    if (connection?.lost) {
+      connection = null;
+      reconnecting = true;
+    }
+    if (!connection) {
+      try {
+        connection = await connect(AbortSignal.timeout(CONNECT_MS));
+      } catch (error) {
+        if (!reconnecting) throw error;
+        unreachable = error;
+        return null;
+      }
+      reconnecting = false;
+      unreachable = null;
+    }
     const sentAt = monotonicMs();
     let reply: Reply;
     try {
@@ -138,7 +154,9 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
     async acquire({ waitMs, abort }) {
       deadline = monotonicMs() + waitMs;
       try {
-        return await retryUntil(tryOnce, waitMs, abort);
+        const taken = await retryUntil(tryOnce, waitMs, abort);
+        if (taken === null && unreachable !== null) throw unreachable;
+        return taken;
       } finally {
         // Not taken: nothing more is asked of the server.
         const left = connection;
