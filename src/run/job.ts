@@ -71,10 +71,10 @@ export async function runJob(config: RunConfig, fileEnv: Readonly<Record<string,
     };
     const options = await admitOptions(config, manual);
     gate = await openGate({ ...config, waitMs: lockWaitMs(config, manual) }, run, options, say, stop.signal).catch(notRun);
-    // Loaded with the flag only, as ping.js is.
-    if (config.replace) gate = new (await import('./stop/replace.js')).ReplacingGate(gate, config, run, say);
-    // Neither a shared lock nor a running copy is taken from anyone by a job that is not due.
-    if (mayBeShared(config.lock) || config.replace) gate = new DueFirstGate(gate, config, options, run);
+    // Neither a shared lock nor a running copy is taken from anyone by a job that is not due;
+    // replace.js is loaded with the flag only, as ping.js is.
+    if (config.replace) gate = new (await import('./stop/replace.js')).ReplacingGate(gate, config, options, run, say);
+    else if (mayBeShared(config.lock)) gate = new DueFirstGate(gate, config, options, run);
     gate.recorder.notifyWith(notifier);
     // A stop request ends the invocation as a signal would: no retry, no next run of a loop.
     stopListener = new StopListener(gate.recorder, isShared(config.log), (request) => {

@@ -8,8 +8,8 @@ import { monotonicMs } from '../../util/time.js';
 import { AroundGate, type Entry, type Gate } from '../gate/gate.js';
 import type { RunRecorder } from '../recorder.js';
 
-// A lock other jobs share is taken, and a running copy stopped (--replace), only by a job that
-// is due (see notDue).
+// A lock other jobs share is taken only by a job that is due (see notDue; --replace asks too,
+// before it stops the running copy).
 export class DueFirstGate extends AroundGate {
   constructor(
     inner: Gate,
@@ -21,7 +21,7 @@ export class DueFirstGate extends AroundGate {
   }
 
   async admit(abort: AbortSignal): Promise<Entry> {
-    return (await notDue(this.recorder, this.config, this.options, this.run)) ?? (await this.inner.admit(abort));
+    return (await notDue(this.recorder, this.config, this.options, this.run, false)) ?? (await this.inner.admit(abort));
   }
 }
 
@@ -31,8 +31,9 @@ export class DueFirstGate extends AroundGate {
 // admission under the lock still decides (this is only ever a "no" it would also say), so
 // the answer errs towards "due": a request, a log that cannot answer, an abandoned last run,
 // a loop that waits for work holding the lock, a run the admission may find to settle, all
-// take the lock and ask again.
-async function notDue(recorder: RunRecorder, config: RunConfig, options: AdmitOptions, run: NewRun): Promise<Refused | null> {
+// take the lock and ask again. `replacing`: a run the admission may settle is only one
+// certainly gone (see settledUnderLock).
+export async function notDue(recorder: RunRecorder, config: RunConfig, options: AdmitOptions, run: NewRun, replacing: boolean): Promise<Refused | null> {
   const name = config.name;
   const answer = await recorder.consult('check whether the job is due', async (store) => {
     // In turn: the first creates a shared log's schema when it is not there yet.
@@ -45,7 +46,7 @@ async function notDue(recorder: RunRecorder, config: RunConfig, options: AdmitOp
   // admission's to refuse.
   const paused = job ? pauseOf(job) : null;
   if (paused) return { admitted: false, reason: 'disabled', paused };
-  if (answer.requested || options.keepLock || answer.unsettled.some((r) => settledUnderLock(r, run, config.replace))) return null;
+  if (answer.requested || options.keepLock || answer.unsettled.some((r) => settledUnderLock(r, run, replacing))) return null;
   if (options.onRequest && options.minIntervalMs === null) return { admitted: false, reason: 'idle' };
   const last = job ? lastCountedStart(job) : null;
   // A job without a readable schedule is the admission's to say so (once a day).

@@ -1,9 +1,11 @@
 import type { RunConfig } from '../../cli/config.js';
+import type { AdmitOptions } from '../../store/admission.js';
 import { isShared } from '../../store/log-spec.js';
 import type { NewRun, RunRow } from '../../store/types.js';
 import { formatDuration } from '../../util/duration.js';
 import type { Messages } from '../../util/io.js';
 import { AroundGate, type Entry, type Gate } from '../gate/gate.js';
+import { notDue } from '../loop/due.js';
 import type { RunRecorder } from '../recorder.js';
 import { betweenRuns } from './stop-between.js';
 import { STOP_POLL_MS } from './stop-listener.js';
@@ -13,12 +15,14 @@ import { stopRun } from './stop-run.js';
 // and to record its end.
 const REPLACE_MARGIN_MS = 5000;
 
-// --replace: before the lock is asked for, the job's running copies are stopped; once this run
-// is admitted, the runs it replaced name it (replaced()).
+// --replace: before the lock is asked for, a job that is due (a paused one, or one whose
+// interval has not passed, stops nothing) stops its running copies; once this run is
+// admitted, the runs it replaced name it (replaced()).
 export class ReplacingGate extends AroundGate {
   constructor(
     inner: Gate,
     private readonly config: RunConfig,
+    private readonly options: AdmitOptions,
     private readonly run: NewRun,
     private readonly say: Messages,
   ) {
@@ -26,6 +30,8 @@ export class ReplacingGate extends AroundGate {
   }
 
   async admit(abort: AbortSignal): Promise<Entry> {
+    const refused = await notDue(this.recorder, this.config, this.options, this.run, true);
+    if (refused) return refused;
     const ended = await replaceRunning(this.recorder, this.config, this.run, this.say, abort);
     // A signal ends the wait for the old copy's end as it ends a wait for the lock.
     if (abort.aborted) throw abort.reason;
