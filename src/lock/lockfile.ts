@@ -1,8 +1,9 @@
-import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lutimesSync, mkdirSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, fchownSync, fstatSync, lutimesSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { CantCreateError, CronguardError, fileError } from '../errors.js';
 import { createExclusive } from '../util/safe-path.js';
 import { euid, fileMode, settleFile, stillNamed } from '../util/sharing.js';
+import { unlinkQuietly } from '../util/stamp.js';
 import { monotonicMs } from '../util/time.js';
 import { type Lock, type LockBackend, type LockPlace, retryUntil } from './backend.js';
 import { epochName, epochPath, highestEpoch, isFresh, STALE_MS } from './lockfile-epochs.js';
@@ -157,13 +158,5 @@ function makeContainer(container: string, gid: number | null, managed: boolean):
     throw error instanceof CronguardError ? error : fileError('lock directory', container, error);
   } finally {
     closeSync(fd);
-  }
-}
-
-function unlinkQuietly(path: string): void {
-  try {
-    unlinkSync(path);
-  } catch {
-    // Gone already, or not a file: it holds nothing either way.
   }
 }

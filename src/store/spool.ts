@@ -1,8 +1,9 @@
-import { closeSync, constants, fsyncSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, constants, fsyncSync, readdirSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Messages } from '../util/io.js';
 import { checkPrivateDirectory, openRegular, preparePrivateDirectory } from '../util/safe-path.js';
 import { ownSubdir } from '../util/sharing.js';
+import { unlinkQuietly } from '../util/stamp.js';
 import type { RunStore } from './run-store.js';
 import { checked, deliverDir, waiting } from './spool-files.js';
 import type { SpooledRun } from './spool-record.js';
@@ -136,7 +137,7 @@ export class Spool {
       checked(dir, true, preparePrivateDirectory(this.stateDir, 'state directory') !== null);
       // Of this process: every run of the URL writes it.
       const temp = `${file}.${process.pid}.tmp`;
-      rmSync(temp, { force: true });
+      unlinkQuietly(temp);
       const fd = openRegular(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', temp, 0o600);
       try {
         writeSync(fd, known);
@@ -192,7 +193,7 @@ export class Spool {
     checked(dir, true, shared);
     const file = join(dir, `${record.run.runKey.replace(/[^A-Za-z0-9._-]/g, '_')}.json`);
     const temp = `${file}.tmp`;
-    rmSync(temp, { force: true });
+    unlinkQuietly(temp);
     const fd = openRegular(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', temp, 0o600);
     try {
       const witness = record.id !== null ? record.run.runKey : (this.knownOfUrl()?.witness ?? null);
@@ -200,7 +201,7 @@ export class Spool {
       for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done);
       fsyncSync(fd);
     } catch (error) {
-      rmSync(temp, { force: true });
+      unlinkQuietly(temp);
       throw error;
     } finally {
       closeSync(fd);

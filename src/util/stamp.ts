@@ -30,6 +30,8 @@ export function touch(dir: string, file: string, now: number): void {
   }
 }
 
+// Removes a file that may be gone already (or be no file: it then holds nothing either way).
+// Not fs.rmSync, which loads Node's recursive remover on every call.
 export function unlinkQuietly(file: string): void {
   try {
     unlinkSync(file);

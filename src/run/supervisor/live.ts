@@ -1,9 +1,10 @@
-import { closeSync, constants, renameSync, unlinkSync, writeSync, writev } from 'node:fs';
+import { closeSync, constants, renameSync, writeSync, writev } from 'node:fs';
 import { join } from 'node:path';
 import { describe } from '../../errors.js';
 import { type Messages, mkdirp } from '../../util/io.js';
 import { checkPrivateDirectory, createExclusive, preparePrivateDirectory } from '../../util/safe-path.js';
 import { moveAsideUnlessRoots } from '../../util/sharing.js';
+import { unlinkQuietly } from '../../util/stamp.js';
 import { ByteRing } from './byte-ring.js';
 import { liveDir, liveName, NEXT_SUFFIX, STOPPED_SUFFIX, sweepStale, UNCAPTURED_SUFFIX } from './live-file.js';
 
@@ -193,14 +194,5 @@ export class LiveCopy {
     const idle = this.idle;
     this.idle = null;
     idle?.();
-  }
-}
-
-// A follower never removes a live file, but another run's sweep might have: gone is gone.
-function unlinkQuietly(path: string): void {
-  try {
-    unlinkSync(path);
-  } catch {
-    // Nothing left to remove.
   }
 }
