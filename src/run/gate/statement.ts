@@ -42,8 +42,15 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
   let outage = false;
   let deadline = 0;
   // The run as the next admission records it: a new run key after an admission whose reply
-  // was lost, whose row (if the server committed it) the spool settles under the old one.
+  // was lost (`unsettled`), whose row, if the server committed it, is settled under the old
+  // one: asked once the server answers again, spooled without asking if it never does.
   let current = run;
+  let unsettled: NewRun | null = null;
+  const settle = async (ask: boolean): Promise<void> => {
+    const lost = unsettled;
+    unsettled = null;
+    if (lost && !(ask && (await combined.holdsRun?.(lost.runKey).catch(() => true)) === false)) log.recorder.lostAdmission(lost);
+  };
   const hold = (dbLock: DatabaseLock, admitted: LockedAdmission, sentAt: number): Lock => {
     const { lock, release, releasedElsewhere } = dbLock.taken(admitted, sentAt);
     log.recorder.releasesLock(release, releasedElsewhere);
@@ -78,10 +85,11 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
         // without it there is no lock (69), though the statement may have committed; a
         // waiter whose session was lost goes on waiting, with a new run key.
         if (combined.connectionLost || !database.isServerError(error) || !dbLock.alone) {
-          log.recorder.lostAdmission(stamped);
-          if (!(waits && combined.connectionLost)) throw database.error(error);
-          current = { ...run, runKey: newRunKey() };
-          unreachable = error;
+          if (!(waits && combined.connectionLost)) {
+            log.recorder.lostAdmission(stamped);
+            throw database.error(error);
+          }
+          [unsettled, current, unreachable] = [stamped, { ...run, runKey: newRunKey() }, error];
           return null;
         }
         log.recorder.unavailable('record the start', error);
@@ -119,6 +127,7 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
     }
     if (outage) say.verbose(`${config.name}: ${database.name} reachable again`);
     [unreachable, outage] = [null, false];
+    await settle(true);
     await log.recorder.deliverSpool();
     return true;
   };
@@ -131,7 +140,7 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
     // with the row it abandons.
     await log.recorder.deliverSpool();
     deadline = monotonicMs() + config.waitMs;
-    const entry = await retryUntil(async () => (await attempt(abort)) ?? tell(), config.waitMs, abort);
+    const entry = await retryUntil(async () => (await attempt(abort)) ?? tell(), config.waitMs, abort).finally(() => settle(false));
     if (entry) return entry;
     if (unreachable !== null) throw database.error(unreachable);
     return { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) };
