@@ -13,6 +13,10 @@ export interface SmallCluster {
   readonly port: number;
   // Its `test` database, as cronguard or PgBouncer is given it.
   readonly url: string;
+  // Stops the server (a fast shutdown: sessions are ended), and starts it again on its port.
+  stop(): void;
+  start(): void;
+  running(): boolean;
   drop(): void;
 }
 
@@ -46,5 +50,21 @@ export async function makeCluster(base: string, maxConnections: number): Promise
   } finally {
     await admin.end();
   }
-  return { name, port, url: `postgres://postgres@127.0.0.1:${port}/test`, drop: () => dropCluster(name) };
+  return {
+    name,
+    port,
+    url: `postgres://postgres@127.0.0.1:${port}/test`,
+    stop: () => sh('pg_ctlcluster', [VERSION, name, 'stop', '-m', 'fast']),
+    start: () => sh('pg_ctlcluster', [VERSION, name, 'start']),
+    running: () => {
+      try {
+        sh('pg_ctlcluster', [VERSION, name, 'status']);
+        return true;
+      } catch {
+        // pg_ctlcluster status exits non-zero for a cluster that is down.
+        return false;
+      }
+    },
+    drop: () => dropCluster(name),
+  };
 }

@@ -128,6 +128,10 @@ export interface SharedDatabase {
   // A lease in the log `store`, which its admission statement takes; without the log
   // (`openError` says why it did not open) there is no lock.
   leaseLock(store: SharedStore | null, openError: unknown, lock: Extract<LockSpec, { kind: 'lease' }>): Promise<DatabaseLock>;
+  // The log's session (the lock's too, when it has one) lost while it held nothing, a waiter's
+  // between its tries (a server restarted), connected again in place as it was first: the
+  // store and the locks on it carry on over the new connection. Fails as connecting fails.
+  reconnect(store: SharedStore, abort: AbortSignal): Promise<void>;
   // The one line, and exit code, a failure of this database ends in.
   error(error: unknown): CronguardError;
   // The server answered with an error (the log's); anything else is the connection.

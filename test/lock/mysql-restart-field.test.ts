@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { cronguard, fixture, lines, release, sandbox, spooled, start, waitFor } from '../helpers.js';
-import { haveMariadbd, privateMariadb } from '../mariadb-server.js';
+import { collected, cronguard, fixture, lines, release, sandbox, spooled, start, waitFor } from '../helpers.js';
+import { haveMariadbd, type PrivateMariadb, privateMariadb } from '../mariadb-server.js';
 import { mysqlQuery } from '../mysql-helpers.js';
 
 // The server itself goes away mid-run, as in the field: a crash (SIGKILL of mariadbd, an OOM
@@ -46,4 +46,89 @@ describe.skipIf(!haveMariadbd)('a MariaDB server that goes away mid-run', () => 
     const rows = await mysqlQuery<{ status: string; error: string | null }>('SELECT status, error FROM cg_field.runs ORDER BY id', [], server.url);
     expect(rows.map((r) => r.status)).toEqual(['lock_lost', 'succeeded']);
   });
+});
+
+// The server restarts while an invocation waits (-w) for the lock another holds, as with
+// PostgreSQL (postgres-restart-field.test.ts): the waiter held nothing, so it connects again
+// and waits for the server as for the lock; a server still down when the wait is over is 69.
+describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation waits (-w)', () => {
+  const setUp = (server: PrivateMariadb) => {
+    const box = sandbox();
+    const env = { ...box.env, CRONGUARD_DATABASE_URL: server.url, CRONGUARD_SCHEMA: 'cg_wait' };
+    return { box, env, log: box.path('record'), barrier: box.path('barrier'), ran: box.path('ran') };
+  };
+  // Both invocations are connected (no one else uses this server): the holder, and the waiter,
+  // which (its schema stamp written by the holder) sends nothing but its admissions from then on.
+  const bothConnected = (server: PrivateMariadb) => async () =>
+    (await mysqlQuery<{ n: number }>("SELECT COUNT(*) AS n FROM information_schema.processlist WHERE user = 'root' AND id <> CONNECTION_ID()", [], server.url))[0]?.n === 2;
+  const statuses = async (server: PrivateMariadb) => (await mysqlQuery<{ status: string }>('SELECT status FROM cg_wait.runs ORDER BY id', [], server.url)).map((r) => r.status);
+
+  it('the holder stops (75); the waiter connects again and runs (exit 0); each run recorded once', async () => {
+    const server = await privateMariadb();
+    const { box, env, log, barrier, ran } = setUp(server);
+    const holder = start(['-n', 'restart-wait', '--', fixture('hold.sh'), log, barrier], env);
+    await waitFor(() => lines(log).length > 0, 'the holder to start its command');
+    const waiter = start(['-v', '-w', '60s', '-n', 'restart-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
+    const said = collected(waiter);
+    await waitFor(bothConnected(server), 'the waiter to connect');
+    await server.shutdown();
+    const lost = await holder.done;
+    expect(lost.code).toBe(75);
+    expect(lost.stderr).toMatch(/cronguard: restart-wait: lock lost: [^\n]*; command terminated after \S+ \(run 1; cronguard logs 1\)\n$/);
+    expect(spooled(box.stateDir)).toHaveLength(1);
+    await waitFor(() => /restart-wait: cannot reach MySQL at [^\n]*: ECONNREFUSED; waiting for it as for the lock\n/.test(said.stderr()), 'the waiter to find the server down');
+    await server.start();
+    const result = await waiter.done;
+    release(barrier);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toMatch(/restart-wait: MySQL reachable again\n/);
+    expect(result.stderr).not.toMatch(/^cronguard: (cannot reach|MySQL at)|connection lost|unavailable/m);
+    expect(lines(ran)).toEqual(['ran']);
+    expect(lines(log)).toEqual([expect.stringMatching(/^start /)]);
+    expect(spooled(box.stateDir)).toHaveLength(0);
+    expect(await statuses(server)).toEqual(['lock_lost', 'succeeded']);
+  }, 120_000);
+
+  it('a server still down when the wait is over: 69, one line, nothing run', async () => {
+    const server = await privateMariadb();
+    const { box, env, log, barrier, ran } = setUp(server);
+    const holder = start(['-n', 'down-wait', '--', fixture('hold.sh'), log, barrier], env);
+    await waitFor(() => lines(log).length > 0, 'the holder to start its command');
+    const waiter = start(['-w', '3s', '-n', 'down-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
+    await waitFor(bothConnected(server), 'the waiter to connect');
+    await server.shutdown();
+    const result = await waiter.done;
+    expect((await holder.done).code).toBe(75);
+    release(barrier);
+    await server.start();
+    expect(result.code).toBe(69);
+    expect(result.stderr).toMatch(/^cronguard: cannot reach MySQL at root@127\.0\.0\.1:\d+\/mysql: ECONNREFUSED\n$/);
+    expect(lines(ran)).toEqual([]);
+    // Only the holder's run, started before the restart; its end waits in the spool (beside,
+    // if the restart caught the waiter's admission in flight, that admission's: nothing ran).
+    expect(await statuses(server)).toEqual(['running']);
+    expect(spooled(box.stateDir).filter((f) => f.includes(`_${holder.child.pid}_`))).toHaveLength(1);
+  }, 120_000);
+
+  it('-l lease: the holder keeps its lease through the restart; the waiter connects again and runs after it', async () => {
+    const server = await privateMariadb();
+    const { box, env, log, barrier, ran } = setUp(server);
+    const holder = start(['-l', 'lease', '-n', 'lease-wait', '--', fixture('hold.sh'), log, barrier], env);
+    await waitFor(() => lines(log).length > 0, 'the holder to start its command');
+    const waiter = start(['-l', 'lease', '-v', '-w', '60s', '-n', 'lease-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
+    const said = collected(waiter);
+    await waitFor(() => said.stderr().includes('is held; waiting up to 1m00s for it'), 'the waiter to wait');
+    await server.shutdown();
+    await waitFor(() => /lease-wait: cannot reach MySQL at [^\n]*; waiting for it as for the lock\n/.test(said.stderr()), 'the waiter to find the server down');
+    await server.start();
+    await waitFor(() => said.stderr().includes('lease-wait: MySQL reachable again'), 'the waiter to connect again');
+    release(barrier);
+    const [held, result] = await Promise.all([holder.done, waiter.done]);
+    expect(held).toMatchObject({ code: 0, stderr: '' });
+    expect(result.code).toBe(0);
+    expect(lines(ran)).toEqual(['ran']);
+    expect(lines(log)).toEqual([expect.stringMatching(/^start /), expect.stringMatching(/^end /)]);
+    expect(spooled(box.stateDir)).toHaveLength(0);
+    expect(await statuses(server)).toEqual(['succeeded', 'succeeded']);
+  }, 120_000);
 });

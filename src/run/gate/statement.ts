@@ -6,6 +6,8 @@ import { keepsLock } from '../../store/admission.js';
 import type { DatabaseLock, LockedAdmission, SharedDatabase } from '../../store/shared.js';
 import type { NewRun } from '../../store/types.js';
 import type { Messages } from '../../util/io.js';
+import { newRunKey } from '../../util/process-id.js';
+import { monotonicMs } from '../../util/time.js';
 import { prestartWatchdog } from '../supervisor/watchdog.js';
 import { describeSlots, type Entry, type Gate, type GateOptions, type RoundTrips, type Slot, type SlotStamp } from './gate.js';
 import { atLock, localGate, waiting } from './local.js';
@@ -30,6 +32,25 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
   };
   const combined = log.store;
   if (!combined) return { ...gate, close };
+  // A waiter (-w) holds nothing while it waits: a session lost meanwhile (a server restarted)
+  // connects again at its next try, and a server still down counts as the lock still held
+  // until the wait is over; then it ends the invocation as a first connection's failure does
+  // (69, `unreachable`). Without -w a lost session ends it at once, as before.
+  const waits = config.waitMs > 0;
+  let unreachable: unknown = null;
+  // Said once (-v) per outage: whether the last try to connect again failed.
+  let outage = false;
+  let deadline = 0;
+  // The run as the next admission records it: a new run key after an admission whose reply
+  // was lost (`unsettled`), whose row, if the server committed it, is settled under the old
+  // one: asked once the server answers again, spooled without asking if it never does.
+  let current = run;
+  let unsettled: NewRun | null = null;
+  const settle = async (ask: boolean): Promise<void> => {
+    const lost = unsettled;
+    unsettled = null;
+    if (lost && !(ask && (await combined.holdsRun?.(lost.runKey).catch(() => true)) === false)) log.recorder.lostAdmission(lost);
+  };
   const hold = (dbLock: DatabaseLock, admitted: LockedAdmission, sentAt: number): Lock => {
     const { lock, release, releasedElsewhere } = dbLock.taken(admitted, sentAt);
     log.recorder.releasesLock(release, releasedElsewhere);
@@ -39,7 +60,7 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
   // yet (a wait goes on, another slot is tried, or the skip is counted below).
   const attemptSlot = async ({ lock: dbLock, stamp: slot }: DatabaseSlot, countSkip: boolean): Promise<Entry | null> => {
     if (log.recorder.writable) {
-      const stamped = atLock({ ...run, ...slot });
+      const stamped = atLock({ ...current, ...slot });
       try {
         const admitting = combined.lockAndAdmit(stamped, dbLock.request, options, countSkip);
         // A command under a database lock needs a watchdog: it starts while the server works.
@@ -61,10 +82,15 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
         const readOnly = database.readOnly(error);
         if (readOnly) throw readOnly;
         // Only an error the server sent is the log's; anything else is the connection, and
-        // without it there is no lock (69), though the statement may have committed.
+        // without it there is no lock (69), though the statement may have committed; a
+        // waiter whose session was lost goes on waiting, with a new run key.
         if (combined.connectionLost || !database.isServerError(error) || !dbLock.alone) {
-          log.recorder.lostAdmission(stamped);
-          throw database.error(error);
+          if (!(waits && combined.connectionLost)) {
+            log.recorder.lostAdmission(stamped);
+            throw database.error(error);
+          }
+          [unsettled, current, unreachable] = [stamped, { ...run, runKey: newRunKey() }, error];
+          return null;
         }
         log.recorder.unavailable('record the start', error);
       }
@@ -76,12 +102,34 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
   // The first slot that is free, in order; the skip is counted by the last slot's admission
   // when nothing waits (null: every slot is held, and nothing counted it). The log counts the
   // minute's starts (at most N) whichever slot asks, so its refusal is the answer.
-  const attempt = async (): Promise<Entry | null> => {
+  const attempt = async (abort: AbortSignal): Promise<Entry | null> => {
+    if (waits && combined.connectionLost && !(await reconnected(abort))) return null;
     for (const [i, slot] of slots.entries()) {
       const entry = await attemptSlot(slot, config.waitMs === 0 && i === slots.length - 1);
       if (entry) return entry;
     }
     return null;
+  };
+  // The lost session connected again (no later than the wait's end), and the spool delivered:
+  // it may hold the record of the run whose holder lost the lock with the restart.
+  const reconnected = async (abort: AbortSignal): Promise<boolean> => {
+    const late = AbortSignal.timeout(Math.max(1, Math.ceil(deadline - monotonicMs())));
+    try {
+      await database.reconnect(combined, AbortSignal.any([abort, late]));
+    } catch (error) {
+      abort.throwIfAborted();
+      if (!late.aborted || unreachable === null) {
+        if (!outage) say.verbose(`${config.name}: ${database.error(error).message}; waiting for it as for the lock`);
+        unreachable = error;
+      }
+      outage = true;
+      return false;
+    }
+    if (outage) say.verbose(`${config.name}: ${database.name} reachable again`);
+    [unreachable, outage] = [null, false];
+    await settle(true);
+    await log.recorder.deliverSpool();
+    return true;
   };
   const description = describeSlots(first.lock.description, slots.length);
   const tell = waiting(config, description, say);
@@ -91,10 +139,11 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
     // back first, for this admission to serve, rather than the admission ending them failed
     // with the row it abandons.
     await log.recorder.deliverSpool();
-    return (
-      (await retryUntil(async () => (await attempt()) ?? tell(), config.waitMs, abort)) ??
-      { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) }
-    );
+    deadline = monotonicMs() + config.waitMs;
+    const entry = await retryUntil(async () => (await attempt(abort)) ?? tell(), config.waitMs, abort).finally(() => settle(false));
+    if (entry) return entry;
+    if (unreachable !== null) throw database.error(unreachable);
+    return { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) };
   };
   return { ...gate, description, admit, close };
 }

@@ -18,7 +18,7 @@ export class Session implements MysqlSession {
   // The heartbeat's statements, counted apart (see SharedSession).
   heartbeats = 0;
   lost: string | null = null;
-  readonly connectionId: number;
+  connectionId: number;
   private lostHandlers: ((reason: string) => void)[] = [];
   private lockGone: string | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
@@ -37,16 +37,36 @@ export class Session implements MysqlSession {
   private lastHeard = monotonicMs();
 
   constructor(
-    private readonly connection: Connection,
+    private connection: Connection,
     readonly config: MysqlConfig,
-    readonly maxPacketBytes: number,
+    public maxPacketBytes: number,
   ) {
     this.connectionId = connection.threadId;
-    connection.on('error', (error: Error) => this.markLost(`connection error: ${error.message}`));
-    connection.on('end', () => this.markLost('the server closed the connection'));
+    this.attach(connection);
+  }
+
+  // The session's connection from now on. Only its own connection's events count: one it
+  // left behind (see adopt) says nothing of the session any more.
+  private attach(connection: Connection): void {
+    this.connection = connection;
+    this.connectionId = connection.threadId;
+    this.lastHeard = monotonicMs();
+    connection.on('error', (error: Error) => this.connection === connection && this.markLost(`connection error: ${error.message}`));
+    connection.on('end', () => this.connection === connection && this.markLost('the server closed the connection'));
     (connection as unknown as { connection?: { stream?: NodeJS.EventEmitter } }).connection?.stream?.on('data', () => {
-      this.lastHeard = monotonicMs();
+      if (this.connection === connection) this.lastHeard = monotonicMs();
     });
+  }
+
+  // A session lost while it held no lock (a waiter's, whose server restarted) takes the
+  // connection of `fresh`, a new session to the same server: the store and the lock made on
+  // this one carry on over it. One that held a lock is never revived: its lock is gone.
+  adopt(fresh: MysqlSession): void {
+    if (!this.lost || this.proof.held || this.lockGone !== null || this.inTransaction) throw new Error('only a lost session that held no lock connects again');
+    const other = fresh as Session;
+    this.maxPacketBytes = other.maxPacketBytes;
+    this.attach(other.connection);
+    this.lost = null;
   }
 
   async query<R>(sql: string, params: readonly unknown[] = []): Promise<R[]> {

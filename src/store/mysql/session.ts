@@ -55,4 +55,6 @@ export interface MysqlSession extends SharedSession {
   answerWithin(ms: number): void;
   close(): Promise<void>;
   destroy(): void;
+  // A session lost while it held no lock takes the connection of `fresh` (see Session.adopt).
+  adopt(fresh: MysqlSession): void;
 }

@@ -42,12 +42,15 @@ export function mysqlDatabase(config: FleetRun, db: MysqlConfig, say: Messages):
     abort,
   });
   const connect = (abort?: AbortSignal) => connectMysqlServer(db, `cronguard:${config.name}`, options(abort));
+  // A session the server ends once it falls silent, so that a partition strands the lock for
+  // a minute, not for the server's wait_timeout (8 hours by default).
+  const connectForLock = (abort?: AbortSignal) => connectMysqlServer(db, `cronguard:${config.name}`, { ...options(abort), idleTimeoutS: LOCK_IDLE_S });
+  // The lock's session, which a reconnection makes again as such.
+  let lockSession: MysqlSession | null = null;
   return {
     name: 'MySQL',
     connectLock(abort) {
-      // A session the server ends once it falls silent, so that a partition strands the
-      // lock for a minute, not for the server's wait_timeout (8 hours by default).
-      const connecting = connectMysqlServer(db, `cronguard:${config.name}`, { ...options(abort), idleTimeoutS: LOCK_IDLE_S });
+      const connecting = connectForLock(abort).then((session) => (lockSession = session));
       // The lock's code loads while the connection is made (the failure is the caller's await).
       connecting.catch(() => {});
       return import('./lock.js').then(() => connecting);
@@ -62,6 +65,10 @@ export function mysqlDatabase(config: FleetRun, db: MysqlConfig, say: Messages):
       if (!store) throw mysqlError(openError ?? new Error('the run log is out of reach'), db.display);
       const { mysqlLeaseLock } = await import('./lease.js');
       return mysqlLeaseLock(config.name, lock, db, store as MysqlStore, say);
+    },
+    async reconnect(store, abort) {
+      const { session } = store as MysqlStore;
+      session.adopt(await (session === lockSession ? connectForLock : connect)(abort));
     },
     error: (error) => mysqlError(error, db.display),
     isServerError,

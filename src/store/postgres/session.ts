@@ -28,7 +28,7 @@ export class PgSession {
   lockBackendStart: string | null = null;
   // The server backend's pid as announced at the connection (BackendKeyData): a backend
   // started for this session, unless a pooler stands between (it announces one of its own).
-  readonly startedBackend: number | null;
+  startedBackend: number | null;
   private probe: LockProbe | null = null;
   private lockGone: string | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
@@ -44,18 +44,42 @@ export class PgSession {
   private lastHeard = monotonicMs();
 
   private constructor(
-    private readonly client: pg.Client,
+    private client: pg.Client,
     readonly db: DbConfig,
     // What the server reported at startup (ParameterStatus): server_version, and from
     // PostgreSQL 14 in_hot_standby and default_transaction_read_only (see server-state.ts).
-    readonly parameters: ReadonlyMap<string, string>,
+    private reported: ReadonlyMap<string, string>,
   ) {
+    this.startedBackend = null;
+    this.attach(client);
+  }
+
+  get parameters(): ReadonlyMap<string, string> {
+    return this.reported;
+  }
+
+  // The session's connection from now on. Only its own connection's events count: one it
+  // left behind (see adopt) says nothing of the session any more.
+  private attach(client: pg.Client): void {
+    this.client = client;
     this.startedBackend = (client as unknown as { processID?: number | null }).processID ?? null;
-    client.on('error', (error) => this.markLost(`connection error: ${error.message}`));
-    client.on('end', () => this.markLost('the server closed the connection'));
+    this.lastHeard = monotonicMs();
+    client.on('error', (error) => this.client === client && this.markLost(`connection error: ${error.message}`));
+    client.on('end', () => this.client === client && this.markLost('the server closed the connection'));
     (client as unknown as { connection?: { stream?: NodeJS.EventEmitter } }).connection?.stream?.on('data', () => {
-      this.lastHeard = monotonicMs();
+      if (this.client === client) this.lastHeard = monotonicMs();
     });
+  }
+
+  // A session lost while it held no lock (a waiter's, whose server restarted) takes the
+  // connection of `fresh`, a new session to the same database: the store and the lock made on
+  // this one carry on over it. One that held a lock is never revived: its lock is gone.
+  adopt(fresh: PgSession): void {
+    if (!this.lost || this.lockBackend !== null || this.lockGone !== null) throw new Error('only a lost session that held no lock connects again');
+    this.reported = fresh.reported;
+    this.attach(fresh.client);
+    this.heartbeat = null;
+    this.lost = null;
   }
 
   // One connection attempt; see connect.ts for TLS fallbacks and retries. An aborted `abort`
@@ -100,7 +124,15 @@ export class PgSession {
     if (this.lost) throw new Error(`connection lost: ${this.lost}`);
     this.roundTrips++;
     const sent = this.client.query<R>(text, values);
-    return (await answerOf(sent, this.inFlight, this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason))).rows;
+    try {
+      return (await answerOf(sent, this.inFlight, this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason))).rows;
+    } catch (error) {
+      // A FATAL answer (pg_terminate_backend, a server shutting down) ends the session: it is
+      // lost now, not only once the socket closes after it, so the statement's failure is
+      // the connection's, not the log's.
+      if ((error as { severity?: unknown }).severity === 'FATAL') this.markLost(`connection error: ${(error as Error).message}`);
+      throw error;
+    }
   }
 
   // For the web server: a statement (queued ones included) still unanswered after `ms` in
