@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { collected, fixture, lines, release, sandbox, spooled, start, waitFor } from '../helpers.js';
@@ -116,4 +118,71 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
     expect(spooled(box.stateDir)).toHaveLength(0);
     expect((await runs('lease_wait')).map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
   }, 120_000);
+
+  // A server that takes connections but never answers (its postmaster stopped): the waiter,
+  // whose session was ended meanwhile, connects again into a connection that hangs. The wait's
+  // end, or a signal, ends it then, not the URL's connect_timeout (here 600 s, past the test's
+  // own timeout). The holder's backend, already running, keeps the lock.
+  describe('the waiter connects again to a server that never answers', () => {
+    // A failed test's postmaster must go on, for the next test and for the cluster's drop.
+    let resumeHung: (() => void) | null = null;
+    afterEach(() => {
+      resumeHung?.();
+      resumeHung = null;
+    });
+    const hang = async (job: string, waiterBackendPid: number, waiterPid: number) => {
+      const c = cluster as SmallCluster;
+      const postmaster = Number(readFileSync(`/var/lib/postgresql/15/${c.name}/postmaster.pid`, 'utf8').split('\n')[0]);
+      process.kill(postmaster, 'SIGSTOP');
+      process.kill(waiterBackendPid, 'SIGTERM');
+      // The waiter's new connection, accepted by the kernel, never answered.
+      await waitFor(() => execFileSync('ss', ['-Htnp', 'state', 'established', 'dport', `= :${c.port}`]).toString().includes(`pid=${waiterPid},`) &&
+        !execFileSync('ss', ['-Htnp', 'state', 'established', 'dport', `= :${c.port}`]).toString().includes(`${waiterBackendPid}`), `${job}'s waiter to connect again`);
+      resumeHung = () => process.kill(postmaster, 'SIGCONT');
+      return resumeHung;
+    };
+    const waiterBackend = async (job: string) =>
+      (await onCluster<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND pid NOT IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)`, [`cronguard:${job}`]))[0]?.pid as number;
+
+    it('the wait over: 69, one line that says it timed out, nothing run', async () => {
+      const { env, log, barrier, ran } = setUp('hung_wait');
+      const url = `${(cluster as SmallCluster).url}?connect_timeout=600`;
+      const holder = start(['-n', 'hung-wait', '--', fixture('hold.sh'), log, barrier], env);
+      await waitFor(() => lines(log).length > 0, 'the holder to start its command');
+      const waiter = start(['--db', url, '-w', '4s', '-n', 'hung-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
+      await waitFor(bothConnected('hung-wait'), 'the waiter to connect');
+      const resume = await hang('hung-wait', await waiterBackend('hung-wait'), waiter.child.pid as number);
+      try {
+        const result = await waiter.done;
+        expect(result.code).toBe(69);
+        expect(result.stderr).toMatch(/^cronguard: cannot reach PostgreSQL at postgres@127\.0\.0\.1:\d+\/test: ETIMEDOUT\n$/);
+      } finally {
+        resume();
+      }
+      release(barrier);
+      expect((await holder.done).code).toBe(0);
+      expect(lines(ran)).toEqual([]);
+    }, 120_000);
+
+    it('SIGTERM: 143 at once, one line, nothing run', async () => {
+      const { env, log, barrier, ran } = setUp('hung_term');
+      const url = `${(cluster as SmallCluster).url}?connect_timeout=600`;
+      const holder = start(['-n', 'hung-term', '--', fixture('hold.sh'), log, barrier], env);
+      await waitFor(() => lines(log).length > 0, 'the holder to start its command');
+      const waiter = start(['--db', url, '-w', '10m', '-n', 'hung-term', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
+      await waitFor(bothConnected('hung-term'), 'the waiter to connect');
+      const resume = await hang('hung-term', await waiterBackend('hung-term'), waiter.child.pid as number);
+      try {
+        waiter.child.kill('SIGTERM');
+        const result = await waiter.done;
+        expect(result.code).toBe(143);
+        expect(result.stderr).toMatch(/^cronguard: hung-term: stopped by SIGTERM before the command started; nothing ran\n$/);
+      } finally {
+        resume();
+      }
+      release(barrier);
+      expect((await holder.done).code).toBe(0);
+      expect(lines(ran)).toEqual([]);
+    }, 120_000);
+  });
 });

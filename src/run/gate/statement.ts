@@ -116,8 +116,11 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
     const late = AbortSignal.timeout(Math.max(1, Math.ceil(deadline - monotonicMs())));
     try {
       await database.reconnect(combined, AbortSignal.any([abort, late]));
-    } catch (error) {
+    } catch (caught) {
       abort.throwIfAborted();
+      // A server that took the connection and never answered before the wait's end (a hung or
+      // stopped server): said as a timeout, not as the abort's own words.
+      const error = late.aborted ? Object.assign(new Error('no answer before the wait was over'), { code: 'ETIMEDOUT' }) : caught;
       if (!late.aborted || unreachable === null) {
         if (!outage) say.verbose(`${config.name}: ${database.error(error).message}; waiting for it as for the lock`);
         unreachable = error;

@@ -112,7 +112,13 @@ export class PgSession {
       await Promise.race([client.connect(), aborted]);
       if (!/^ISO/.test(parameters.get('DateStyle') ?? '')) await Promise.race([client.query('SET datestyle = ISO'), aborted]);
     } catch (error) {
-      await client.end().catch(() => {});
+      if (abort?.aborted) {
+        // No goodbye: a server that took the connection but never answers (a stopped
+        // postmaster) would hold client.end() until connect_timeout, and a signal or the end
+        // of a wait (-w) with it.
+        void client.end().catch(() => {});
+        (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      } else await client.end().catch(() => {});
       throw error;
     } finally {
       abort?.removeEventListener('abort', onAbort);
