@@ -42,14 +42,18 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
   let outage = false;
   let deadline = 0;
   // The run as the next admission records it: a new run key after an admission whose reply
-  // was lost (`unsettled`), whose row, if the server committed it, is settled under the old
-  // one: asked once the server answers again, spooled without asking if it never does.
+  // was lost (`unsettled`, one per outage), whose row, if the server committed it, is settled
+  // under the old one: spooled once the server, answering again, says it has the row; dropped
+  // when it says it has not; asked again at the next reconnection, or once more as the wait
+  // ends, when it cannot say; spooled without asking when the server is out of reach then.
   let current = run;
-  let unsettled: NewRun | null = null;
+  const unsettled: NewRun[] = [];
   const settle = async (ask: boolean): Promise<void> => {
-    const lost = unsettled;
-    unsettled = null;
-    if (lost && !(ask && (await combined.holdsRun?.(lost.runKey).catch(() => true)) === false)) log.recorder.lostAdmission(lost);
+    for (const lost of unsettled.splice(0)) {
+      const held = ask && combined.holdsRun ? await combined.holdsRun(lost.runKey).catch(() => null) : true;
+      if (held === null) unsettled.push(lost);
+      else if (held) log.recorder.lostAdmission(lost);
+    }
   };
   const hold = (dbLock: DatabaseLock, admitted: LockedAdmission, sentAt: number): Lock => {
     const { lock, release, releasedElsewhere } = dbLock.taken(admitted, sentAt);
@@ -89,7 +93,8 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
             log.recorder.lostAdmission(stamped);
             throw database.error(error);
           }
-          [unsettled, current, unreachable] = [stamped, { ...run, runKey: newRunKey() }, error];
+          unsettled.push(stamped);
+          [current, unreachable] = [{ ...run, runKey: newRunKey() }, error];
           return null;
         }
         log.recorder.unavailable('record the start', error);
@@ -107,6 +112,9 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
     for (const [i, slot] of slots.entries()) {
       const entry = await attemptSlot(slot, config.waitMs === 0 && i === slots.length - 1);
       if (entry) return entry;
+      // The next slot waits for the next try's reconnection: its admission, never sent on a
+      // lost session, is no admission to settle.
+      if (waits && combined.connectionLost) return null;
     }
     return null;
   };
@@ -143,7 +151,10 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
     // with the row it abandons.
     await log.recorder.deliverSpool();
     deadline = monotonicMs() + config.waitMs;
-    const entry = await retryUntil(async () => (await attempt(abort)) ?? tell(), config.waitMs, abort).finally(() => settle(false));
+    const entry = await retryUntil(async () => (await attempt(abort)) ?? tell(), config.waitMs, abort).finally(async () => {
+      await settle(!combined.connectionLost);
+      await settle(false);
+    });
     if (entry) return entry;
     if (unreachable !== null) throw database.error(unreachable);
     return { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) };
