@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { collected, fixture, lines, release, sandbox, spooled, start, waitFor } from '../helpers.js';
+import { collected, type Finished, fixture, lines, release, type Started, sandbox, spooled, start, waitFor } from '../helpers.js';
 import { clusterToolsMissing, makeCluster, type SmallCluster } from '../small-cluster.js';
 
 // The PostgreSQL server restarts while an invocation waits (-w) for the lock another holds, as
@@ -144,45 +144,41 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
     const waiterBackend = async (job: string) =>
       (await onCluster<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND pid NOT IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)`, [`cronguard:${job}`]))[0]?.pid as number;
 
-    it('the wait over: 69, one line that says it timed out, nothing run', async () => {
-      const { env, log, barrier, ran } = setUp('hung_wait');
+    // A holder, and a waiter (-w `wait`) whose server hangs as it connects again; `end` ends
+    // the waiter. Then the server goes on, the holder ends as usual, and the waiter ran nothing.
+    const hungWaiter = async (schema: string, job: string, wait: string, end: (waiter: Started) => Promise<Finished>): Promise<Finished> => {
+      const { env, log, barrier, ran } = setUp(schema);
       const url = `${(cluster as SmallCluster).url}?connect_timeout=600`;
-      const holder = start(['-n', 'hung-wait', '--', fixture('hold.sh'), log, barrier], env);
+      const holder = start(['-n', job, '--', fixture('hold.sh'), log, barrier], env);
       await waitFor(() => lines(log).length > 0, 'the holder to start its command');
-      const waiter = start(['--db', url, '-w', '4s', '-n', 'hung-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
-      await waitFor(bothConnected('hung-wait'), 'the waiter to connect');
-      const resume = await hang('hung-wait', await waiterBackend('hung-wait'), waiter.child.pid as number);
+      const waiter = start(['--db', url, '-w', wait, '-n', job, '--', 'sh', '-c', `echo ran >> ${ran}`], env);
+      await waitFor(bothConnected(job), 'the waiter to connect');
+      const resume = await hang(job, await waiterBackend(job), waiter.child.pid as number);
+      let result: Finished;
       try {
-        const result = await waiter.done;
-        expect(result.code).toBe(69);
-        expect(result.stderr).toMatch(/^cronguard: cannot reach PostgreSQL at postgres@127\.0\.0\.1:\d+\/test: ETIMEDOUT\n$/);
+        result = await end(waiter);
       } finally {
         resume();
       }
       release(barrier);
       expect((await holder.done).code).toBe(0);
       expect(lines(ran)).toEqual([]);
+      return result;
+    };
+
+    it('the wait over: 69, one line that says it timed out, nothing run', async () => {
+      const result = await hungWaiter('hung_wait', 'hung-wait', '4s', (waiter) => waiter.done);
+      expect(result.code).toBe(69);
+      expect(result.stderr).toMatch(/^cronguard: cannot reach PostgreSQL at postgres@127\.0\.0\.1:\d+\/test: ETIMEDOUT\n$/);
     }, 120_000);
 
     it('SIGTERM: 143 at once, one line, nothing run', async () => {
-      const { env, log, barrier, ran } = setUp('hung_term');
-      const url = `${(cluster as SmallCluster).url}?connect_timeout=600`;
-      const holder = start(['-n', 'hung-term', '--', fixture('hold.sh'), log, barrier], env);
-      await waitFor(() => lines(log).length > 0, 'the holder to start its command');
-      const waiter = start(['--db', url, '-w', '10m', '-n', 'hung-term', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
-      await waitFor(bothConnected('hung-term'), 'the waiter to connect');
-      const resume = await hang('hung-term', await waiterBackend('hung-term'), waiter.child.pid as number);
-      try {
+      const result = await hungWaiter('hung_term', 'hung-term', '10m', (waiter) => {
         waiter.child.kill('SIGTERM');
-        const result = await waiter.done;
-        expect(result.code).toBe(143);
-        expect(result.stderr).toMatch(/^cronguard: hung-term: stopped by SIGTERM before the command started; nothing ran\n$/);
-      } finally {
-        resume();
-      }
-      release(barrier);
-      expect((await holder.done).code).toBe(0);
-      expect(lines(ran)).toEqual([]);
+        return waiter.done;
+      });
+      expect(result.code).toBe(143);
+      expect(result.stderr).toMatch(/^cronguard: hung-term: stopped by SIGTERM before the command started; nothing ran\n$/);
     }, 120_000);
   });
 });
