@@ -15,6 +15,8 @@ import type { LockRelease, LockRequest, NewRun } from './types.js';
 export interface SharedSession {
   readonly roundTrips: number;
   readonly heartbeats: number;
+  // The connection is gone (killed, cut, the server restarted); not after a close of our own.
+  readonly connectionLost: boolean;
 }
 
 // What the run log of an invocation is made of (see run/log-link.ts).
@@ -128,10 +130,10 @@ export interface SharedDatabase {
   // A lease in the log `store`, which its admission statement takes; without the log
   // (`openError` says why it did not open) there is no lock.
   leaseLock(store: SharedStore | null, openError: unknown, lock: Extract<LockSpec, { kind: 'lease' }>): Promise<DatabaseLock>;
-  // The log's session (the lock's too, when it has one) lost while it held nothing, a waiter's
-  // between its tries (a server restarted), connected again in place as it was first: the
-  // store and the locks on it carry on over the new connection. Fails as connecting fails.
-  reconnect(store: SharedStore, abort: AbortSignal): Promise<void>;
+  // A session (the log's, the lock's) lost while it held nothing, a waiter's between its tries
+  // (a server restarted), connected again in place as it was first: the store and the locks
+  // on it carry on over the new connection. Fails as connecting fails.
+  reconnect(session: SharedSession, abort: AbortSignal): Promise<void>;
   // The one line, and exit code, a failure of this database ends in.
   error(error: unknown): CronguardError;
   // The server answered with an error (the log's); anything else is the connection.

@@ -97,6 +97,38 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
     expect(spooled(box.stateDir).filter((f) => f.includes(`_${holder.child.pid}_`))).toHaveLength(1);
   }, 120_000);
 
+  it('--no-log (the lock alone): the waiter connects again and runs; a server still down past its wait, 69', async () => {
+    const c = cluster as SmallCluster;
+    const { box, env, log, barrier, ran } = setUp('no_log_wait');
+    const holder = start(['--no-log', '-n', 'nolog-wait', '--', fixture('hold.sh'), log, barrier], env);
+    await waitFor(() => lines(log).length > 0, 'the holder to start its command');
+    const waiter = start(['--no-log', '-v', '-w', '60s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
+    const said = collected(waiter);
+    await waitFor(bothConnected('nolog-wait'), 'the waiter to connect');
+    c.stop();
+    expect((await holder.done).code).toBe(75);
+    await waitFor(() => /nolog-wait: cannot reach PostgreSQL at [^\n]*: ECONNREFUSED; waiting for it as for the lock\n/.test(said.stderr()), 'the waiter to find the server down');
+    c.start();
+    const result = await waiter.done;
+    expect(result.code).toBe(0);
+    expect(result.stderr).toMatch(/nolog-wait: PostgreSQL reachable again\n/);
+    expect(lines(ran)).toEqual(['ran']);
+
+    const [again, stillDown] = [box.path('again'), box.path('still-down')];
+    const second = start(['--no-log', '-n', 'nolog-wait', '--', fixture('hold.sh'), again, barrier], env);
+    await waitFor(() => lines(again).length > 0, 'the second holder to start its command');
+    const late = start(['--no-log', '-w', '3s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${stillDown}`], env);
+    await waitFor(bothConnected('nolog-wait'), 'the second waiter to connect');
+    c.stop();
+    const down = await late.done;
+    expect((await second.done).code).toBe(75);
+    release(barrier);
+    c.start();
+    expect(down.code).toBe(69);
+    expect(down.stderr).toMatch(/^cronguard: cannot reach PostgreSQL at postgres@127\.0\.0\.1:\d+\/test: ECONNREFUSED\n$/);
+    expect(lines(stillDown)).toEqual([]);
+  }, 120_000);
+
   it('-l lease: the holder keeps its lease through the restart; the waiter connects again and runs after it', async () => {
     const c = cluster as SmallCluster;
     const { box, env, log, barrier, ran } = setUp('lease_wait');

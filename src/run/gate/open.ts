@@ -83,7 +83,7 @@ function stampOf(lock: LockSpec, slot: number): SlotStamp {
 
 // Loaded with a database's lock only.
 async function statementGate(slots: readonly { lock: DatabaseLock; stamp: SlotStamp }[], database: SharedDatabase, session: SharedSession | null, log: OpenedLog, config: RunConfig, run: NewRun, options: GateOptions, say: Messages): Promise<Gate> {
-  return (await import('./statement.js')).databaseGate(slots, database, log, run, config, options, say, counted(session, log));
+  return (await import('./statement.js')).databaseGate(slots, database, session, log, run, config, options, say, counted(session, log));
 }
 
 // The round trips of every session the run used: the lock's, the log's, and those the log

@@ -1,9 +1,9 @@
 import type { RunConfig } from '../../cli/config.js';
 import { CronguardError } from '../../errors.js';
-import type { Lock } from '../../lock/backend.js';
+import type { Lock, LockBackend } from '../../lock/backend.js';
 import { retryUntil } from '../../lock/backend.js';
 import { keepsLock } from '../../store/admission.js';
-import type { DatabaseLock, LockedAdmission, SharedDatabase } from '../../store/shared.js';
+import type { DatabaseLock, LockedAdmission, SharedDatabase, SharedSession } from '../../store/shared.js';
 import type { NewRun } from '../../store/types.js';
 import type { Messages } from '../../util/io.js';
 import { newRunKey } from '../../util/process-id.js';
@@ -22,22 +22,31 @@ export interface DatabaseSlot {
 // One statement takes the lock, applies the fleet rule and records the run. If the log
 // fails inside it (no privilege, a timeout), a lock that can be taken alone is, and the
 // record spooled; never on a server that refused it as read-only.
-export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDatabase, log: OpenedLog, run: NewRun, config: RunConfig, options: GateOptions, say: Messages, roundTrips: () => RoundTrips): Gate {
+export function databaseGate(
+  slots: readonly DatabaseSlot[],
+  database: SharedDatabase,
+  lockSession: SharedSession | null,
+  log: OpenedLog,
+  run: NewRun,
+  config: RunConfig,
+  options: GateOptions,
+  say: Messages,
+  roundTrips: () => RoundTrips,
+): Gate {
   const [first] = slots as [DatabaseSlot];
-  const fallback: Slot[] = slots.map(({ lock, stamp }) => ({ backend: lock.alone?.backend ?? { description: lock.description, acquire: async () => null }, stamp }));
-  const gate = localGate(fallback, log.recorder, run, config, options, say, roundTrips);
-  const close = async () => {
-    await gate.close();
-    for (const slot of slots) await slot.lock.close();
-  };
   const combined = log.store;
-  if (!combined) return { ...gate, close };
   // A waiter (-w) holds nothing while it waits: a session lost meanwhile (a server restarted)
   // connects again at its next try, and a server still down counts as the lock still held
   // until the wait is over; then it ends the invocation as a first connection's failure does
-  // (69, `unreachable`). Without -w a lost session ends it at once, as before.
-  const waits = config.waitMs > 0;
+  // (69, with the last try's failure, else the loss's). Without -w a lost session ends it at
+  // once, as before. The session is the log's, which a session lock shares; without a log, the
+  // lock's own.
+  const session = combined?.session ?? lockSession;
+  const waits = config.waitMs > 0 && session !== null;
+  // The failure the session was lost with, and the last try's to connect again.
+  let lostWith: unknown = null;
   let unreachable: unknown = null;
+  const failure = () => unreachable ?? lostWith;
   // Said once (-v) per outage: whether the last try to connect again failed.
   let outage = false;
   let deadline = 0;
@@ -50,11 +59,66 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
   const unsettled: NewRun[] = [];
   const settle = async (ask: boolean): Promise<void> => {
     for (const lost of unsettled.splice(0)) {
-      const held = ask && combined.holdsRun ? await combined.holdsRun(lost.runKey).catch(() => null) : true;
+      const held = ask && combined?.holdsRun ? await combined.holdsRun(lost.runKey).catch(() => null) : true;
       if (held === null) unsettled.push(lost);
       else if (held) log.recorder.lostAdmission(lost);
     }
   };
+  // The lost session connected again (no later than the wait's end), and the spool delivered:
+  // it may hold the record of the run whose holder lost the lock with the restart.
+  const reconnected = async (abort?: AbortSignal): Promise<boolean> => {
+    const late = AbortSignal.timeout(Math.max(1, Math.ceil(deadline - monotonicMs())));
+    try {
+      await database.reconnect(session as SharedSession, abort ? AbortSignal.any([abort, late]) : late);
+    } catch (caught) {
+      abort?.throwIfAborted();
+      // A server that took the connection and never answered before the wait's end (a hung or
+      // stopped server): said as a timeout, not as the abort's own words.
+      const error = late.aborted ? Object.assign(new Error('no answer before the wait was over'), { code: 'ETIMEDOUT' }) : caught;
+      if (!late.aborted || unreachable === null) {
+        if (!outage) say.verbose(`${config.name}: ${database.error(error).message}; waiting for it as for the lock`);
+        unreachable = error;
+      }
+      outage = true;
+      return false;
+    }
+    if (outage) say.verbose(`${config.name}: ${database.name} reachable again`);
+    [unreachable, lostWith, outage] = [null, null, false];
+    await settle(true);
+    await log.recorder.deliverSpool();
+    return true;
+  };
+  // Without a log, the lock is taken alone, as a local one is (localGate): a waiter's lost
+  // session is connected again at its next try, as above.
+  const ridingOut = (backend: LockBackend): LockBackend => ({
+    ...backend,
+    acquire: async ({ waitMs, abort }) => {
+      deadline = monotonicMs() + waitMs;
+      const once = async (): Promise<Lock | null> => {
+        if ((session as SharedSession).connectionLost && !(await reconnected(abort))) return null;
+        try {
+          return await backend.acquire({ waitMs: 0, abort });
+        } catch (error) {
+          if (!(session as SharedSession).connectionLost) throw error;
+          lostWith = error;
+          return null;
+        }
+      };
+      const lock = await retryUntil(once, waitMs, abort);
+      if (lock === null && failure() !== null) throw database.error(failure());
+      return lock;
+    },
+  });
+  const fallback: Slot[] = slots.map(({ lock, stamp }) => ({
+    backend: lock.alone ? (waits && !combined ? ridingOut(lock.alone.backend) : lock.alone.backend) : { description: lock.description, acquire: async () => null },
+    stamp,
+  }));
+  const gate = localGate(fallback, log.recorder, run, config, options, say, roundTrips);
+  const close = async () => {
+    await gate.close();
+    for (const slot of slots) await slot.lock.close();
+  };
+  if (!combined) return { ...gate, close };
   const hold = (dbLock: DatabaseLock, admitted: LockedAdmission, sentAt: number): Lock => {
     const { lock, release, releasedElsewhere } = dbLock.taken(admitted, sentAt);
     log.recorder.releasesLock(release, releasedElsewhere);
@@ -94,7 +158,7 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
             throw database.error(error);
           }
           unsettled.push(stamped);
-          [current, unreachable] = [{ ...run, runKey: newRunKey() }, error];
+          [current, lostWith] = [{ ...run, runKey: newRunKey() }, error];
           return null;
         }
         log.recorder.unavailable('record the start', error);
@@ -118,30 +182,6 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
     }
     return null;
   };
-  // The lost session connected again (no later than the wait's end), and the spool delivered:
-  // it may hold the record of the run whose holder lost the lock with the restart.
-  const reconnected = async (abort: AbortSignal): Promise<boolean> => {
-    const late = AbortSignal.timeout(Math.max(1, Math.ceil(deadline - monotonicMs())));
-    try {
-      await database.reconnect(combined, AbortSignal.any([abort, late]));
-    } catch (caught) {
-      abort.throwIfAborted();
-      // A server that took the connection and never answered before the wait's end (a hung or
-      // stopped server): said as a timeout, not as the abort's own words.
-      const error = late.aborted ? Object.assign(new Error('no answer before the wait was over'), { code: 'ETIMEDOUT' }) : caught;
-      if (!late.aborted || unreachable === null) {
-        if (!outage) say.verbose(`${config.name}: ${database.error(error).message}; waiting for it as for the lock`);
-        unreachable = error;
-      }
-      outage = true;
-      return false;
-    }
-    if (outage) say.verbose(`${config.name}: ${database.name} reachable again`);
-    [unreachable, outage] = [null, false];
-    await settle(true);
-    await log.recorder.deliverSpool();
-    return true;
-  };
   const description = describeSlots(first.lock.description, slots.length);
   const tell = waiting(config, description, say);
   const admit = async (abort: AbortSignal): Promise<Entry> => {
@@ -156,7 +196,7 @@ export function databaseGate(slots: readonly DatabaseSlot[], database: SharedDat
       await settle(false);
     });
     if (entry) return entry;
-    if (unreachable !== null) throw database.error(unreachable);
+    if (failure() !== null) throw database.error(failure());
     return { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) };
   };
   return { ...gate, description, admit, close };

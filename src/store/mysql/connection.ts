@@ -69,6 +69,10 @@ export class Session implements MysqlSession {
     this.lost = null;
   }
 
+  get connectionLost(): boolean {
+    return this.lost !== null && this.lost !== 'closed';
+  }
+
   async query<R>(sql: string, params: readonly unknown[] = []): Promise<R[]> {
     const [rows] = await this.send(sql, params);
     return rows as R[];

@@ -66,9 +66,8 @@ export function mysqlDatabase(config: FleetRun, db: MysqlConfig, say: Messages):
       const { mysqlLeaseLock } = await import('./lease.js');
       return mysqlLeaseLock(config.name, lock, db, store as MysqlStore, say);
     },
-    async reconnect(store, abort) {
-      const { session } = store as MysqlStore;
-      session.adopt(await (session === lockSession ? connectForLock : connect)(abort));
+    async reconnect(session, abort) {
+      (session as MysqlSession).adopt(await (session === lockSession ? connectForLock : connect)(abort));
     },
     error: (error) => mysqlError(error, db.display),
     isServerError,

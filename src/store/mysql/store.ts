@@ -457,7 +457,7 @@ export class MysqlStore implements SharedStore {
   }
 
   get connectionLost(): boolean {
-    return this.session.lost !== null && this.session.lost !== 'closed';
+    return this.session.connectionLost;
   }
 
   answerWithin(ms: number): void {

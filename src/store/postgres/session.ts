@@ -204,6 +204,10 @@ export class PgSession {
     return this.lost !== null;
   }
 
+  get connectionLost(): boolean {
+    return this.isLost;
+  }
+
   async close(): Promise<void> {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;

@@ -65,8 +65,8 @@ export function postgresDatabase(config: FleetRun, db: DbConfig, say: Messages):
       const { leaseLock } = await import('./lease.js');
       return leaseLock(config.name, lock, db, log, say);
     },
-    async reconnect(store, abort) {
-      (store as PostgresStore).session.adopt(await connect(abort));
+    async reconnect(session, abort) {
+      (session as PgSession).adopt(await connect(abort));
     },
     error: (error) => pgError(error, db.display),
     isServerError,

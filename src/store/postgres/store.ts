@@ -392,7 +392,7 @@ export class PostgresStore implements SharedStore {
   }
 
   get connectionLost(): boolean {
-    return this.session.isLost;
+    return this.session.connectionLost;
   }
 
   answerWithin(ms: number): void {
