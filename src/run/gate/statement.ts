@@ -151,13 +151,17 @@ export function databaseGate(
         if (readOnly) throw readOnly;
         // Only an error the server sent is the log's; anything else is the connection, and
         // without it there is no lock (69), though the statement may have committed; a
-        // waiter whose session was lost goes on waiting, with a new run key.
+        // waiter whose session was lost goes on waiting, with a new run key. A statement the
+        // server answered with an error (a FATAL that ended the session included: a backend
+        // terminated, a pooler whose server is down) did not commit: only one whose answer was
+        // lost with the connection leaves a row to settle.
         if (combined.connectionLost || !database.isServerError(error) || !dbLock.alone) {
+          const mayHaveCommitted = !database.isServerError(error);
           if (!(waits && combined.connectionLost)) {
-            log.recorder.lostAdmission(stamped);
+            if (mayHaveCommitted) log.recorder.lostAdmission(stamped);
             throw database.error(error);
           }
-          unsettled.push(stamped);
+          if (mayHaveCommitted) unsettled.push(stamped);
           [current, lostWith] = [{ ...run, runKey: newRunKey() }, error];
           return null;
         }
