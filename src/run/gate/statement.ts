@@ -1,17 +1,17 @@
 import type { RunConfig } from '../../cli/config.js';
 import { CronguardError } from '../../errors.js';
-import type { Lock, LockBackend } from '../../lock/backend.js';
+import type { Lock } from '../../lock/backend.js';
 import { retryUntil } from '../../lock/backend.js';
 import { keepsLock } from '../../store/admission.js';
 import type { DatabaseLock, LockedAdmission, SharedDatabase, SharedSession } from '../../store/shared.js';
 import type { NewRun } from '../../store/types.js';
 import type { Messages } from '../../util/io.js';
 import { newRunKey } from '../../util/process-id.js';
-import { monotonicMs } from '../../util/time.js';
 import { prestartWatchdog } from '../supervisor/watchdog.js';
 import { describeSlots, type Entry, type Gate, type GateOptions, type RoundTrips, type Slot, type SlotStamp } from './gate.js';
 import { atLock, localGate, waiting } from './local.js';
 import type { OpenedLog } from './log-open.js';
+import { Outage } from './outage.js';
 
 // A slot of a lock in the fleet's database (lock/slots.ts), and what a run in it records.
 export interface DatabaseSlot {
@@ -35,82 +35,15 @@ export function databaseGate(
 ): Gate {
   const [first] = slots as [DatabaseSlot];
   const combined = log.store;
-  // A waiter (-w) holds nothing while it waits: a session lost meanwhile (a server restarted)
-  // connects again at its next try, and a server still down counts as the lock still held
-  // until the wait is over; then it ends the invocation as a first connection's failure does
-  // (69, with the last try's failure, else the loss's). Without -w a lost session ends it at
-  // once, as before. The session is the log's, which a session lock shares; without a log, the
-  // lock's own.
+  // The session is the log's, which a session lock shares; without a log, the lock's own.
+  // Without -w a lost session ends the invocation at once.
   const session = combined?.session ?? lockSession;
-  const waits = config.waitMs > 0 && session !== null;
-  // The failure the session was lost with, and the last try's to connect again.
-  let lostWith: unknown = null;
-  let unreachable: unknown = null;
-  const failure = () => unreachable ?? lostWith;
-  // Said once (-v) per outage: whether the last try to connect again failed.
-  let outage = false;
-  let deadline = 0;
+  const outage = config.waitMs > 0 && session !== null ? new Outage(database, session, log, config.name, say) : null;
   // The run as the next admission records it: a new run key after an admission whose reply
-  // was lost (`unsettled`, one per outage), whose row, if the server committed it, is settled
-  // under the old one: spooled once the server, answering again, says it has the row; dropped
-  // when it says it has not; asked again at the next reconnection, or once more as the wait
-  // ends, when it cannot say; spooled without asking when the server is out of reach then.
+  // was lost, whose row the outage settles under the old one.
   let current = run;
-  const unsettled: NewRun[] = [];
-  const settle = async (ask: boolean): Promise<void> => {
-    for (const lost of unsettled.splice(0)) {
-      const held = ask && combined?.holdsRun ? await combined.holdsRun(lost.runKey).catch(() => null) : true;
-      if (held === null) unsettled.push(lost);
-      else if (held) log.recorder.lostAdmission(lost);
-    }
-  };
-  // The lost session connected again (no later than the wait's end), and the spool delivered:
-  // it may hold the record of the run whose holder lost the lock with the restart.
-  const reconnected = async (abort?: AbortSignal): Promise<boolean> => {
-    const late = AbortSignal.timeout(Math.max(1, Math.ceil(deadline - monotonicMs())));
-    try {
-      await database.reconnect(session as SharedSession, abort ? AbortSignal.any([abort, late]) : late);
-    } catch (caught) {
-      abort?.throwIfAborted();
-      // A server that took the connection and never answered before the wait's end (a hung or
-      // stopped server): said as a timeout, not as the abort's own words.
-      const error = late.aborted ? Object.assign(new Error('no answer before the wait was over'), { code: 'ETIMEDOUT' }) : caught;
-      if (!late.aborted || unreachable === null) {
-        if (!outage) say.verbose(`${config.name}: ${database.error(error).message}; waiting for it as for the lock`);
-        unreachable = error;
-      }
-      outage = true;
-      return false;
-    }
-    if (outage) say.verbose(`${config.name}: ${database.name} reachable again`);
-    [unreachable, lostWith, outage] = [null, null, false];
-    await settle(true);
-    await log.recorder.deliverSpool();
-    return true;
-  };
-  // Without a log, the lock is taken alone, as a local one is (localGate): a waiter's lost
-  // session is connected again at its next try, as above.
-  const ridingOut = (backend: LockBackend): LockBackend => ({
-    ...backend,
-    acquire: async ({ waitMs, abort }) => {
-      deadline = monotonicMs() + waitMs;
-      const once = async (): Promise<Lock | null> => {
-        if ((session as SharedSession).connectionLost && !(await reconnected(abort))) return null;
-        try {
-          return await backend.acquire({ waitMs: 0, abort });
-        } catch (error) {
-          if (!(session as SharedSession).connectionLost) throw error;
-          lostWith = error;
-          return null;
-        }
-      };
-      const lock = await retryUntil(once, waitMs, abort);
-      if (lock === null && failure() !== null) throw database.error(failure());
-      return lock;
-    },
-  });
   const fallback: Slot[] = slots.map(({ lock, stamp }) => ({
-    backend: lock.alone ? (waits && !combined ? ridingOut(lock.alone.backend) : lock.alone.backend) : { description: lock.description, acquire: async () => null },
+    backend: lock.alone ? (outage && !combined ? outage.ridingOut(lock.alone.backend) : lock.alone.backend) : { description: lock.description, acquire: async () => null },
     stamp,
   }));
   const gate = localGate(fallback, log.recorder, run, config, options, say, roundTrips);
@@ -157,12 +90,12 @@ export function databaseGate(
         // lost with the connection leaves a row to settle.
         if (combined.connectionLost || !database.isServerError(error) || !dbLock.alone) {
           const mayHaveCommitted = !database.isServerError(error);
-          if (!(waits && combined.connectionLost)) {
+          if (!outage?.lost) {
             if (mayHaveCommitted) log.recorder.lostAdmission(stamped);
             throw database.error(error);
           }
-          if (mayHaveCommitted) unsettled.push(stamped);
-          [current, lostWith] = [{ ...run, runKey: newRunKey() }, error];
+          outage.lostBy(error, mayHaveCommitted ? stamped : undefined);
+          current = { ...run, runKey: newRunKey() };
           return null;
         }
         log.recorder.unavailable('record the start', error);
@@ -176,13 +109,13 @@ export function databaseGate(
   // when nothing waits (null: every slot is held, and nothing counted it). The log counts the
   // minute's starts (at most N) whichever slot asks, so its refusal is the answer.
   const attempt = async (abort: AbortSignal): Promise<Entry | null> => {
-    if (waits && combined.connectionLost && !(await reconnected(abort))) return null;
+    if (outage?.lost && !(await outage.reconnected(abort))) return null;
     for (const [i, slot] of slots.entries()) {
       const entry = await attemptSlot(slot, config.waitMs === 0 && i === slots.length - 1);
       if (entry) return entry;
       // The next slot waits for the next try's reconnection: its admission, never sent on a
       // lost session, is no admission to settle.
-      if (waits && combined.connectionLost) return null;
+      if (outage?.lost) return null;
     }
     return null;
   };
@@ -194,13 +127,10 @@ export function databaseGate(
     // back first, for this admission to serve, rather than the admission ending them failed
     // with the row it abandons.
     await log.recorder.deliverSpool();
-    deadline = monotonicMs() + config.waitMs;
-    const entry = await retryUntil(async () => (await attempt(abort)) ?? tell(), config.waitMs, abort).finally(async () => {
-      await settle(!combined.connectionLost);
-      await settle(false);
-    });
+    outage?.waitsFor(config.waitMs);
+    const entry = await retryUntil(async () => (await attempt(abort)) ?? tell(), config.waitMs, abort).finally(() => outage?.settled());
     if (entry) return entry;
-    if (failure() !== null) throw database.error(failure());
+    if (outage && outage.failure !== null) throw database.error(outage.failure);
     return { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) };
   };
   return { ...gate, description, admit, close };

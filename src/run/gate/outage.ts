@@ -1,0 +1,118 @@
+import type { Lock, LockBackend } from '../../lock/backend.js';
+import { retryUntil } from '../../lock/backend.js';
+import type { SharedDatabase, SharedSession } from '../../store/shared.js';
+import type { NewRun } from '../../store/types.js';
+import type { Messages } from '../../util/io.js';
+import { monotonicMs } from '../../util/time.js';
+import type { OpenedLog } from './log-open.js';
+
+// A waiter (-w) of a lock in the fleet's database holds nothing while it waits: a session lost
+// meanwhile (a server restarted) connects again at its next try, and a server still down
+// counts as the lock still held until the wait is over; then the invocation ends as a first
+// connection's failure does (69), with the last try's failure, else the loss's.
+export class Outage {
+  // The failure the session was lost with, and the last try's to connect again.
+  #lostWith: unknown = null;
+  #unreachable: unknown = null;
+  // Said once (-v) per outage: whether the last try to connect again failed.
+  #said = false;
+  #deadline = 0;
+  // Admissions whose reply was lost with the connection: the server may have committed their
+  // rows. Each is settled under its own run key: spooled once the server, answering again,
+  // says it has the row; dropped when it says it has not; asked again at the next
+  // reconnection, or once more as the wait ends, when it cannot say; spooled without asking
+  // when the server is out of reach then.
+  readonly #unsettled: NewRun[] = [];
+
+  constructor(
+    private readonly database: SharedDatabase,
+    private readonly session: SharedSession,
+    private readonly log: OpenedLog,
+    private readonly name: string,
+    private readonly say: Messages,
+  ) {}
+
+  get lost(): boolean {
+    return this.session.connectionLost;
+  }
+
+  // The failure the wait ends in when it is over with the server out of reach; null: none.
+  get failure(): unknown {
+    return this.#unreachable ?? this.#lostWith;
+  }
+
+  waitsFor(waitMs: number): void {
+    this.#deadline = monotonicMs() + waitMs;
+  }
+
+  // The session was lost with `error`, by a statement whose answer, if `admission`, was lost
+  // with it and may have committed.
+  lostBy(error: unknown, admission?: NewRun): void {
+    this.#lostWith = error;
+    if (admission) this.#unsettled.push(admission);
+  }
+
+  // The lost session connected again (no later than the wait's end), and the spool delivered:
+  // it may hold the record of the run whose holder lost the lock with the restart.
+  async reconnected(abort?: AbortSignal): Promise<boolean> {
+    const late = AbortSignal.timeout(Math.max(1, Math.ceil(this.#deadline - monotonicMs())));
+    try {
+      await this.database.reconnect(this.session, abort ? AbortSignal.any([abort, late]) : late);
+    } catch (caught) {
+      abort?.throwIfAborted();
+      // A server that took the connection and never answered before the wait's end (a hung or
+      // stopped server): said as a timeout, not as the abort's own words.
+      const error = late.aborted ? Object.assign(new Error('no answer before the wait was over'), { code: 'ETIMEDOUT' }) : caught;
+      if (!late.aborted || this.#unreachable === null) {
+        if (!this.#said) this.say.verbose(`${this.name}: ${this.database.error(error).message}; waiting for it as for the lock`);
+        this.#unreachable = error;
+      }
+      this.#said = true;
+      return false;
+    }
+    if (this.#said) this.say.verbose(`${this.name}: ${this.database.name} reachable again`);
+    [this.#unreachable, this.#lostWith, this.#said] = [null, null, false];
+    await this.#settle(true);
+    await this.log.recorder.deliverSpool();
+    return true;
+  }
+
+  // Without a log, the lock is taken alone, as a local one is (localGate): a waiter's lost
+  // session is connected again at its next try here too.
+  ridingOut(backend: LockBackend): LockBackend {
+    return {
+      ...backend,
+      acquire: async ({ waitMs, abort }) => {
+        this.waitsFor(waitMs);
+        const once = async (): Promise<Lock | null> => {
+          if (this.lost && !(await this.reconnected(abort))) return null;
+          try {
+            return await backend.acquire({ waitMs: 0, abort });
+          } catch (error) {
+            if (!this.lost) throw error;
+            this.lostBy(error);
+            return null;
+          }
+        };
+        const lock = await retryUntil(once, waitMs, abort);
+        if (lock === null && this.failure !== null) throw this.database.error(this.failure);
+        return lock;
+      },
+    };
+  }
+
+  // The wait is over: every lost admission is settled, asked of the server if it still answers.
+  async settled(): Promise<void> {
+    await this.#settle(!this.lost);
+    await this.#settle(false);
+  }
+
+  async #settle(ask: boolean): Promise<void> {
+    const store = this.log.store;
+    for (const lost of this.#unsettled.splice(0)) {
+      const held = ask && store?.holdsRun ? await store.holdsRun(lost.runKey).catch(() => null) : true;
+      if (held === null) this.#unsettled.push(lost);
+      else if (held) this.log.recorder.lostAdmission(lost);
+    }
+  }
+}
