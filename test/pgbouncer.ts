@@ -31,6 +31,8 @@ export interface PgbouncerOptions {
   readonly maxClientConn?: number;
   // The user of the target allowed the admin console (PgBouncer's admin_users); none by default.
   readonly adminUser?: boolean;
+  // More of pgbouncer.ini's [pgbouncer] settings, as name = value.
+  readonly settings?: Readonly<Record<string, string | number>>;
 }
 
 export async function startPgbouncer(options: PgbouncerOptions): Promise<Pgbouncer> {
@@ -66,6 +68,7 @@ export async function startPgbouncer(options: PgbouncerOptions): Promise<Pgbounc
         `default_pool_size = ${options.poolSize ?? 2}`,
         ...(options.maxClientConn ? [`max_client_conn = ${options.maxClientConn}`] : []),
         ...(options.adminUser ? [`admin_users = ${user}`] : []),
+        ...Object.entries(options.settings ?? {}).map(([name, value]) => `${name} = ${value}`),
         `logfile = ${dir}/pgbouncer.log`,
         `pidfile = ${dir}/pgbouncer.pid`,
         ...(options.ignoreStartupParameters ? [`ignore_startup_parameters = ${options.ignoreStartupParameters}`] : []),

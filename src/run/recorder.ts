@@ -57,14 +57,16 @@ export class RunRecorder extends LogLink {
   }
 
   // The reply to the statement that takes the lock and records the start was lost with its
-  // connection; the server may have committed the run's row though nothing ran. The spooled
-  // record settles it as not run. A spool that cannot be written goes unsaid (this run ends
-  // with its one line, 69): the next run that takes the lock marks the row abandoned.
+  // connection; the server may have committed the run's row though nothing ran, or never
+  // seen the statement (a pooler's queue). The spooled record ends that row as not run, where
+  // the log holds it, and is dropped where it does not. A spool that cannot be written goes
+  // unsaid (this run ends with its one line, 69): the next run that takes the lock marks the
+  // row abandoned.
   lostAdmission(run: NewRun): void {
     const error = 'connection lost before the command started; nothing ran';
     const outcome = { status: 'abandoned', finishedAt: new Date().toISOString(), durationMs: 0, exitCode: null, signal: null, output: null, outputTruncated: false, error } as const;
     try {
-      this.parts.spool?.write({ ...spooled(run, null, null), outcome, served: [], final: true });
+      this.parts.spool?.write({ ...spooled(run, null, null), outcome, served: [], final: true, onlyIfRecorded: true });
     } catch {
       // Said above: the row is settled by the next run that takes the lock.
     }

@@ -76,17 +76,40 @@ export function silenceDeadline(ms: number, lastHeard: () => number, onSilent: (
   };
 }
 
+// The least a statement is given under answerAt: longer than the servers' lock timeouts on
+// the log's writes (5 s), so that a live server's answer to a statement sent as a wait ends
+// is never cut short.
+const ANSWER_FLOOR_MS = 6000;
+
+// Calls `onLate` once `answerAt` (monotonicMs), or ANSWER_FLOOR_MS from now if later, has
+// passed while a statement waits; checked after input already received is read, as above.
+function answerDeadline(answerAt: number, onLate: (reason: string) => void): () => void {
+  let done = false;
+  const timer = setTimeout(
+    () =>
+      setImmediate(() => {
+        if (!done) onLate('no answer before the wait was over');
+      }),
+    Math.max(answerAt - monotonicMs(), ANSWER_FLOOR_MS),
+  );
+  return () => {
+    done = true;
+    clearTimeout(timer);
+  };
+}
+
 // A statement's answer, raced against the session's loss: the session rejects each entry of
 // `inFlight` once it knows itself lost, where a cut network would hold the statement until
 // its timeout. With `answerMs`, a server silent that long while it waits loses the session
-// (`onSilent`). One entry per statement, gone when it settles, so nothing keeps a settled
-// result reachable.
+// (`onSilent`); with `answerAt`, so does one still unanswered then (see answerDeadline). One
+// entry per statement, gone when it settles, so nothing keeps a settled result reachable.
 export async function answerOf<T>(
   sent: Promise<T>,
   inFlight: Set<(error: Error) => void>,
   answerMs: number | null,
   lastHeard: () => number,
   onSilent: (reason: string) => void,
+  answerAt: number | null,
 ): Promise<T> {
   let rejectLost: (error: Error) => void = () => {};
   const lost = new Promise<never>((_, reject) => {
@@ -94,10 +117,12 @@ export async function answerOf<T>(
   });
   inFlight.add(rejectLost);
   const stopDeadline = answerMs === null ? () => {} : silenceDeadline(answerMs, lastHeard, onSilent);
+  const stopLate = answerAt === null ? () => {} : answerDeadline(answerAt, onSilent);
   try {
     return await Promise.race([sent, lost]);
   } finally {
     inFlight.delete(rejectLost);
     stopDeadline();
+    stopLate();
   }
 }

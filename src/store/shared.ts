@@ -17,6 +17,10 @@ export interface SharedSession {
   readonly heartbeats: number;
   // The connection is gone (killed, cut, the server restarted); not after a close of our own.
   readonly connectionLost: boolean;
+  // Until called again with null, a statement still unanswered at `atMs` (monotonicMs), or a
+  // few seconds after it was sent if later, ends the session: a waiter's (-w) statement held
+  // where nothing answers it (a pooler's queue for a server that is down) ends with its wait.
+  answerBy(atMs: number | null): void;
 }
 
 // What the run log of an invocation is made of (see run/log-link.ts).

@@ -84,7 +84,7 @@ export async function deliverDir(
         putBack(claimed, original);
         continue;
       }
-      await store.importRun(record);
+      if (!record.onlyIfRecorded || !store.holdsRun || (await store.holdsRun(record.run.runKey))) await store.importRun(record);
     } catch (error) {
       if (error instanceof RecordRefused) {
         setAside(claimed, original, `refused: ${describe(error)}`, say);

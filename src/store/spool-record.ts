@@ -29,6 +29,9 @@ export interface SpooledRun {
   // its outcome is the invocation's last: see claimsOf (requests.ts).
   served?: number[];
   final?: boolean;
+  // A lost admission's record (RunRecorder.lostAdmission): delivered only to a log that holds
+  // its run, by a store that can tell (holdsRun); else dropped, as nothing ran.
+  onlyIfRecorded?: boolean;
 }
 
 // How a spooled run ended, as a store writes it.

@@ -1,7 +1,6 @@
 import type { Lock, LockBackend } from '../../lock/backend.js';
 import { retryUntil } from '../../lock/backend.js';
 import type { SharedDatabase, SharedSession } from '../../store/shared.js';
-import type { NewRun } from '../../store/types.js';
 import type { Messages } from '../../util/io.js';
 import { monotonicMs } from '../../util/time.js';
 import type { OpenedLog } from './log-open.js';
@@ -17,12 +16,6 @@ export class Outage {
   // Said once (-v) per outage: whether the last try to connect again failed.
   #said = false;
   #deadline = 0;
-  // Admissions whose reply was lost with the connection: the server may have committed their
-  // rows. Each is settled under its own run key: spooled once the server, answering again,
-  // says it has the row; dropped when it says it has not; asked again at the next
-  // reconnection, or once more as the wait ends, when it cannot say; spooled without asking
-  // when the server is out of reach then.
-  readonly #unsettled: NewRun[] = [];
 
   constructor(
     private readonly database: SharedDatabase,
@@ -41,19 +34,26 @@ export class Outage {
     return this.#unreachable ?? this.#lostWith;
   }
 
+  // A wait of `waitMs` begins: no statement of it outlasts it by more than a live server's
+  // answer takes (a pooler's queue in front of a server that is down holds one unanswered).
   waitsFor(waitMs: number): void {
     this.#deadline = monotonicMs() + waitMs;
+    this.session.answerBy(this.#deadline);
   }
 
-  // The session was lost with `error`, by a statement whose answer, if `admission`, was lost
-  // with it and may have committed.
-  lostBy(error: unknown, admission?: NewRun): void {
+  // The wait is over: the run's statements from now on are bound by their own timeout only.
+  over(): void {
+    this.session.answerBy(null);
+  }
+
+  // The session was lost with `error`: the next try connects again.
+  lostBy(error: unknown): void {
     this.#lostWith = error;
-    if (admission) this.#unsettled.push(admission);
   }
 
   // The lost session connected again (no later than the wait's end), and the spool delivered:
-  // it may hold the record of the run whose holder lost the lock with the restart.
+  // it may hold the record of the run whose holder lost the lock with the restart, and those
+  // of this wait's admissions whose answers were lost.
   async reconnected(abort?: AbortSignal): Promise<boolean> {
     const late = AbortSignal.timeout(Math.max(1, Math.ceil(this.#deadline - monotonicMs())));
     try {
@@ -72,7 +72,6 @@ export class Outage {
     }
     if (this.#said) this.say.verbose(`${this.name}: ${this.database.name} reachable again`);
     [this.#unreachable, this.#lostWith, this.#said] = [null, null, false];
-    await this.#settle(true);
     await this.log.recorder.deliverSpool();
     return true;
   }
@@ -94,25 +93,10 @@ export class Outage {
             return null;
           }
         };
-        const lock = await retryUntil(once, waitMs, abort);
+        const lock = await retryUntil(once, waitMs, abort).finally(() => this.over());
         if (lock === null && this.failure !== null) throw this.database.error(this.failure);
         return lock;
       },
     };
-  }
-
-  // The wait is over: every lost admission is settled, asked of the server if it still answers.
-  async settled(): Promise<void> {
-    await this.#settle(!this.lost);
-    await this.#settle(false);
-  }
-
-  async #settle(ask: boolean): Promise<void> {
-    const store = this.log.store;
-    for (const lost of this.#unsettled.splice(0)) {
-      const held = ask && store?.holdsRun ? await store.holdsRun(lost.runKey).catch(() => null) : true;
-      if (held === null) this.#unsettled.push(lost);
-      else if (held) this.log.recorder.lostAdmission(lost);
-    }
   }
 }

@@ -40,7 +40,7 @@ export function databaseGate(
   const session = combined?.session ?? lockSession;
   const outage = config.waitMs > 0 && session !== null ? new Outage(database, session, log, config.name, say) : null;
   // The run as the next admission records it: a new run key after an admission whose reply
-  // was lost, whose row the outage settles under the old one.
+  // was lost, whose row, if the server committed it, its spooled record ends.
   let current = run;
   const fallback: Slot[] = slots.map(({ lock, stamp }) => ({
     backend: lock.alone ? (outage && !combined ? outage.ridingOut(lock.alone.backend) : lock.alone.backend) : { description: lock.description, acquire: async () => null },
@@ -87,14 +87,11 @@ export function databaseGate(
         // waiter whose session was lost goes on waiting, with a new run key. A statement the
         // server answered with an error (a FATAL that ended the session included: a backend
         // terminated, a pooler whose server is down) did not commit: only one whose answer was
-        // lost with the connection leaves a row to settle.
+        // lost with the connection leaves a row to end, if there is one (lostAdmission).
         if (combined.connectionLost || !database.isServerError(error) || !dbLock.alone) {
-          const mayHaveCommitted = !database.isServerError(error);
-          if (!outage?.lost) {
-            if (mayHaveCommitted) log.recorder.lostAdmission(stamped);
-            throw database.error(error);
-          }
-          outage.lostBy(error, mayHaveCommitted ? stamped : undefined);
+          if (!database.isServerError(error)) log.recorder.lostAdmission(stamped);
+          if (!outage?.lost) throw database.error(error);
+          outage.lostBy(error);
           current = { ...run, runKey: newRunKey() };
           return null;
         }
@@ -113,8 +110,8 @@ export function databaseGate(
     for (const [i, slot] of slots.entries()) {
       const entry = await attemptSlot(slot, config.waitMs === 0 && i === slots.length - 1);
       if (entry) return entry;
-      // The next slot waits for the next try's reconnection: its admission, never sent on a
-      // lost session, is no admission to settle.
+      // The next slot waits for the next try's reconnection: an admission sent on a lost
+      // session never reaches the server.
       if (outage?.lost) return null;
     }
     return null;
@@ -128,7 +125,7 @@ export function databaseGate(
     // with the row it abandons.
     await log.recorder.deliverSpool();
     outage?.waitsFor(config.waitMs);
-    const entry = await retryUntil(async () => (await attempt(abort)) ?? tell(), config.waitMs, abort).finally(() => outage?.settled());
+    const entry = await retryUntil(async () => (await attempt(abort)) ?? tell(), config.waitMs, abort).finally(() => outage?.over());
     if (entry) return entry;
     if (outage && outage.failure !== null) throw database.error(outage.failure);
     return { admitted: false, reason: 'locked', holder: await log.recorder.overlap(config.name, null, null) };

@@ -32,6 +32,7 @@ export class Session implements MysqlSession {
   private transactionEnd: Promise<void> = Promise.resolve();
   private endTransaction = () => {};
   private answerMs: number | null = null;
+  private answerAt: number | null = null;
   // When the server last sent anything: a statement waiting behind others that are being
   // answered is waiting its turn, not facing a server that stopped answering.
   private lastHeard = monotonicMs();
@@ -145,7 +146,7 @@ export class Session implements MysqlSession {
     this.roundTrips++;
     try {
       const sent = this.connection.query({ sql, timeout: QUERY_TIMEOUT_MS }, params as unknown[]);
-      return await answerOf(sent, this.inFlight, this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason));
+      return await answerOf(sent, this.inFlight, this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason), this.answerAt);
     } catch (error) {
       // The driver's word for an error after which the connection is gone (a packet too large,
       // a timeout, the socket closed): the session is lost, so its store is opened again.
@@ -156,6 +157,11 @@ export class Session implements MysqlSession {
 
   answerWithin(ms: number): void {
     this.answerMs = ms;
+  }
+
+  // See SharedSession.
+  answerBy(atMs: number | null): void {
+    this.answerAt = atMs;
   }
 
   // Starts the heartbeat (server-watch.ts): a connection killed (KILL), a server restart or

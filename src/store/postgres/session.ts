@@ -37,8 +37,9 @@ export class PgSession {
   // statement, gone when it settles: a promise shared by all of them and never settled
   // would keep every result it was raced against reachable for the session's life.
   private readonly inFlight = new Set<(error: Error) => void>();
-  // See answerWithin; null: QUERY_TIMEOUT_MS only.
+  // See answerWithin and answerBy; null: QUERY_TIMEOUT_MS only.
   private answerMs: number | null = null;
+  private answerAt: number | null = null;
   // When the server last sent anything: a statement waiting behind others that are being
   // answered is waiting its turn, not facing a server that stopped answering.
   private lastHeard = monotonicMs();
@@ -131,7 +132,7 @@ export class PgSession {
     this.roundTrips++;
     const sent = this.client.query<R>(text, values);
     try {
-      return (await answerOf(sent, this.inFlight, this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason))).rows;
+      return (await answerOf(sent, this.inFlight, this.answerMs, () => this.lastHeard, (reason) => this.markLost(reason), this.answerAt)).rows;
     } catch (error) {
       // A FATAL answer (pg_terminate_backend, a server shutting down) ends the session: it is
       // lost now, not only once the socket closes after it, so the statement's failure is
@@ -147,6 +148,11 @@ export class PgSession {
   // connection that stays stuck. Statements answered in turn meanwhile keep it alive.
   answerWithin(ms: number): void {
     this.answerMs = ms;
+  }
+
+  // See SharedSession.
+  answerBy(atMs: number | null): void {
+    this.answerAt = atMs;
   }
 
   // NOTIFY on `channel` calls `onNotify` with the payload, from now on. A listening session
