@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { collected, type Finished, fixture, lines, release, type Started, sandbox, spooled, start, waitFor } from '../helpers.js';
+import { collected, cronguard, type Finished, fixture, lines, release, type Started, sandbox, spooled, start, waitFor } from '../helpers.js';
+import { hasPgbouncer, type Pgbouncer, startPgbouncer } from '../pgbouncer.js';
 import { clusterToolsMissing, makeCluster, type SmallCluster } from '../small-cluster.js';
 
 // The PostgreSQL server restarts while an invocation waits (-w) for the lock another holds, as
@@ -40,9 +41,10 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
     cluster?.drop();
   });
 
-  const setUp = (schema: string) => {
+  // `url`: the cluster's, or a pooler's in front of it.
+  const setUp = (schema: string, url = (cluster as SmallCluster).url) => {
     const box = sandbox();
-    const env = { ...box.env, CRONGUARD_DATABASE_URL: (cluster as SmallCluster).url, CRONGUARD_SCHEMA: schema };
+    const env = { ...box.env, CRONGUARD_DATABASE_URL: url, CRONGUARD_SCHEMA: schema };
     return { box, env, log: box.path('record'), barrier: box.path('barrier'), ran: box.path('ran') };
   };
   const runs = (schema: string) => onCluster<{ status: string }>(`SELECT status FROM ${schema}.runs ORDER BY id`);
@@ -213,6 +215,82 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
       });
       expect(result.code).toBe(143);
       expect(result.stderr).toMatch(/^cronguard: hung-term: stopped by SIGTERM before the command started; nothing ran\n$/);
+    }, 120_000);
+  });
+
+  // Through a session-mode PgBouncer, as many fleets connect: the pooler stays up while its
+  // server restarts, and takes the waiter's statements into its queue, where nothing answers
+  // them. The waiter still ends when its wait is over (69, one line), not at the statement's
+  // own timeout.
+  describe.skipIf(!hasPgbouncer)(`through PgBouncer${hasPgbouncer ? '' : ': skipped, PgBouncer is not installed'}`, () => {
+    let pooler: Pgbouncer | null = null;
+    beforeAll(async () => {
+      // Its own timeouts for a server that does not answer are past any of cronguard's, so
+      // that only the waiter's own bound can end a statement held in its queue; a failed login
+      // is tried again after a second, so that the next test's holder gets through.
+      const settings = { server_connect_timeout: 600, query_wait_timeout: 600, server_login_retry: 1 };
+      pooler = await startPgbouncer({ poolMode: 'session', poolSize: 10, target: (cluster as SmallCluster).url, settings });
+    }, 120_000);
+    afterAll(async () => {
+      await pooler?.stop();
+    });
+
+    // A holder, and a waiter (-w 4s) that waits for it, both through the pooler.
+    const bothThroughPooler = async (schema: string, job: string) => {
+      const set = setUp(schema, (pooler as Pgbouncer).url);
+      const holder = start(['-n', job, '--', fixture('hold.sh'), set.log, set.barrier], set.env);
+      await waitFor(() => lines(set.log).length > 0, 'the holder to start its command');
+      const waiter = start(['-v', '-w', '4s', '-n', job, '--', 'sh', '-c', `echo ran >> ${set.ran}`], set.env);
+      const said = collected(waiter);
+      await waitFor(() => said.stderr().includes('is held; waiting up to 4s for it'), 'the waiter to wait');
+      await waitFor(bothConnected(job), 'the waiter to connect');
+      return { ...set, holder, waiter };
+    };
+
+    it('a server still down when the wait is over: 69, one line, nothing run, no row but the holder’s', async () => {
+      const { box, barrier, ran, holder, waiter } = await bothThroughPooler('pool_down', 'pool-down');
+      (cluster as SmallCluster).stop();
+      const result = await waiter.done;
+      expect((await holder.done).code).toBe(75);
+      release(barrier);
+      (cluster as SmallCluster).start();
+      expect(result.code).toBe(69);
+      expect(result.stderr.trimEnd().split('\n').at(-1)).toMatch(/^cronguard: (cannot reach PostgreSQL|PostgreSQL) at postgres@127\.0\.0\.1:\d+\/test: /);
+      expect(lines(ran)).toEqual([]);
+      expect((await runs('pool_down')).map((r) => r.status)).toEqual(['running']);
+      expect(spooled(box.stateDir).filter((f) => f.includes(`_${holder.child.pid}_`))).toHaveLength(1);
+    }, 120_000);
+
+    // The server hangs (its postmaster stopped) and the waiter's backend ends: the pooler
+    // closes its client, which logs in again at once (the pooler answers a login itself) and
+    // sends its admission into a queue that waits for a server connection. Before, the
+    // statement's own timeout (30 s) ended it: `Query read timeout`, long past the wait.
+    it('a hung server: the statement in the queue ends with the wait, 69, one line, nothing run', async () => {
+      const c = cluster as SmallCluster;
+      const { box, env, barrier, ran, holder, waiter } = await bothThroughPooler('pool_hung', 'pool-hung');
+      const [{ pid: backend }] = (await onCluster<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE application_name = 'cronguard:pool-hung' AND pid NOT IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)`,
+      )) as [{ pid: number }];
+      const postmaster = Number(readFileSync(`/var/lib/postgresql/15/${c.name}/postmaster.pid`, 'utf8').split('\n')[0]);
+      process.kill(postmaster, 'SIGSTOP');
+      let result: Finished;
+      try {
+        process.kill(backend, 'SIGTERM');
+        result = await waiter.done;
+      } finally {
+        process.kill(postmaster, 'SIGCONT');
+      }
+      release(barrier);
+      expect((await holder.done).code).toBe(0);
+      expect(result.code).toBe(69);
+      expect(result.stderr.trimEnd().split('\n').at(-1)).toMatch(/^cronguard: PostgreSQL at postgres@127\.0\.0\.1:\d+\/test: connection lost: no answer before the wait was over$/);
+      expect(lines(ran)).toEqual([]);
+      // The admission lost in the queue left a record for a row the server never got: the
+      // next run delivers the spool, which drops it, and records its own run only.
+      expect(spooled(box.stateDir)).toHaveLength(1);
+      expect(await cronguard(['-n', 'pool-hung', '--', 'true'], env)).toMatchObject({ code: 0, stderr: '' });
+      expect(spooled(box.stateDir)).toHaveLength(0);
+      expect((await runs('pool_hung')).map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
     }, 120_000);
   });
 });
