@@ -51,6 +51,9 @@ describe.skipIf(!haveMariadbd)('a MariaDB server that goes away mid-run', () => 
 // The server restarts while an invocation waits (-w) for the lock another holds, as with
 // PostgreSQL (postgres-restart-field.test.ts): the waiter held nothing, so it connects again
 // and waits for the server as for the lock; a server still down when the wait is over is 69.
+// The server is killed (as a crash): a clean shutdown ends its connections one by one, and a
+// waiter's try that falls between the holder's end and its own takes the freed lock at once,
+// rightly, but then it never waits for the server (seen on a loaded machine).
 describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation waits (-w)', () => {
   const setUp = (server: PrivateMariadb) => {
     const box = sandbox();
@@ -71,7 +74,7 @@ describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation w
     const waiter = start(['-v', '-w', '60s', '-n', 'restart-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
     const said = collected(waiter);
     await waitFor(bothConnected(server), 'the waiter to connect');
-    await server.shutdown();
+    await server.crash();
     const lost = await holder.done;
     expect(lost.code).toBe(75);
     expect(lost.stderr).toMatch(/cronguard: restart-wait: lock lost: [^\n]*; command terminated after \S+ \(run 1; cronguard logs 1\)\n$/);
@@ -98,14 +101,13 @@ describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation w
     await waitFor(() => lines(log).length > 0, 'the holder to start its command');
     const waiter = start(['-w', '3s', '-n', 'down-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
     await waitFor(bothConnected(server), 'the waiter to connect');
-    await server.shutdown();
+    await server.crash();
     const result = await waiter.done;
     expect((await holder.done).code).toBe(75);
     release(barrier);
     await server.start();
     expect(result.code).toBe(69);
-    // The last try to connect again was refused, or, caught as the server shut down, cut by it.
-    expect(result.stderr).toMatch(/^cronguard: cannot reach MySQL at root@127\.0\.0\.1:\d+\/mysql: (ECONNREFUSED|PROTOCOL_CONNECTION_LOST)\n$/);
+    expect(result.stderr).toMatch(/^cronguard: cannot reach MySQL at root@127\.0\.0\.1:\d+\/mysql: ECONNREFUSED\n$/);
     expect(lines(ran)).toEqual([]);
     // Only the holder's run, started before the restart; its end waits in the spool (beside,
     // if the restart caught the waiter's admission in flight, that admission's: nothing ran).
@@ -121,7 +123,7 @@ describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation w
     const waiter = start(['--no-log', '-v', '-w', '60s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
     const said = collected(waiter);
     await waitFor(bothConnected(server), 'the waiter to connect');
-    await server.shutdown();
+    await server.crash();
     expect((await holder.done).code).toBe(75);
     await waitFor(() => /nolog-wait: [^\n]*MySQL at [^\n]*; waiting for it as for the lock\n/.test(said.stderr()), 'the waiter to find the server down');
     await server.start();
@@ -135,13 +137,13 @@ describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation w
     await waitFor(() => lines(again).length > 0, 'the second holder to start its command');
     const late = start(['--no-log', '-w', '3s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${stillDown}`], env);
     await waitFor(bothConnected(server), 'the second waiter to connect');
-    await server.shutdown();
+    await server.crash();
     const down = await late.done;
     expect((await second.done).code).toBe(75);
     release(barrier);
     await server.start();
     expect(down.code).toBe(69);
-    expect(down.stderr).toMatch(/^cronguard: cannot reach MySQL at root@127\.0\.0\.1:\d+\/mysql: (ECONNREFUSED|PROTOCOL_CONNECTION_LOST)\n$/);
+    expect(down.stderr).toMatch(/^cronguard: cannot reach MySQL at root@127\.0\.0\.1:\d+\/mysql: ECONNREFUSED\n$/);
     expect(lines(stillDown)).toEqual([]);
   }, 120_000);
 
