@@ -301,9 +301,14 @@ async function mergeEagerChunks(files, roots, bundle) {
 
 // Each file of lib/ is written as CommonJS would wrap it, so that the code cache's loader
 // (src/boot/code-cache.ts) compiles it as it is read: wrapping it at run time made a second
-// copy of every source a run loads, in the young generation the collector then sweeps.
+// copy of every source a run loads, in the young generation the collector then sweeps. It is
+// written in ASCII (the loader reads it as Latin-1): one character beyond it (an em dash in
+// a comment of pg's) made the whole file a two-byte string, twice its size, decoded slowly.
 function wrapLib(lib) {
-  for (const file of readdirSync(lib)) if (file.endsWith('.cjs')) writeFileSync(join(lib, file), Module.wrap(readFileSync(join(lib, file), 'utf8')));
+  const escape = (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  for (const file of readdirSync(lib)) {
+    if (file.endsWith('.cjs')) writeFileSync(join(lib, file), Module.wrap(readFileSync(join(lib, file), 'utf8')).replace(/[^\0-\x7f]/g, escape));
+  }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -1,8 +1,7 @@
 import { join } from 'node:path';
-import { installCodeCache } from './code-cache.js';
+import { runFromCodeCache } from './code-cache.js';
 
 // dist/cronguard.cjs: what every invocation loads first. The program itself is in
 // dist/lib/, split so that a run loads only the run path (subcommands, pg and the CLI
 // libraries are files of their own, loaded when needed), compiled from the code cache.
-installCodeCache(join(__dirname, 'lib'), join(__dirname, 'cache'), false);
-require(join(__dirname, 'lib', 'main.cjs'));
+runFromCodeCache(join(__dirname, 'lib'), join(__dirname, 'cache'), false);

@@ -1,8 +1,7 @@
 import { join } from 'node:path';
-import { installCodeCache } from './code-cache.js';
+import { runFromCodeCache } from './code-cache.js';
 
 // dist/train.cjs: runs cronguard with its arguments as dist/cronguard.cjs does, and writes
 // the code cache of every file it loaded when it exits. The build and install.sh run it on
 // a plain run (and a subcommand), so that the cache holds what a run compiles.
-installCodeCache(join(__dirname, 'lib'), join(__dirname, 'cache'), true);
-require(join(__dirname, 'lib', 'main.cjs'));
+runFromCodeCache(join(__dirname, 'lib'), join(__dirname, 'cache'), true);

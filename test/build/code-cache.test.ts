@@ -34,6 +34,12 @@ describe('the V8 code cache of dist/', () => {
     expect(result.used).toBeGreaterThanOrEqual(2);
   });
 
+  it('holds files in ASCII only, so that each is read into a one-byte string', () => {
+    const lib = join(ROOT, 'dist', 'lib');
+    const wide = readdirSync(lib).filter((file) => /[^\0-\x7f]/.test(readFileSync(join(lib, file), 'utf8')));
+    expect(wide).toEqual([]);
+  });
+
   it('is ignored for a file that changed, and rejected by V8 when it is not a cache; the run is the same', () => {
     const dist = copyOfDist();
     appendFileSync(join(dist, 'lib', 'main.cjs'), '\n// changed after the cache was made\n');
