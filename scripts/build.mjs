@@ -136,10 +136,13 @@ async function buildLib(lib) {
       outExtension: { '.js': '.mjs' },
     });
     const files = new Map();
+    const forwards = forwardingFiles(esm);
     for (const file of readdirSync(esm)) {
       // Imports of each other become requires: static ones by the transform, dynamic ones
       // here, so that no ESM loader is involved.
-      const loadsOnDemand = readFileSync(join(esm, file), 'utf8').replace(/\bimport\("\.\/([\w-]+)\.mjs"\)/g, 'Promise.resolve().then(() => require("./$1.cjs"))');
+      const loadsOnDemand = readFileSync(join(esm, file), 'utf8').replace(/\bimport\("\.\/([\w-]+)\.mjs"\)/g, (_, name) =>
+        forwards.has(name) ? `Promise.resolve().then(() => ${FORWARD}("${forwards.get(name)}", () => require("./${name}.cjs")))` : `Promise.resolve().then(() => require("./${name}.cjs"))`,
+      );
       // As main.cjs is bundled from it (bundleMain).
       writeFileSync(join(esm, file), loadsOnDemand);
       const source = loadsOnDemand.replace(/(["'])\.\/([\w-]+)\.mjs\1/g, '"./$2.cjs"');
@@ -186,6 +189,22 @@ const LAZY = /=> require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const ANY_CHUNK = /require\("\.\/(chunk-[\w-]+)\.cjs"\)/g;
 const CHUNK = 'globalThis[Symbol.for("cronguard.chunk")]';
 const DEFS = 'globalThis[Symbol.for("cronguard.chunks")]';
+const FORWARD = 'globalThis[Symbol.for("cronguard.forward")]';
+
+// Files that only hand on one chunk's names (a module whose code esbuild put in a chunk that
+// other files share, such as PostgreSQL's store, which its shared log imports too), by name,
+// with the chunk. Loading one is a file read and compiled for nothing once a file holding
+// its chunk has loaded (a PostgreSQL run loaded three such files); FORWARD then answers
+// from the chunk, and loads the file only when no file holding it has.
+const FORWARDING = /^import \{\n([\w$,\n ]+)\n\} from "\.\/(chunk-[\w-]+)\.mjs";\n(?:import "\.\/chunk-[\w-]+\.mjs";\n)*export \{\n([\w$,\n ]+)\n\};\n$/;
+function forwardingFiles(esm) {
+  const found = new Map();
+  for (const file of readdirSync(esm)) {
+    const match = FORWARDING.exec(readFileSync(join(esm, file), 'utf8'));
+    if (match && match[1] === match[3]) found.set(file.replace(/\.mjs$/, ''), match[2]);
+  }
+  return found;
+}
 
 // The helpers esbuild writes at the top of every file that exports, defined once per file
 // that holds chunks instead of once per chunk: about forty chunks each made them anew on
@@ -237,6 +256,7 @@ ${CHUNK} = (name) => {
   }
   return loaded[name].exports;
 };
+${FORWARD} = (name, load) => (Object.hasOwn(held, name) || Object.hasOwn(defs, name) ? ${CHUNK}(name) : load());
 `,
   );
   const entry = join(esm, 'main-bundle.mjs');
