@@ -93,15 +93,24 @@ export function checkPrivateDirectory(dir: string, what: string): number | null 
   if (shared === null && stat.mode & 0o022) throw new PermissionError(`${what} ${dir} is writable by other users (mode ${(stat.mode & 0o7777).toString(8)}); chmod go-w it`);
   if (uid !== 0) return shared;
   // The real path: a symlink's own mode means nothing, what it points to does.
-  for (let parent = dirname(realpathSync(dir)); ; parent = dirname(parent)) {
+  const passed: string[] = [];
+  for (let parent = dirname(realpathSync.native(dir)); !safeAbove.has(parent); parent = dirname(parent)) {
     const above = lstatOf(parent, what);
     const othersWrite = (above.mode & 0o022) !== 0 && (above.mode & 0o1000) === 0;
     if ((above.uid !== 0 && above.uid !== uid) || othersWrite) {
       throw new PermissionError(`${what} ${dir} is inside ${parent}, which another user can change (uid ${above.uid}, mode ${(above.mode & 0o7777).toString(8)}); choose a directory only root controls`);
     }
-    if (parent === dirname(parent)) return shared;
+    passed.push(parent);
+    if (parent === dirname(parent)) break;
   }
+  for (const parent of passed) safeAbove.add(parent);
+  return shared;
 }
+
+// The directories above a checked one that passed (real paths, each with all those above
+// it): only root can change such a directory, so each is checked once per process. A run
+// checks its state directory's tree four times (the log, the spool, its known/ entry).
+const safeAbove = new Set<string>();
 
 function lstatOf(path: string, what: string): Stats {
   try {
