@@ -1,4 +1,4 @@
-import { closeSync, constants, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync } from 'node:fs';
+import { closeSync, constants, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe } from '../errors.js';
 import type { Messages } from '../util/io.js';
@@ -101,6 +101,8 @@ export async function deliverDir(
 }
 
 export function mkdirOnce(dir: string): void {
+  // Asked first: see mkdirp.
+  if (lstatSync(dir, { throwIfNoEntry: false })) return;
   try {
     mkdirSync(dir, 0o700);
   } catch (error) {

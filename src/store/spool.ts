@@ -137,8 +137,7 @@ export class Spool {
       checked(dir, true, preparePrivateDirectory(this.stateDir, 'state directory') !== null);
       // Of this process: every run of the URL writes it.
       const temp = `${file}.${process.pid}.tmp`;
-      unlinkQuietly(temp);
-      const fd = openRegular(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', temp, 0o600);
+      const fd = createTemp(temp);
       try {
         writeSync(fd, known);
       } finally {
@@ -193,8 +192,7 @@ export class Spool {
     checked(dir, true, shared);
     const file = join(dir, `${record.run.runKey.replace(/[^A-Za-z0-9._-]/g, '_')}.json`);
     const temp = `${file}.tmp`;
-    unlinkQuietly(temp);
-    const fd = openRegular(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', temp, 0o600);
+    const fd = createTemp(temp);
     try {
       const witness = record.id !== null ? record.run.runKey : (this.knownOfUrl()?.witness ?? null);
       const bytes = Buffer.from(JSON.stringify({ ...record, target: this.writeKey, from: this.keys[0], witness }));
@@ -251,6 +249,19 @@ export class Spool {
       say.verbose(`spooled run record ${record.run.runKey} waits for its own server: this one, though it has the same identity, has no trace of ${witness === null ? 'any run of its URL' : `run ${witness}`} (a copy made before it?)`);
       return false;
     };
+  }
+}
+
+// A file of this name made afresh: one a crash left under it is replaced. (Not removed
+// first: removing what is not there throws, and an error's stack cost every run more.)
+function createTemp(temp: string): number {
+  const open = () => openRegular(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 'spool file', temp, 0o600);
+  try {
+    return open();
+  } catch (error) {
+    if ((error as { cause?: NodeJS.ErrnoException }).cause?.code !== 'EEXIST') throw error;
+    unlinkQuietly(temp);
+    return open();
   }
 }
 

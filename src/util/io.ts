@@ -1,5 +1,5 @@
 // cronguard's small I/O helpers: its own messages, flushing, timers, directories.
-import { mkdirSync } from 'node:fs';
+import { lstatSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { redact } from './redact.js';
 
@@ -91,6 +91,9 @@ export function setLongTimeout(fn: () => void, ms: number): { clear(): void } {
 // mkdir -p with an explicit mode. Not mkdirSync({ recursive: true }): Node's version loops
 // forever on some paths that cannot exist (seen with /proc/x on Node 20).
 export function mkdirp(dir: string, mode: number): void {
+  // Asked first: a mkdir of what exists throws, and an error's stack costs every run more
+  // than the lstat.
+  if (lstatSync(dir, { throwIfNoEntry: false })) return;
   try {
     mkdirSync(dir, { mode });
   } catch (error) {
