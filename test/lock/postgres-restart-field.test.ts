@@ -236,13 +236,13 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
     });
 
     // A holder, and a waiter (-w 4s) that waits for it, both through the pooler.
-    const bothThroughPooler = async (schema: string, job: string) => {
+    const bothThroughPooler = async (schema: string, job: string, wait = '4s') => {
       const set = setUp(schema, (pooler as Pgbouncer).url);
       const holder = start(['-n', job, '--', fixture('hold.sh'), set.log, set.barrier], set.env);
       await waitFor(() => lines(set.log).length > 0, 'the holder to start its command');
-      const waiter = start(['-v', '-w', '4s', '-n', job, '--', 'sh', '-c', `echo ran >> ${set.ran}`], set.env);
+      const waiter = start(['-v', '-w', wait, '-n', job, '--', 'sh', '-c', `echo ran >> ${set.ran}`], set.env);
       const said = collected(waiter);
-      await waitFor(() => said.stderr().includes('is held; waiting up to 4s for it'), 'the waiter to wait');
+      await waitFor(() => said.stderr().includes('is held; waiting up to '), 'the waiter to wait');
       await waitFor(bothConnected(job), 'the waiter to connect');
       return { ...set, holder, waiter };
     };
@@ -297,5 +297,41 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
       // admission on this host, ends as abandoned.
       expect((await runs('pool_hung')).map((r) => r.status).filter((status) => status === 'succeeded')).toEqual(['succeeded']);
     }, 120_000);
+
+    // pg gives up on a statement unanswered for 30 s (`Query read timeout`) but keeps its
+    // connection: a waiter whose admission the pooler held in its queue ended there (69), with
+    // most of its wait to go. Its session is lost instead, and it connects again and waits on.
+    it('a hung server back within the wait, after the statement timed out: the waiter runs after the holder', async () => {
+      const c = cluster as SmallCluster;
+      const p = pooler as Pgbouncer;
+      const { barrier, ran, holder, waiter } = await bothThroughPooler('pool_back', 'pool-back', '5m');
+      const [{ pid: backend }] = (await onCluster<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE application_name = 'cronguard:pool-back' AND pid NOT IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)`,
+      )) as [{ pid: number }];
+      const postmaster = Number(readFileSync(`/var/lib/postgresql/15/${c.name}/postmaster.pid`, 'utf8').split('\n')[0]);
+      // When the pooler logged each client in (its log's own clock).
+      const logins = () => p.log().split('\n').flatMap((line) => (line.includes('login attempt') ? [Date.parse(line.slice(0, 23).replace(' ', 'T') + 'Z')] : []));
+      process.kill(postmaster, 'SIGSTOP');
+      try {
+        const before = logins().length;
+        process.kill(backend, 'SIGTERM');
+        // Its login once the pooler closed it, and another once its statement, sent then,
+        // went unanswered for 30 s.
+        const timedOut = () => {
+          const since = logins().slice(before);
+          return since.length >= 2 && (since.at(-1) as number) - (since[0] as number) >= 30_000;
+        };
+        await waitFor(() => timedOut() || waiter.child.exitCode !== null, 'the waiter to connect again after its statement timed out', 110_000);
+      } finally {
+        process.kill(postmaster, 'SIGCONT');
+      }
+      expect(waiter.child.exitCode).toBeNull();
+      release(barrier);
+      expect((await holder.done).code).toBe(0);
+      const result = await waiter.done;
+      expect(result.code).toBe(0);
+      expect(lines(ran)).toEqual(['ran']);
+      expect((await runs('pool_back')).map((r) => r.status).filter((status) => status === 'succeeded')).toEqual(['succeeded', 'succeeded']);
+    }, 240_000);
   });
 });

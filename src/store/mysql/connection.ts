@@ -65,6 +65,9 @@ export class Session implements MysqlSession {
   adopt(fresh: MysqlSession): void {
     if (!this.lost || this.proof.held || this.lockGone !== null || this.inTransaction) throw new Error('only a lost session that held no lock connects again');
     const other = fresh as Session;
+    // The connection left behind is dropped: a GET_LOCK a proxy still held would otherwise
+    // be answered on it later, and the lock stay held by nobody.
+    this.connection.destroy();
     this.maxPacketBytes = other.maxPacketBytes;
     this.attach(other.connection);
     this.lost = null;

@@ -10,6 +10,14 @@ export type LockProbe = (ask: <R extends pg.QueryResultRow>(text: string, values
 
 // No statement of cronguard's takes long; one that hangs means the network does.
 const QUERY_TIMEOUT_MS = 30_000;
+// pg's error for a statement unanswered after it (pg/lib/client.js).
+const READ_TIMEOUT = 'Query read timeout';
+
+// Closes a connection at once, saying no goodbye.
+function dropConnection(client: pg.Client): void {
+  void client.end().catch(() => {});
+  (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+}
 
 // One dedicated, unpooled connection: a session-level advisory lock lives exactly as long
 // as it. Counts statements so --verbose and the bench can report round trips.
@@ -77,6 +85,9 @@ export class PgSession {
   // this one carry on over it. One that held a lock is never revived: its lock is gone.
   adopt(fresh: PgSession): void {
     if (!this.lost || this.lockBackend !== null || this.lockGone !== null) throw new Error('only a lost session that held no lock connects again');
+    // The connection left behind is dropped: a statement a pooler still held in its queue
+    // would otherwise be answered on it later, and a lock it took stay held by nobody.
+    dropConnection(this.client);
     this.reported = fresh.reported;
     this.attach(fresh.client);
     this.heartbeat = null;
@@ -113,13 +124,11 @@ export class PgSession {
       await Promise.race([client.connect(), aborted]);
       if (!/^ISO/.test(parameters.get('DateStyle') ?? '')) await Promise.race([client.query('SET datestyle = ISO'), aborted]);
     } catch (error) {
-      if (abort?.aborted) {
-        // No goodbye: a server that took the connection but never answers (a stopped
-        // postmaster) would hold client.end() until connect_timeout, and a signal or the end
-        // of a wait (-w) with it.
-        void client.end().catch(() => {});
-        (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
-      } else await client.end().catch(() => {});
+      // No goodbye when aborted: a server that took the connection but never answers (a
+      // stopped postmaster) would hold client.end() until connect_timeout, and a signal or
+      // the end of a wait (-w) with it.
+      if (abort?.aborted) dropConnection(client);
+      else await client.end().catch(() => {});
       throw error;
     } finally {
       abort?.removeEventListener('abort', onAbort);
@@ -138,6 +147,10 @@ export class PgSession {
       // lost now, not only once the socket closes after it, so the statement's failure is
       // the connection's, not the log's.
       if ((error as { severity?: unknown }).severity === 'FATAL') this.markLost(`connection error: ${(error as Error).message}`);
+      // pg gives up on the statement but not on the connection, whose next statements would
+      // queue behind it: a waiter (-w) whose statement a pooler held in its queue, with the
+      // server hung, would end there, long before its wait; lost, it connects again instead.
+      else if ((error as Error).message === READ_TIMEOUT) this.markLost(`no answer in ${QUERY_TIMEOUT_MS / 1000} s`);
       throw error;
     }
   }
