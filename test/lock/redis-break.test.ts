@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cronguard, type Finished, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { collected, cronguard, type Finished, lines, runs, sandbox, start, waitFor } from '../helpers.js';
 import { haveRedis, privateRedis } from '../redis-server.js';
 
 // -l redis against what nobody expects of a Redis server (issue 39, an adversary's review):
@@ -160,7 +160,11 @@ describe.skipIf(!haveRedis)('-l redis: the server restarted while an invocation 
     expect(r.cli('SET', 'cronguard:0:restart-wait', 'deploying', 'PX', '60000')).toBe('OK');
     const ran = box.path('ran');
     const waiter = start(['--lock-url', r.url(), '-v', '-w', '30s', '--every-tick', '-n', 'restart-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], box.env);
-    await waitFor(() => r.cli('CLIENT', 'LIST').includes('name=cronguard:restart-wait'), 'the waiter to connect');
+    const said = collected(waiter);
+    // Waiting, not merely connected: its name is in CLIENT LIST while its first try (made
+    // without waiting, -w or not) is still in flight, and a server lost then is a first
+    // connection's failure (69).
+    await waitFor(() => said.stderr().includes('is held; waiting up to 30s for it'), 'the waiter to wait');
     await r.stop();
     // Down across several of the waiter's tries (each a refused connection, at most 250 ms
     // apart): it waits for the server as for the lock.
