@@ -325,9 +325,9 @@ async function mergeEagerChunks(files, roots, bundle) {
 // written in ASCII (the loader reads it as Latin-1): one character beyond it (an em dash in
 // a comment of pg's) made the whole file a two-byte string, twice its size, decoded slowly.
 function wrapLib(lib) {
-  const escape = (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  const asUnicodeEscape = (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
   for (const file of readdirSync(lib)) {
-    if (file.endsWith('.cjs')) writeFileSync(join(lib, file), Module.wrap(readFileSync(join(lib, file), 'utf8')).replace(/[^\0-\x7f]/g, escape));
+    if (file.endsWith('.cjs')) writeFileSync(join(lib, file), Module.wrap(readFileSync(join(lib, file), 'utf8')).replace(/[^\0-\x7f]/g, asUnicodeEscape));
   }
 }
 

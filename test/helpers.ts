@@ -123,13 +123,31 @@ export function runs(stateDir: string): RunRow[] {
 
 // Polls until check() holds. The deadline only turns a hang into a failure: it is far longer
 // than anything takes on a loaded machine, and below vitest's testTimeout so the message
-// says what never happened.
-export async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
+// says what never happened (`what`, or what a function of it says then).
+export async function waitFor(check: () => boolean | Promise<boolean>, what: string | (() => string), timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${typeof what === 'string' ? what : what()}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+// Polls until `started` has written to stderr what `pattern` matches (`said` is
+// collected(started)). A binary that ends first fails it at once, and one that never says it
+// fails it at the deadline; either way the failure quotes what it did say.
+export async function waitToSay(started: Started, said: { stderr(): string }, pattern: RegExp, what: string): Promise<void> {
+  let ended: Finished | null = null;
+  void started.done.then((result) => {
+    ended = result;
+  });
+  await waitFor(
+    () => {
+      if (pattern.test(said.stderr())) return true;
+      if (ended) throw new Error(`${what}: it ended first (${ended.code ?? ended.signal}), having said:\n${ended.stderr}`);
+      return false;
+    },
+    () => `${what}; it has said:\n${said.stderr()}`,
+  );
 }
 
 // Starts `count` identical invocations at once; exited() says how many have finished so far.

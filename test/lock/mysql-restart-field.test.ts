@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { collected, cronguard, fixture, lines, release, sandbox, spooled, start, waitFor } from '../helpers.js';
+import { collected, cronguard, fixture, lines, release, sandbox, spooled, start, waitFor, waitToSay } from '../helpers.js';
 import { haveMariadbd, type PrivateMariadb, privateMariadb } from '../mariadb-server.js';
 import { mysqlQuery } from '../mysql-helpers.js';
 
@@ -53,7 +53,10 @@ describe.skipIf(!haveMariadbd)('a MariaDB server that goes away mid-run', () => 
 // and waits for the server as for the lock; a server still down when the wait is over is 69.
 // The server is killed (as a crash): a clean shutdown ends its connections one by one, and a
 // waiter's try that falls between the holder's end and its own takes the freed lock at once,
-// rightly, but then it never waits for the server (seen on a loaded machine).
+// rightly, but then it never waits for the server (seen on a loaded machine). And it is killed
+// once the waiter waits (-v says so), not once it is connected: connected, it may still be
+// setting up its session or making its first try (which no wait covers without a log), and a
+// server lost then is a first connection's failure, 69 at once.
 describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation waits (-w)', () => {
   const setUp = (server: PrivateMariadb) => {
     const box = sandbox();
@@ -62,6 +65,7 @@ describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation w
   };
   // Both invocations are connected (no one else uses this server): the holder, and the waiter,
   // which (its schema stamp written by the holder) sends nothing but its admissions from then on.
+  // It may not be waiting yet.
   const bothConnected = (server: PrivateMariadb) => async () =>
     (await mysqlQuery<{ n: number }>("SELECT COUNT(*) AS n FROM information_schema.processlist WHERE user = 'root' AND id <> CONNECTION_ID()", [], server.url))[0]?.n === 2;
   const statuses = async (server: PrivateMariadb) => (await mysqlQuery<{ status: string }>('SELECT status FROM cg_wait.runs ORDER BY id', [], server.url)).map((r) => r.status);
@@ -73,7 +77,7 @@ describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation w
     await waitFor(() => lines(log).length > 0, 'the holder to start its command');
     const waiter = start(['-v', '-w', '60s', '-n', 'restart-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
     const said = collected(waiter);
-    await waitFor(bothConnected(server), 'the waiter to connect');
+    await waitToSay(waiter, said, /is held; waiting up to 1m00s for it\n/, 'the waiter to wait');
     await server.crash();
     const lost = await holder.done;
     expect(lost.code).toBe(75);
@@ -81,7 +85,7 @@ describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation w
     // The holder's record waits in the spool (beside, if the restart caught the waiter's
     // admission in flight, that admission's, which ends its row if the server has one).
     expect(spooled(box.stateDir).filter((f) => f.includes(`_${holder.child.pid}_`))).toHaveLength(1);
-    await waitFor(() => /restart-wait: [^\n]*MySQL at [^\n]*; waiting for it as for the lock\n/.test(said.stderr()), 'the waiter to find the server down');
+    await waitToSay(waiter, said, /restart-wait: [^\n]*MySQL at [^\n]*; waiting for it as for the lock\n/, 'the waiter to find the server down');
     await server.start();
     const result = await waiter.done;
     release(barrier);
@@ -123,10 +127,10 @@ describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation w
     await waitFor(() => lines(log).length > 0, 'the holder to start its command');
     const waiter = start(['--no-log', '-v', '-w', '60s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
     const said = collected(waiter);
-    await waitFor(bothConnected(server), 'the waiter to connect');
+    await waitToSay(waiter, said, /is held; waiting up to 1m00s for it\n/, 'the waiter to wait');
     await server.crash();
     expect((await holder.done).code).toBe(75);
-    await waitFor(() => /nolog-wait: [^\n]*MySQL at [^\n]*; waiting for it as for the lock\n/.test(said.stderr()), 'the waiter to find the server down');
+    await waitToSay(waiter, said, /nolog-wait: [^\n]*MySQL at [^\n]*; waiting for it as for the lock\n/, 'the waiter to find the server down');
     await server.start();
     const result = await waiter.done;
     expect(result.code).toBe(0);
@@ -136,15 +140,17 @@ describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation w
     const [again, stillDown] = [box.path('again'), box.path('still-down')];
     const second = start(['--no-log', '-n', 'nolog-wait', '--', fixture('hold.sh'), again, barrier], env);
     await waitFor(() => lines(again).length > 0, 'the second holder to start its command');
-    const late = start(['--no-log', '-w', '3s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${stillDown}`], env);
-    await waitFor(bothConnected(server), 'the second waiter to connect');
+    const late = start(['--no-log', '-v', '-w', '3s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${stillDown}`], env);
+    await waitToSay(late, collected(late), /is held; waiting up to 3s for it\n/, 'the second waiter to wait');
     await server.crash();
     const down = await late.done;
     expect((await second.done).code).toBe(75);
     release(barrier);
     await server.start();
     expect(down.code).toBe(69);
-    expect(down.stderr).toMatch(/^cronguard: cannot reach MySQL at root@127\.0\.0\.1:\d+\/mysql: (ECONNREFUSED|ECONNRESET)\n$/);
+    // Its last line (before it, -v's), and no other error.
+    expect(down.stderr).toMatch(/\ncronguard: cannot reach MySQL at root@127\.0\.0\.1:\d+\/mysql: (ECONNREFUSED|ECONNRESET)\n$/);
+    expect(down.stderr.match(/^cronguard: cannot reach/gm)).toHaveLength(1);
     expect(lines(stillDown)).toEqual([]);
   }, 120_000);
 

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cronguard, type Finished, lines, runs, sandbox, start, waitFor } from '../helpers.js';
+import { collected, cronguard, type Finished, lines, runs, sandbox, start, waitFor } from '../helpers.js';
 import { haveRedis, privateRedis } from '../redis-server.js';
 
 // -l redis against what nobody expects of a Redis server (issue 39, an adversary's review):
@@ -98,6 +98,39 @@ describe('-l redis against a server that does not run the scripts as Redis does'
   }
 });
 
+// A waiter whose take is in flight when its connection goes (a server restarting) held
+// nothing: it connects again and goes on waiting. The fake server answers the first try (made
+// without waiting) "held", drops the wait's first connection on its take, and gives the lock
+// at the next.
+describe('-l redis: the connection lost with a take in flight while waiting (-w)', () => {
+  it('the waiter connects again and runs (exit 0), once', async () => {
+    let connections = 0;
+    server = createServer((socket) => {
+      const which = ++connections;
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('data', (chunk: Buffer) => {
+        const command = chunk.toString();
+        if (command.includes('SETNAME')) socket.write('+OK\r\n');
+        else if (!command.includes("'INCR'")) socket.write(':1\r\n');
+        else if (which === 1) socket.write('*2\r\n:0\r\n$9\r\ndeploying\r\n');
+        else if (which === 2) socket.destroy();
+        else socket.write('*2\r\n:1\r\n$13\r\n1700000000000\r\n');
+      });
+    });
+    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    const box = sandbox();
+    const ran = box.path('ran');
+    const result = await cronguard(['--lock-url', `redis://127.0.0.1:${port}`, '-v', '-w', '30s', '--every-tick', '-n', 'in-flight', '--', 'sh', '-c', `echo ran >> ${ran}`], box.env);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toMatch(/is held; waiting up to 30s for it\n/);
+    expect(result.stderr).not.toMatch(/unreachable|connection is lost/);
+    expect(connections).toBeGreaterThanOrEqual(3);
+    expect(lines(ran)).toEqual(['ran']);
+  }, 30_000);
+});
+
 describe('-l redis: a ?ca= that is not a readable file', () => {
   it('a directory, a FIFO, a missing file: 64, one line naming it, no hang, nothing run', async () => {
     const box = sandbox();
@@ -160,7 +193,11 @@ describe.skipIf(!haveRedis)('-l redis: the server restarted while an invocation 
     expect(r.cli('SET', 'cronguard:0:restart-wait', 'deploying', 'PX', '60000')).toBe('OK');
     const ran = box.path('ran');
     const waiter = start(['--lock-url', r.url(), '-v', '-w', '30s', '--every-tick', '-n', 'restart-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], box.env);
-    await waitFor(() => r.cli('CLIENT', 'LIST').includes('name=cronguard:restart-wait'), 'the waiter to connect');
+    const said = collected(waiter);
+    // Waiting, not merely connected: its name is in CLIENT LIST while its first try (made
+    // without waiting, -w or not) is still in flight, and a server lost then is a first
+    // connection's failure (69).
+    await waitFor(() => said.stderr().includes('is held; waiting up to 30s for it'), 'the waiter to wait');
     await r.stop();
     // Down across several of the waiter's tries (each a refused connection, at most 250 ms
     // apart): it waits for the server as for the lock.

@@ -89,25 +89,27 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
   // (at least CONNECT_MS after it was sent) finds the server out of reach (69). A take the
   // server runs after that leaves a key that expires after the ttl, with nothing run under it.
   let deadline = 0;
-  // A waiter (-w) whose connection went with a restarting server held nothing: it connects
-  // again, and waits for a server still down as for a held lock. Still down when the wait is
-  // over, it is 69 (`unreachable`, the last failure to connect again).
-  let reconnecting = false;
+  // A waiter (-w) held nothing: once it has reached the server (the gate's first try, made
+  // without waiting, found the lock held and closed its connection), a server that goes away
+  // (a restart) is connected again at the next try, and one still down is waited for as for a
+  // held lock, whether it went between two tries, between the first try and the wait, or with
+  // a take in flight (a take the server ran before it went leaves a key that expires after the
+  // ttl, as a late one does). Still down when the wait is over, it is 69 (`unreachable`, the
+  // last failure). A first connection's failure is 69 at once.
+  let reached = false;
+  let waiting = false;
   let unreachable: unknown = null;
   const tryOnce = async () => {
-    if (connection?.lost) {
-      connection = null;
-      reconnecting = true;
-    }
+    if (connection?.lost) connection = null;
     if (!connection) {
       try {
         connection = await connect(AbortSignal.timeout(CONNECT_MS));
       } catch (error) {
-        if (!reconnecting) throw error;
+        if (!(waiting && reached)) throw error;
         unreachable = error;
         return null;
       }
-      reconnecting = false;
+      reached = true;
       unreachable = null;
     }
     const sentAt = monotonicMs();
@@ -115,7 +117,11 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
     try {
       reply = await within(connection.command('EVAL', TAKE, 2, keys.lock, keys.fence, holder, ttlMs), Math.max(CONNECT_MS, deadline - sentAt));
     } catch (error) {
-      throw redisError(error, target.display);
+      // A server that is there but does not answer is not waited for.
+      if (!(waiting && connection.lost)) throw redisError(error, target.display);
+      unreachable = redisError(error, target.display);
+      connection = null;
+      return null;
     }
     let took: ReturnType<typeof takeReply>;
     try {
@@ -153,6 +159,8 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
     description,
     async acquire({ waitMs, abort }) {
       deadline = monotonicMs() + waitMs;
+      waiting = waitMs > 0;
+      unreachable = null;
       try {
         const taken = await retryUntil(tryOnce, waitMs, abort);
         if (taken === null && unreachable !== null) throw unreachable;
