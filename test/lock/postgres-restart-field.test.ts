@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { collected, type Finished, fixture, lines, release, type Started, sandbox, spooled, start, waitFor } from '../helpers.js';
+import { collected, type Finished, fixture, lines, release, type Started, sandbox, spooled, start, waitFor, waitToSay } from '../helpers.js';
 import { hasPgbouncer, type Pgbouncer, startPgbouncer } from '../pgbouncer.js';
 import { clusterToolsMissing, makeCluster, type SmallCluster } from '../small-cluster.js';
 
@@ -57,6 +57,7 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
     const waiter = start(['-v', '-w', '60s', '-n', 'restart-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
     const said = collected(waiter);
     await waitFor(bothConnected('restart-wait'), 'the waiter to connect');
+    await waitToSay(waiter, said, /is held; waiting up to /, 'the waiter to wait');
     c.stop();
     const lost = await holder.done;
     expect(lost.code).toBe(75);
@@ -109,6 +110,8 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
     const waiter = start(['--no-log', '-v', '-w', '60s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
     const said = collected(waiter);
     await waitFor(bothConnected('nolog-wait'), 'the waiter to connect');
+    // Without a log its first try is made before the wait: a server lost then ends it (69).
+    await waitToSay(waiter, said, /is held; waiting up to /, 'the waiter to wait');
     c.stop();
     expect((await holder.done).code).toBe(75);
     await waitFor(() => /nolog-wait: [^\n]*PostgreSQL at [^\n]*; waiting for it as for the lock\n/.test(said.stderr()), 'the waiter to find the server down');
@@ -121,15 +124,17 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
     const [again, stillDown] = [box.path('again'), box.path('still-down')];
     const second = start(['--no-log', '-n', 'nolog-wait', '--', fixture('hold.sh'), again, barrier], env);
     await waitFor(() => lines(again).length > 0, 'the second holder to start its command');
-    const late = start(['--no-log', '-w', '3s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${stillDown}`], env);
+    const late = start(['--no-log', '-v', '-w', '3s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${stillDown}`], env);
+    const lateSaid = collected(late);
     await waitFor(bothConnected('nolog-wait'), 'the second waiter to connect');
+    await waitToSay(late, lateSaid, /is held; waiting up to /, 'the second waiter to wait');
     c.stop();
     const down = await late.done;
     expect((await second.done).code).toBe(75);
     release(barrier);
     c.start();
     expect(down.code).toBe(69);
-    expect(down.stderr).toMatch(/^cronguard: cannot reach PostgreSQL at postgres@127\.0\.0\.1:\d+\/test: ECONNREFUSED\n$/);
+    expect(down.stderr.trimEnd().split('\n').at(-1)).toMatch(/^cronguard: cannot reach PostgreSQL at postgres@127\.0\.0\.1:\d+\/test: ECONNREFUSED$/);
     expect(lines(stillDown)).toEqual([]);
   }, 120_000);
 
