@@ -58,6 +58,10 @@ export interface LockBackend {
   acquire(options: AcquireOptions): Promise<Lock | null>;
   // Local locks: who holds it now, after acquire found it held (see LocalHolder).
   holder?(): Promise<LocalHolder>;
+  // A lock in a server, for a waiter (-w): a server lost once reached is waited for as a held
+  // lock is, its first try's loss included; this is why the tries since found no answer (the
+  // wait ends in it, 69), null when the last one reached the server.
+  outOfReach?(): Error | null;
 }
 
 // Where a local lock's files live. `gid`: the group the directory shares them with (see

@@ -55,8 +55,7 @@ describe.skipIf(!haveMariadbd)('a MariaDB server that goes away mid-run', () => 
 // waiter's try that falls between the holder's end and its own takes the freed lock at once,
 // rightly, but then it never waits for the server (seen on a loaded machine). And it is killed
 // once the waiter waits (-v says so), not once it is connected: connected, it may still be
-// setting up its session or making its first try (which no wait covers without a log), and a
-// server lost then is a first connection's failure, 69 at once.
+// setting up its session, and a server lost then is a first connection's failure, 69 at once.
 describe.skipIf(!haveMariadbd)('a MariaDB server restarted while an invocation waits (-w)', () => {
   const setUp = (server: PrivateMariadb) => {
     const box = sandbox();

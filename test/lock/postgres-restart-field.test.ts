@@ -110,7 +110,8 @@ describe.skipIf(missing !== null)(`a PostgreSQL server restarted while an invoca
     const waiter = start(['--no-log', '-v', '-w', '60s', '-n', 'nolog-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], env);
     const said = collected(waiter);
     await waitFor(bothConnected('nolog-wait'), 'the waiter to connect');
-    // Without a log its first try is made before the wait: a server lost then ends it (69).
+    // Connected, it may still be setting up its session: a server lost then is a first
+    // connection's failure (69). Once it waits, it is not.
     await waitToSay(waiter, said, /is held; waiting up to /, 'the waiter to wait');
     c.stop();
     expect((await holder.done).code).toBe(75);

@@ -103,8 +103,10 @@ describe('-l redis against a server that does not run the scripts as Redis does'
 // without waiting) "held", drops the wait's first connection on its take, and gives the lock
 // at the next.
 describe('-l redis: the connection lost with a take in flight while waiting (-w)', () => {
-  it('the waiter connects again and runs (exit 0), once', async () => {
+  // A fake server whose connection `which` answers the take as `take` says; its port.
+  const fake = async (take: (which: number) => 'held' | 'drop' | 'give'): Promise<{ port: number; connections: () => number }> => {
     let connections = 0;
+    server?.close();
     server = createServer((socket) => {
       const which = ++connections;
       sockets.add(socket);
@@ -113,20 +115,40 @@ describe('-l redis: the connection lost with a take in flight while waiting (-w)
         const command = chunk.toString();
         if (command.includes('SETNAME')) socket.write('+OK\r\n');
         else if (!command.includes("'INCR'")) socket.write(':1\r\n');
-        else if (which === 1) socket.write('*2\r\n:0\r\n$9\r\ndeploying\r\n');
-        else if (which === 2) socket.destroy();
+        else if (take(which) === 'held') socket.write('*2\r\n:0\r\n$9\r\ndeploying\r\n');
+        else if (take(which) === 'drop') socket.destroy();
         else socket.write('*2\r\n:1\r\n$13\r\n1700000000000\r\n');
       });
     });
     await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as { port: number }).port;
+    return { port: (server.address() as { port: number }).port, connections: () => connections };
+  };
+
+  // The first try (made before the wait) loses its connection with its take in flight: the
+  // server was reached, so a waiter waits for it; without -w, 69.
+  it('the first try’s take: a waiter connects again and runs (exit 0), once; without -w, 69', async () => {
+    const { port } = await fake((which) => (which === 1 ? 'drop' : 'give'));
+    const box = sandbox();
+    const ran = box.path('ran');
+    const result = await cronguard(['--lock-url', `redis://127.0.0.1:${port}`, '-w', '30s', '--every-tick', '-n', 'first-take', '--', 'sh', '-c', `echo ran >> ${ran}`], box.env);
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(lines(ran)).toEqual(['ran']);
+    const { port: again } = await fake(() => 'drop');
+    const now = await cronguard(['--lock-url', `redis://127.0.0.1:${again}`, '--every-tick', '-n', 'first-take', '--', 'sh', '-c', `echo ran >> ${ran}`], box.env);
+    expect(now.code).toBe(69);
+    expect(now.stderr.trim().split('\n')).toHaveLength(1);
+    expect(lines(ran)).toEqual(['ran']);
+  }, 30_000);
+
+  it('the waiter connects again and runs (exit 0), once', async () => {
+    const { port, connections } = await fake((which) => (which === 1 ? 'held' : which === 2 ? 'drop' : 'give'));
     const box = sandbox();
     const ran = box.path('ran');
     const result = await cronguard(['--lock-url', `redis://127.0.0.1:${port}`, '-v', '-w', '30s', '--every-tick', '-n', 'in-flight', '--', 'sh', '-c', `echo ran >> ${ran}`], box.env);
     expect(result.code).toBe(0);
     expect(result.stderr).toMatch(/is held; waiting up to 30s for it\n/);
     expect(result.stderr).not.toMatch(/unreachable|connection is lost/);
-    expect(connections).toBeGreaterThanOrEqual(3);
+    expect(connections()).toBeGreaterThanOrEqual(3);
     expect(lines(ran)).toEqual(['ran']);
   }, 30_000);
 });
@@ -194,9 +216,8 @@ describe.skipIf(!haveRedis)('-l redis: the server restarted while an invocation 
     const ran = box.path('ran');
     const waiter = start(['--lock-url', r.url(), '-v', '-w', '30s', '--every-tick', '-n', 'restart-wait', '--', 'sh', '-c', `echo ran >> ${ran}`], box.env);
     const said = collected(waiter);
-    // Waiting, not merely connected: its name is in CLIENT LIST while its first try (made
-    // without waiting, -w or not) is still in flight, and a server lost then is a first
-    // connection's failure (69).
+    // Waiting, not merely connected: its name is in CLIENT LIST while it is still setting up
+    // its connection, and a server lost then is a first connection's failure (69).
     await waitFor(() => said.stderr().includes('is held; waiting up to 30s for it'), 'the waiter to wait');
     await r.stop();
     // Down across several of the waiter's tries (each a refused connection, at most 250 ms

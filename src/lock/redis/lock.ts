@@ -73,7 +73,8 @@ class RedisLeaseSession implements LeaseStore<string> {
 }
 
 // The lock backend of a Redis lock.
-export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): LockBackend {
+// `waiting`: the invocation waits for the lock (-w).
+export function redisLockBackend(spec: RedisSpec, job: string, say: Messages, waiting: boolean): LockBackend {
   const { target, ttlMs } = spec;
   const keys = keysOf(spec.key);
   const host = hostname();
@@ -89,16 +90,14 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
   // (at least CONNECT_MS after it was sent) finds the server out of reach (69). A take the
   // server runs after that leaves a key that expires after the ttl, with nothing run under it.
   let deadline = 0;
-  // A waiter (-w) held nothing: once it has reached the server (the gate's first try, made
-  // without waiting, found the lock held and closed its connection), a server that goes away
-  // (a restart) is connected again at the next try, and one still down is waited for as for a
-  // held lock, whether it went between two tries, between the first try and the wait, or with
-  // a take in flight (a take the server ran before it went leaves a key that expires after the
-  // ttl, as a late one does). Still down when the wait is over, it is 69 (`unreachable`, the
-  // last failure). A first connection's failure is 69 at once.
+  // A waiter (-w) held nothing: once it has reached the server, a server that goes away (a
+  // restart) is connected again at the next try, and one still down is waited for as for a
+  // held lock, whether it went with the first try's take in flight (made before the wait),
+  // between two tries or with a later take in flight (a take the server ran before it went
+  // leaves a key that expires after the ttl, as a late one does). Still down when the wait is
+  // over, it is 69 (outOfReach: the last failure). A first connection's failure is 69 at once.
   let reached = false;
-  let waiting = false;
-  let unreachable: unknown = null;
+  let unreachable: Error | null = null;
   const tryOnce = async () => {
     if (connection?.lost) connection = null;
     if (!connection) {
@@ -106,7 +105,7 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
         connection = await connect(AbortSignal.timeout(CONNECT_MS));
       } catch (error) {
         if (!(waiting && reached)) throw error;
-        unreachable = error;
+        unreachable = error as Error;
         return null;
       }
       reached = true;
@@ -159,12 +158,8 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
     description,
     async acquire({ waitMs, abort }) {
       deadline = monotonicMs() + waitMs;
-      waiting = waitMs > 0;
-      unreachable = null;
       try {
-        const taken = await retryUntil(tryOnce, waitMs, abort);
-        if (taken === null && unreachable !== null) throw unreachable;
-        return taken;
+        return await retryUntil(tryOnce, waitMs, abort);
       } finally {
         // Not taken: nothing more is asked of the server.
         const left = connection;
@@ -179,6 +174,7 @@ export function redisLockBackend(spec: RedisSpec, job: string, say: Messages): L
       if (heldBy !== null) say.verbose(`${job}: ${keys.lock} holds '${heldBy}'`);
       return { pid: thatHost === host && pid ? Number(pid) : null, stranger: null };
     },
+    outOfReach: () => unreachable,
   };
 }
 

@@ -83,6 +83,10 @@ export function localGate(
         taken = await take(config.waitMs, abort);
       }
       if (taken) return admitFrom(taken, abort);
+      for (const { backend } of slots) {
+        const failure = backend.outOfReach?.();
+        if (failure) throw failure;
+      }
       const holder = await first.backend.holder?.();
       const strange = await strangerIn(slots, holder);
       if (strange) {

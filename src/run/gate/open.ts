@@ -53,7 +53,7 @@ async function localLockGate(config: RunConfig, locks: readonly LockSpec[], run:
 async function redisGate(config: RunConfig, locks: readonly Extract<LockSpec, { kind: 'redis' }>[], run: NewRun, options: GateOptions, say: Messages, abort: AbortSignal): Promise<Gate> {
   const { redisLockBackend } = await import('../../lock/redis/lock.js');
   const log = await openLog(config, say, { database: null, session: null, abort });
-  const slots = locks.map((lock, slot) => ({ backend: redisLockBackend(lock, config.name, say), stamp: stampOf(lock, slot) }));
+  const slots = locks.map((lock, slot) => ({ backend: redisLockBackend(lock, config.name, say, config.waitMs > 0), stamp: stampOf(lock, slot) }));
   return localGate(slots, log.recorder, run, config, options, say, counted(null, log));
 }
 

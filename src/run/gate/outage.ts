@@ -3,6 +3,7 @@ import { retryUntil } from '../../lock/backend.js';
 import type { SharedDatabase, SharedSession } from '../../store/shared.js';
 import type { Messages } from '../../util/io.js';
 import { monotonicMs } from '../../util/time.js';
+import type { Gate } from './gate.js';
 import type { OpenedLog } from './log-open.js';
 
 // A waiter (-w) of a lock in the fleet's database holds nothing while it waits: a session lost
@@ -76,27 +77,33 @@ export class Outage {
     return true;
   }
 
-  // Without a log, the lock is taken alone, as a local one is (localGate): a waiter's lost
-  // session is connected again at its next try here too.
+  // Without a log, the lock is taken alone, as a local one is (localGate): a waiter's session
+  // lost at any try, its first included (the server was reached: no first connection's
+  // failure), is connected again at its next try, within the wait (bounding).
   ridingOut(backend: LockBackend): LockBackend {
+    const once = async (abort?: AbortSignal): Promise<Lock | null> => {
+      if (this.lost && !(await this.reconnected(abort))) return null;
+      try {
+        return await backend.acquire({ waitMs: 0, abort });
+      } catch (error) {
+        if (!this.lost) throw error;
+        this.lostBy(error);
+        return null;
+      }
+    };
     return {
       ...backend,
-      acquire: async ({ waitMs, abort }) => {
-        this.waitsFor(waitMs);
-        const once = async (): Promise<Lock | null> => {
-          if (this.lost && !(await this.reconnected(abort))) return null;
-          try {
-            return await backend.acquire({ waitMs: 0, abort });
-          } catch (error) {
-            if (!this.lost) throw error;
-            this.lostBy(error);
-            return null;
-          }
-        };
-        const lock = await retryUntil(once, waitMs, abort).finally(() => this.over());
-        if (lock === null && this.failure !== null) throw this.database.error(this.failure);
-        return lock;
-      },
+      acquire: ({ waitMs, abort }) => retryUntil(() => once(abort), waitMs, abort),
+      outOfReach: () => (this.failure === null ? null : this.database.error(this.failure)),
+    };
+  }
+
+  // The admission of a lock taken alone (ridingOut's), bound as a whole by the invocation's
+  // wait: its first try, each slot's (--max-running) and the wait's.
+  bounding(waitMs: number, admit: Gate['admit']): Gate['admit'] {
+    return (abort) => {
+      this.waitsFor(waitMs);
+      return admit(abort).finally(() => this.over());
     };
   }
 }

@@ -51,7 +51,7 @@ export function databaseGate(
     await gate.close();
     for (const slot of slots) await slot.lock.close();
   };
-  if (!combined) return { ...gate, close };
+  if (!combined) return { ...gate, admit: outage ? outage.bounding(config.waitMs, gate.admit) : gate.admit, close };
   const hold = (dbLock: DatabaseLock, admitted: LockedAdmission, sentAt: number): Lock => {
     const { lock, release, releasedElsewhere } = dbLock.taken(admitted, sentAt);
     log.recorder.releasesLock(release, releasedElsewhere);
