@@ -69,6 +69,13 @@ export interface PgProxy {
   freeze(): void;
   // Data flows again on the connections frozen, as when the network comes back.
   thaw(): void;
+  // From the first packet of a client holding `text` on, what clients send waits in the proxy
+  // until resume() passes it on, in order (see mysql-proxy.ts).
+  holdFrom(text: string): void;
+  holding(): boolean;
+  resume(): void;
+  // Resets every connection, the proxy still listening: the client sees its connection reset.
+  cut(): void;
   close(): Promise<void>;
 }
 
@@ -76,6 +83,8 @@ export async function proxy(to = databaseUrl()): Promise<PgProxy> {
   const target = new URL(to);
   const sockets = new Set<Socket>();
   let frozen = false;
+  let holdText: string | null = null;
+  const held: (() => void)[] = [];
   let server: Server | null = null;
   let port = 0;
   const listen = () =>
@@ -87,7 +96,11 @@ export async function proxy(to = databaseUrl()): Promise<PgProxy> {
           s.on('error', () => {});
           s.on('close', () => sockets.delete(s));
         }
-        client.on('data', (d) => frozen || upstream.write(d));
+        client.on('data', (d: Buffer) => {
+          if (frozen) return;
+          if (holdText !== null && (held.length > 0 || d.includes(holdText))) held.push(() => upstream.write(d));
+          else upstream.write(d);
+        });
         upstream.on('data', (d) => frozen || client.write(d));
         client.on('end', () => upstream.end());
         upstream.on('end', () => client.end());
@@ -108,7 +121,23 @@ export async function proxy(to = databaseUrl()): Promise<PgProxy> {
   await listen();
   const url = new URL(to);
   url.port = String(port);
-  return { url: url.toString(), stop, start: listen, freeze: () => (frozen = true), thaw: () => (frozen = false), close: stop };
+  return {
+    url: url.toString(),
+    stop,
+    start: listen,
+    freeze: () => (frozen = true),
+    thaw: () => (frozen = false),
+    holdFrom: (text) => (holdText = text),
+    holding: () => held.length > 0,
+    resume: () => {
+      holdText = null;
+      for (const pass of held.splice(0)) pass();
+    },
+    cut: () => {
+      for (const s of sockets) s.resetAndDestroy();
+    },
+    close: stop,
+  };
 }
 
 // Advisory locks a job's runs hold on the server: on its lock key, or by a session of its
